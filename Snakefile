@@ -1,0 +1,26 @@
+# gptlineage workflow: config, schema validation, rule families, targets. Rules live in
+# workflow/rules/; each one calls a single `gptlineage <command>` that writes an artifact.
+#
+#   snakemake --cores 1 results/data_csv            # default profile (offline, CPU)
+#   snakemake --cores 1 --configfile config/paper.yaml ...   # the paper profile (later issues)
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/tabular.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        "results/data_csv",
+        "results/data_npy",

@@ -1,0 +1,7 @@
+"""`python -m gptlineage ...` is the same as `gptlineage ...`."""
+
+import sys
+
+from gptlineage.cli import main
+
+sys.exit(main())

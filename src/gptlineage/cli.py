@@ -1,0 +1,93 @@
+"""The `gptlineage` command line: one subcommand per module in `gptlineage.commands`.
+
+Example:
+    gptlineage --help
+    gptlineage data-csv --help
+
+Each command module defines NAME, HELP, EXAMPLE, `add_arguments(parser)` and `run(args)`.
+A `GptlineageError` becomes one line on stderr, `error: <command>: <message>`, and exit
+status 1; a bad flag becomes one line and exit status 2. Neither prints a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from types import ModuleType
+
+from gptlineage import __version__
+from gptlineage.errors import GptlineageError
+
+# Command modules, imported only when chosen so `gptlineage lineage ...` does not load torch.
+COMMANDS = {
+    "small-data": "gptlineage.commands.small_data",
+    "data-csv": "gptlineage.commands.data_csv",
+    "data-npy": "gptlineage.commands.data_npy",
+    "lineage": "gptlineage.commands.lineage",
+}
+
+COMMAND_HELP = {
+    "small-data": "write the 25-row regression table (CSV and NPY)",
+    "data-csv": "train the small MLP on the regression CSV",
+    "data-npy": "train the small MLP on the regression NPY arrays",
+    "lineage": "show, verify or export the lineage of an artifact",
+}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line naming the command and the flag."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"error: {self.prog.removeprefix('gptlineage ').strip()}: {message}\n")
+
+
+def load_command(name: str) -> ModuleType:
+    return importlib.import_module(COMMANDS[name])
+
+
+def build_parser(chosen: str | None) -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog="gptlineage",
+        description="Reproduce a GPT-2 training experiment; every result is an artifact with its lineage.",
+    )
+    parser.add_argument("--version", action="version", version=f"gptlineage {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
+    for name in COMMANDS:
+        if name == chosen:
+            module = load_command(name)
+            sub = subparsers.add_parser(
+                name,
+                help=COMMAND_HELP[name],
+                description=module.__doc__.splitlines()[0] if module.__doc__ else None,
+                epilog=f"example:\n  {module.EXAMPLE}",
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+            )
+            module.add_arguments(sub)
+            sub.set_defaults(run=module.run)
+        else:
+            subparsers.add_parser(name, help=COMMAND_HELP[name])
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    chosen = next((word for word in argv if word in COMMANDS), None)
+    parser = build_parser(chosen)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args.run(args) or 0)
+    except GptlineageError as error:
+        sys.stdout.flush()
+        print(f"error: {args.command}: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"error: {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

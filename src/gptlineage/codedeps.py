@@ -1,0 +1,66 @@
+"""Which package source files a command uses, found by reading imports (nothing is imported).
+
+The workflow lists these files as inputs of each rule, so Snakemake reruns a rule when the
+code its command runs changes, and not otherwise.
+
+Example:
+    >>> from pathlib import Path
+    >>> from gptlineage.codedeps import module_files
+    >>> "gptlineage/errors.py" in module_files("gptlineage.commands.lineage", Path("src"))  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = "gptlineage"
+
+
+def module_path(module: str, source_root: Path) -> Path | None:
+    """The file of a `gptlineage` module under `source_root`, or None if it is not ours."""
+    relative = Path(*module.split("."))
+    for candidate in (relative.with_suffix(".py"), relative / "__init__.py"):
+        if (source_root / candidate).is_file():
+            return candidate
+    return None
+
+
+def imported_modules(path: Path, module: str) -> set[str]:
+    """Every `gptlineage` module named by an import anywhere in the file (also inside functions)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = module.rsplit(".", 1)[0] if path.name != "__init__.py" else module
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                parent = ".".join(base + ([node.module] if node.module else []))
+            else:
+                parent = node.module or ""
+            found.add(parent)
+            found.update(f"{parent}.{alias.name}" for alias in node.names)
+    return {name for name in found if name == PACKAGE or name.startswith(PACKAGE + ".")}
+
+
+def module_files(module: str, source_root: Path) -> list[str]:
+    """Sorted relative paths of `module` and every package module it imports, transitively."""
+    seen: set[str] = set()
+    pending = [module]
+    files: set[Path] = set()
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        relative = module_path(name, source_root)
+        if relative is None:
+            continue
+        files.add(relative)
+        parts = name.split(".")
+        pending.extend(".".join(parts[:i]) for i in range(1, len(parts)))  # parent packages run first
+        pending.extend(imported_modules(source_root / relative, name))
+    return sorted(path.as_posix() for path in files)

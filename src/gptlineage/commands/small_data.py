@@ -1,0 +1,38 @@
+"""Write the 25-row regression table as CSV and as float32 NPY arrays, one artifact.
+
+The rows are a 5x5 grid over [-1, 1]^2 (x1 is the outer loop) with targets
+y = 0.7*x1 - 0.4*x2 + 0.5*x1*x2, computed in float64 and stored as float32.
+
+Example:
+    gptlineage small-data --output results/small_data
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gptlineage.artifact import ArtifactWriter
+from gptlineage.tabular.regression import regression_table, write_npy, write_regression_csv
+
+NAME = "small-data"
+EXAMPLE = "gptlineage small-data --output results/small_data"
+CSV_NAME = "small_regression.csv"
+X_NAME = "small_regression_X.npy"
+Y_NAME = "small_regression_y.npy"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output", type=Path, required=True, help="artifact directory to write")
+
+
+def run(args: argparse.Namespace) -> int:
+    inputs, targets = regression_table()
+    with ArtifactWriter(args.output, command=NAME, parameters={"rows": len(inputs)}) as artifact:
+        write_regression_csv(artifact.path / CSV_NAME, inputs, targets)
+        write_npy(artifact.path / X_NAME, inputs)
+        write_npy(artifact.path / Y_NAME, targets)
+    print(f"wrote {args.output / CSV_NAME} rows={len(inputs)}")
+    for name, array in ((X_NAME, inputs), (Y_NAME, targets)):
+        print(f"wrote {args.output / name} shape={tuple(array.shape)} dtype={array.dtype}")
+    return 0

@@ -1,0 +1,35 @@
+"""Hashes that identify files and JSON values, shared by manifests, lineage and checkpoints.
+
+Example:
+    >>> from gptlineage.hashing import sha256_json
+    >>> sha256_json({"b": 1, "a": 2}) == sha256_json({"a": 2, "b": 1})
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+CHUNK_BYTES = 1 << 20  # read files 1 MiB at a time so shards never sit in memory whole
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex sha256 of a file's bytes, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def canonical_json(value: Any) -> str:
+    """One stable text for a JSON value: sorted keys, no spaces, UTF-8 kept as is."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def sha256_json(value: Any) -> str:
+    """Hex sha256 of `canonical_json(value)`."""
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
