@@ -4,7 +4,7 @@
 #   snakemake --cores 1 results/data_csv            # default profile (offline, CPU)
 #   snakemake --cores 1 --configfile config/paper.yaml ...   # the paper profile (later issues)
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
@@ -12,10 +12,11 @@ min_version("9.0")
 configfile: "config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
-
-
 include: "workflow/rules/common.smk"
+
+
+validate_config(config, "workflow/schemas/config.schema.yaml")
+
 include: "workflow/rules/tabular.smk"
 
 

@@ -5,6 +5,10 @@ import shlex
 import sys
 from pathlib import Path
 
+import jsonschema
+import yaml
+from snakemake.exceptions import WorkflowError
+
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from gptlineage.codedeps import module_files  # noqa: E402  (needs the path above)
 
@@ -26,3 +30,13 @@ def code(command_module):
     files = set(module_files("gptlineage.cli", Path("src")))
     files.update(module_files(f"gptlineage.commands.{command_module}", Path("src")))
     return [f"src/{path}" for path in sorted(files)]
+
+
+def validate_config(config, schema_path):
+    """Check the config against its JSON Schema before any job; one line names the bad key."""
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        first = errors[0]
+        key = ".".join(str(part) for part in first.absolute_path) or "(top level)"
+        raise WorkflowError(f"invalid config: key {key}: {first.message}")

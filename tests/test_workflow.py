@@ -1,0 +1,95 @@
+"""The workflow end to end in a temporary copy: run, nothing left to do, reruns, verify."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+TARGETS = ["results/small_data", "results/data_csv", "results/data_npy"]
+
+
+def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "snakemake", "--cores", "1", *args]
+    return subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=600)
+
+
+def planned_rules(workdir: Path) -> list[str]:
+    """The rules a dry run would execute, read from its job table."""
+    done = snakemake(workdir, "--dry-run", *TARGETS)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout + done.stderr
+    if "Nothing to be done" in text:
+        return []
+    return sorted(set(re.findall(r"^rule (\w+):", text, flags=re.MULTILINE)))
+
+
+@pytest.fixture(scope="module")
+def workflow_copy(tmp_path_factory) -> Path:
+    workdir = tmp_path_factory.mktemp("workflow")
+    for name in ["Snakefile", "config.yaml"]:
+        shutil.copy(REPO / name, workdir / name)
+    for name in ["workflow", "src", "envs"]:
+        shutil.copytree(REPO / name, workdir / name, ignore=shutil.ignore_patterns("__pycache__"))
+    done = snakemake(workdir, *TARGETS)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return workdir
+
+
+def test_the_three_rules_write_verified_artifacts(workflow_copy):
+    for target in TARGETS:
+        assert (workflow_copy / target / "manifest.json").is_file()
+    assert (workflow_copy / "results/data_csv/trainlog.json").is_file()
+    for target in TARGETS:
+        done = subprocess.run([sys.executable, "-m", "gptlineage", "lineage", "verify", target],
+                              cwd=workflow_copy, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout
+
+
+def test_a_second_dry_run_has_nothing_to_do(workflow_copy):
+    assert planned_rules(workflow_copy) == []
+
+
+def test_changing_one_data_csv_parameter_reruns_data_csv_alone(workflow_copy):
+    config_path = workflow_copy / "config.yaml"
+    config = yaml.safe_load(config_path.read_text())
+    config["data_csv"]["steps"] += 1
+    config_path.write_text(yaml.safe_dump(config))
+    assert planned_rules(workflow_copy) == ["data_csv"]
+    others = {name: (workflow_copy / f"results/{name}/manifest.json").read_bytes() for name in ["small_data", "data_npy"]}
+    done = snakemake(workflow_copy, *TARGETS)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert planned_rules(workflow_copy) == []
+    for name, before in others.items():
+        assert (workflow_copy / f"results/{name}/manifest.json").read_bytes() == before
+
+
+def test_verify_fails_after_one_byte_of_the_regression_csv_changes(workflow_copy):
+    csv_path = workflow_copy / "results/small_data/small_regression.csv"
+    original = csv_path.read_bytes()
+    changed = bytearray(original)
+    changed[-3] = ord("7") if changed[-3] != ord("7") else ord("8")
+    csv_path.write_bytes(bytes(changed))
+    try:
+        done = subprocess.run([sys.executable, "-m", "gptlineage", "lineage", "verify", "results/data_csv"],
+                              cwd=workflow_copy, capture_output=True, text=True)
+        assert done.returncode == 1
+        assert "small_regression.csv: changed" in done.stdout
+    finally:
+        csv_path.write_bytes(original)
+
+
+def test_a_bad_config_fails_before_any_job_naming_the_key(workflow_copy, tmp_path):
+    config = yaml.safe_load((workflow_copy / "config.yaml").read_text())
+    config["data_csv"]["batch"] = 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(config))
+    done = snakemake(workflow_copy, "--configfile", str(bad), "--dry-run", *TARGETS)
+    assert done.returncode != 0
+    assert "data_csv.batch" in done.stdout + done.stderr
