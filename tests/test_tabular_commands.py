@@ -110,9 +110,9 @@ def assert_clean_failure(status: int, err: str, output: Path, *needles: str) -> 
 
 
 def csv_with(tmp_path: Path, small_data: Path, edit) -> Path:
-    lines = (small_data / f"{SMALL}.csv").read_text().split("\r\n")
+    lines = (small_data / f"{SMALL}.csv").read_bytes().decode().split("\r\n")
     path = tmp_path / "edited.csv"
-    path.write_text("\r\n".join(edit(lines)))
+    path.write_bytes("\r\n".join(edit(lines)).encode())
     return path
 
 

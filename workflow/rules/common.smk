@@ -16,7 +16,7 @@ from gptlineage.codedeps import module_files  # noqa: E402  (needs the path abov
 def flags(config_slice):
     """`{"steps": 5, "skip_header": True}` -> `--steps 5 --skip-header`: one flag per config key."""
     words = []
-    for key, value in config_slice.items():
+    for key, value in sorted(config_slice.items()):  # sorted: reordering config keys is no change
         flag = "--" + key.replace("_", "-")
         if isinstance(value, bool):
             words.append(flag if value else "--no-" + key.replace("_", "-"))

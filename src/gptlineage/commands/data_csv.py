@@ -49,8 +49,7 @@ def run(args: argparse.Namespace) -> int:
     config = training_config(args)
     options = CsvOptions(delimiter=args.delimiter, skip_header=args.skip_header,
                          trim_cells=args.trim_cells, allow_empty_lines=args.allow_empty_lines)
-    transcript = header_lines("CSV loader training tutorial", config,
-                              [("data_dir", args.csv.parent), ("csv_path", args.csv)])
+    transcript = header_lines("CSV loader training tutorial", config, args.csv.parent, [("csv_path", args.csv)], 9)
     print("\n".join(transcript), flush=True)
     if not args.csv.is_file():
         raise GptlineageError(f"missing CSV dataset: {args.csv} ({SMALL_DATA_HINT})")

@@ -41,8 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = training_config(args)
-    transcript = header_lines("NPY loader training tutorial", config,
-                              [("data_dir", args.x.parent), ("x_path", args.x), ("y_path", args.y)])
+    transcript = header_lines("NPY loader training tutorial", config, args.x.parent,
+                              [("x_path", args.x), ("y_path", args.y)], 8)
     print("\n".join(transcript), flush=True)
     for path in (args.x, args.y):
         if not path.is_file():

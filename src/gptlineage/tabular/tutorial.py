@@ -49,14 +49,17 @@ def training_config(args: argparse.Namespace) -> RegressionTrainConfig:
     return RegressionTrainConfig(steps=args.steps, batch=args.batch, seed=args.seed, lr=args.lr, dtype=args.dtype)
 
 
-def header_lines(title: str, config: RegressionTrainConfig, paths: list[tuple[str, object]]) -> list[str]:
-    """The transcript up to the train line: title, model summary, data paths, seed, optimiser."""
-    width = max(len(name) for name, _ in [*paths, ("seed", None), ("train", None)])
+def header_lines(title: str, config: RegressionTrainConfig, data_dir: Path, paths: list[tuple[str, Path]],
+                 label_width: int) -> list[str]:
+    """The transcript up to the train line: title, model summary, data paths, seed, optimiser.
+
+    Labels are padded to `label_width` as in the chapter's transcripts (9 for CSV, 8 for NPY).
+    """
     settings = [*paths, ("seed", config.seed)]
-    lines = [f"== {title} ==", "model:", *model_summary_lines(config.batch)]
-    lines += [f"{name.ljust(width)} = {value}" for name, value in settings]
+    lines = [f"== {title} ==", "model:", *model_summary_lines(config.batch), f"data_dir = {data_dir}"]
+    lines += [f"{name.ljust(label_width)} = {value}" for name, value in settings]
     lines.append(
-        f"{'train'.ljust(width)} = Adam(lr={config.lr}), steps={config.steps}, batch_size={config.batch},"
+        f"{'train'.ljust(label_width)} = Adam(lr={config.lr}), steps={config.steps}, batch_size={config.batch},"
         " shuffle=true, drop_last=true"
     )
     return lines

@@ -1,0 +1,278 @@
+"""The small regression table, its files, and the tiny trainer behind `data-csv`/`data-npy`.
+
+The table is a 5x5 grid over [-1, 1]^2 with y = 0.7*x1 - 0.4*x2 + 0.5*x1*x2. The
+trainer fits Linear(2, 8) -> ReLU -> Linear(8, 1) with Adam on full batches, cycling
+through the batches in order, and reports the mean batch loss before and after. Every
+random number comes from an explicit `torch.Generator(seed)` or the seeded shuffle, so
+the same seed reproduces every digit.
+
+Example:
+    X, y = regression_table()
+    write_regression_csv("small_regression.csv", X, y)
+    data = from_csv("small_regression.csv", 5, 2, 1, CsvOptions(skip_header=True), seed=2026)
+    result = train_regression(data, RegressionTrainConfig(steps=5, seed=2026))
+    print("\\n".join(model_summary_lines(5) + transcript_train_lines(result, "float32")))
+    write_regression_trainlog("trainlog.json", result)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from gptlineage.errors import GptlineageError
+from gptlineage.tabular.dataset import Dataset, format_shape
+
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
+SCALAR_NAMES = {"float32": "Float32", "float64": "Float64"}
+INPUT_WIDTH, HIDDEN_WIDTH, OUTPUT_WIDTH = 2, 8, 1
+PROBE_VALUE = 0.25
+LOSS_COLOR = "#4e79a7"
+DEFAULT_SERIES_COLOR = "#0a7"
+
+
+def regression_table() -> tuple[np.ndarray, np.ndarray]:
+    """X float32 (25, 2) and y float32 (25, 1); x1 is the outer loop of the grid."""
+    axis = np.linspace(-1, 1, 5, dtype=np.float32)
+    x1, x2 = np.meshgrid(axis, axis, indexing="ij")
+    X = np.stack([x1.ravel(), x2.ravel()], axis=1)
+    # Widen first: with NumPy 2 a Python float times a float32 array stays float32.
+    a, b = x1.astype(np.float64).ravel(), x2.astype(np.float64).ravel()
+    y = (0.7 * a - 0.4 * b + 0.5 * a * b).astype(np.float32).reshape(-1, 1)
+    return X, y
+
+
+def write_regression_csv(path: str | Path, X: np.ndarray, y: np.ndarray) -> None:
+    """Header `x1,x2,y`, CRLF line ends, each value the repr of its float32 as a float."""
+    lines = ["x1,x2,y"]
+    for features, target in zip(X, y):
+        lines.append(",".join(repr(float(v)) for v in (*features, *target)))
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes("".join(line + "\r\n" for line in lines).encode("ascii"))
+
+
+def write_npy(path: str | Path, array: np.ndarray, dtype: np.dtype | type = np.float32) -> None:
+    """Write a C-order array with `np.save` (v1.0 header, no pickling)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Through a file handle: np.save on a name without ".npy" would append the suffix.
+    with out.open("wb") as handle:
+        np.save(handle, np.ascontiguousarray(array, dtype=dtype), allow_pickle=False)
+
+
+@dataclass(frozen=True)
+class RegressionTrainConfig:
+    """What `data-csv`/`data-npy` train with; `seed` seeds the model init."""
+
+    steps: int
+    batch: int = 5
+    seed: int = 0
+    lr: float = 0.05
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        if self.steps < 0:
+            raise GptlineageError(f"train: steps must be >= 0, got {self.steps}")
+        if self.batch <= 0:
+            raise GptlineageError(f"train: batch must be > 0, got {self.batch}")
+        if self.dtype not in DTYPES:
+            raise GptlineageError(
+                f"train: unsupported dtype {self.dtype!r}; expected one of {sorted(DTYPES)}"
+            )
+
+
+@dataclass(frozen=True)
+class RegressionResult:
+    """The numbers of one training run, as the transcript and the TrainLog report them."""
+
+    dataset_size: int
+    loss_before: float
+    loss_after: float
+    probe: list[list[float]] = field(hash=False)
+    steps: int
+
+
+def build_mlp(seed: int, dtype: torch.dtype = torch.float32) -> nn.Sequential:
+    """Linear(2, 8) -> ReLU -> Linear(8, 1), 33 parameters, initialised from `seed` alone.
+
+    Built on the meta device so nn.Linear's own initialisation never touches the global
+    RNG; weights and biases are then drawn like PyTorch's default, U(-1/sqrt(fan_in),
+    1/sqrt(fan_in)), from a private generator. They are drawn in float32 and widened, so
+    the float32 and float64 runs of one seed start from the same point.
+    """
+    model = nn.Sequential(
+        nn.Linear(INPUT_WIDTH, HIDDEN_WIDTH, device="meta"),
+        nn.ReLU(),
+        nn.Linear(HIDDEN_WIDTH, OUTPUT_WIDTH, device="meta"),
+    ).to_empty(device="cpu")
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for layer in model:
+            if isinstance(layer, nn.Linear):
+                bound = 1.0 / math.sqrt(layer.in_features)
+                nn.init.uniform_(layer.weight, -bound, bound, generator=generator)
+                nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
+    return model.to(dtype)
+
+
+def _describe(layer: nn.Module) -> str:
+    if isinstance(layer, nn.Linear):
+        return f"Linear({layer.in_features}, {layer.out_features})"
+    return type(layer).__name__
+
+
+def _state_count(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters()) + sum(b.numel() for b in module.buffers())
+
+
+def model_summary_lines(batch: int, model: nn.Sequential | None = None) -> list[str]:
+    """The reference's model summary, with shapes found by running a zero batch through."""
+    model = model if model is not None else build_mlp(0)
+    dtype = next(model.parameters()).dtype
+    x = torch.zeros(batch, INPUT_WIDTH, dtype=dtype)
+    lines: list[str] = []
+    with torch.no_grad():
+        out = x
+        for index, layer in enumerate(model):
+            following = layer(out)
+            params = sum(p.numel() for p in layer.parameters())
+            shapes = "[" + ", ".join(format_shape(p.shape) for p in layer.parameters()) + "]"
+            lines.append(
+                f"  [{index}] {_describe(layer)}: {format_shape(out.shape)} -> "
+                f"{format_shape(following.shape)} params={params}, "
+                f"state={_state_count(layer)} {shapes}"
+            )
+            out = following
+    total = sum(p.numel() for p in model.parameters())
+    header = (
+        f"Sequential: {format_shape(x.shape)} -> {format_shape(out.shape)}, "
+        f"layers={len(model)}, params={total}, state={_state_count(model)}"
+    )
+    return [header, *lines]
+
+
+def _mean_loss(model: nn.Module, batches: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> float:
+    """Mean over batches of each batch's MSE; 0.0 for no batches (an empty-set convention)."""
+    if not batches:
+        return 0.0
+    with torch.no_grad():
+        total = sum(nn.functional.mse_loss(model(x), y) for x, y in batches)
+        return float(total / len(batches))
+
+
+def train_regression(dataset: Dataset, config: RegressionTrainConfig) -> RegressionResult:
+    """Fit the MLP on the batched dataset for `config.steps` Adam steps (batch k mod N)."""
+    expected = ((config.batch, INPUT_WIDTH), (config.batch, OUTPUT_WIDTH))
+    if (dataset.input_shape, dataset.target_shape) != expected:
+        raise GptlineageError(
+            f"train: dataset shapes {format_shape(dataset.input_shape)} -> "
+            f"{format_shape(dataset.target_shape)} do not match the model "
+            f"{format_shape(expected[0])} -> {format_shape(expected[1])}"
+        )
+    dtype = DTYPES[config.dtype]
+    stream = dataset.materialize(dtype)
+    batches = [(stream[i].input, stream[i].target) for i in range(len(stream))]
+    if config.steps > 0 and not batches:
+        raise GptlineageError(
+            "Trainer.train: no training samples; check the dataset and batch size "
+            "(including drop_last)"
+        )
+
+    model = build_mlp(config.seed, dtype)
+    loss_before = _mean_loss(model, batches)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.999), eps=1e-8)
+    for step in range(config.steps):
+        x, y = batches[step % len(batches)]
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+    loss_after = _mean_loss(model, batches)
+
+    with torch.no_grad():
+        probe = model(torch.full((config.batch, INPUT_WIDTH), PROBE_VALUE, dtype=dtype))
+    return RegressionResult(len(batches), loss_before, loss_after, probe.tolist(), config.steps)
+
+
+def transcript_train_lines(result: RegressionResult, dtype_name: str) -> list[str]:
+    """The trainer's report lines; floats print with %f like the reference."""
+    if dtype_name not in SCALAR_NAMES:
+        raise GptlineageError(f"train: unsupported dtype {dtype_name!r}")
+    rows = ["[" + ", ".join(f"{v:f}" for v in row) + "]" for row in result.probe]
+    probe = "[" + ", ".join(rows) + "]"
+    return [
+        f"dataset size = {result.dataset_size}",
+        f"mean_loss(before training) = {result.loss_before:f}",
+        f"mean_loss(after training) = {result.loss_after:f}",
+        f"steps={result.steps} arithmetic=native scalar={SCALAR_NAMES[dtype_name]} "
+        f"loss={result.loss_before:f} -> {result.loss_after:f}",
+        f"predict(batch=heldout) = {probe}",
+    ]
+
+
+@dataclass(frozen=True)
+class TrainSeries:
+    """One named curve of a TrainLog; the color defaults to the reference's `#0a7`."""
+
+    name: str
+    values: Sequence[float]
+    color: str = DEFAULT_SERIES_COLOR
+
+
+def _json_number(value: float) -> float | str:
+    # JSON has no NaN or infinities, so the TrainLog spells them as strings.
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return float(value)
+
+
+def _as_series(entry: TrainSeries | Mapping[str, object]) -> TrainSeries:
+    """Accept a `TrainSeries` or a plain {name, values[, color]} mapping."""
+    if isinstance(entry, TrainSeries):
+        return entry
+    values = entry["values"]
+    assert isinstance(values, Sequence)
+    return TrainSeries(str(entry["name"]), values, str(entry.get("color", DEFAULT_SERIES_COLOR)))
+
+
+def write_trainlog(
+    path: str | Path,
+    title: str,
+    steps: Sequence[int],
+    series: Sequence[TrainSeries | Mapping[str, object]],
+    notes: Sequence[str] = (),
+) -> None:
+    """Write a TrainLog JSON (title, steps, series, notes), pretty-printed, newline-terminated.
+
+    Python's float repr is the shortest decimal that round-trips, as the format asks.
+    """
+    curves = [_as_series(entry) for entry in series]
+    document = {
+        "title": title,
+        "steps": [int(s) for s in steps],
+        "series": [
+            {"name": s.name, "values": [_json_number(v) for v in s.values], "color": s.color}
+            for s in curves
+        ],
+        "notes": list(notes),
+    }
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+
+
+def write_regression_trainlog(
+    path: str | Path, result: RegressionResult, title: str = "Training", notes: Sequence[str] = ()
+) -> None:
+    """The trainer's log: steps [0, S] and one `loss` series [before, after]."""
+    loss = TrainSeries("loss", [result.loss_before, result.loss_after], LOSS_COLOR)
+    write_trainlog(path, title, [0, result.steps], [loss], notes)
