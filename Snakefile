@@ -18,6 +18,7 @@ include: "workflow/rules/common.smk"
 validate_config(config, "workflow/schemas/config.schema.yaml")
 
 include: "workflow/rules/tabular.smk"
+include: "workflow/rules/corpus.smk"
 
 
 rule all:
@@ -25,3 +26,6 @@ rule all:
     input:
         "results/data_csv",
         "results/data_npy",
+        "results/corpus_pretrain",
+        "results/corpus_continuation",
+        "results/sft_data_stage2",

@@ -13,7 +13,8 @@ artifact and no half-written manifest (an older artifact at the same path stays 
 
 The manifest records: every file (path, bytes, sha256), the command (argv), the resolved
 parameters and their hash, each input (path, and the id of the artifact holding it, or the
-file's own sha256 for a plain source file), code and environment identity, and a `run`
+file's own sha256 for a plain source file), a `summary` of what the command measured (set
+`artifact.summary` inside the block), code and environment identity, and a `run`
 block (times, host, git commit). The artifact id is the sha256 of everything except `id`
 and `run`, so identical inputs, parameters and code give the identical id.
 """
@@ -127,6 +128,7 @@ class ArtifactWriter:
         self.path = self.output.parent / f".{self.output.name}.tmp-{os.getpid()}"
         self.started = ""
         self.input_entries: list[dict[str, Any]] = []
+        self.summary: dict[str, Any] = {}  # what the command measured (token counts, losses...)
         self.manifest: dict[str, Any] = {}
 
     def __enter__(self) -> ArtifactWriter:
@@ -161,6 +163,7 @@ class ArtifactWriter:
             "parameters_sha256": sha256_json(self.parameters),
             "inputs": self.input_entries,
             "files": [describe_file(self.path, relative) for relative in list_files(self.path)],
+            "summary": self.summary,
             "code": code_identity(),
             "environment": environment_identity(self.device),
         }

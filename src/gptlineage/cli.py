@@ -24,6 +24,8 @@ COMMANDS = {
     "small-data": "gptlineage.commands.small_data",
     "data-csv": "gptlineage.commands.data_csv",
     "data-npy": "gptlineage.commands.data_npy",
+    "synth-chat": "gptlineage.commands.synth_chat",
+    "prepare": "gptlineage.commands.prepare",
     "lineage": "gptlineage.commands.lineage",
 }
 
@@ -31,6 +33,8 @@ COMMAND_HELP = {
     "small-data": "write the 25-row regression table (CSV and NPY)",
     "data-csv": "train the small MLP on the regression CSV",
     "data-npy": "train the small MLP on the regression NPY arrays",
+    "synth-chat": "write the synthetic chat datasets (stage 1, stage 2) and the held-out prompt suite",
+    "prepare": "tokenize a corpus into GPT-2 token shards",
     "lineage": "show, verify or export the lineage of an artifact",
 }
 

@@ -14,6 +14,8 @@ import os
 import platform
 import socket
 import subprocess
+import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -61,17 +63,19 @@ def git_state() -> dict[str, Any]:
 
 
 def environment_identity(device: str = "cpu") -> dict[str, Any]:
-    """Library versions, the device the command ran on and its thread count: what can change its numbers."""
-    import numpy
-    import torch
+    """Library versions, the device the command ran on and its thread count: what can change its numbers.
 
+    Versions come from package metadata, so a command that never computes with torch does not
+    pay seconds to import it; `threads` is torch's intra-op thread count when torch is in use.
+    """
+    torch = sys.modules.get("torch")
     return {
         "python": platform.python_version(),
-        "torch": torch.__version__,
-        "numpy": numpy.__version__,
+        "torch": metadata.version("torch"),
+        "numpy": metadata.version("numpy"),
         "platform": f"{platform.system()}-{platform.machine()}",
         "device": device,
-        "threads": torch.get_num_threads(),
+        "threads": torch.get_num_threads() if torch is not None else None,
     }
 
 

@@ -1,0 +1,378 @@
+"""Turn text or chat dialogues into GPT-2 token shards: the first stage of the experiment.
+
+Sources are local text files (one corpus, split contiguously), local JSONL/Parquet files, or
+Hugging Face datasets (a hub id or a local dataset directory) read in streaming mode, several
+splits round-robin. Documents are tokenized in batches with tiktoken's threads and appended to
+the shards as they come, so memory stays flat however large the corpus is.
+
+Outputs (in the artifact directory):
+- `train.bin`, `val.bin`: llm.c token shards (256 int32 header, then uint16 tokens);
+- with `messages_column` (assistant-masked instruction tuning) also `train.mask`, `val.mask`
+  (one byte per token: 1 = assistant target) and `train.records`, `val.records` (bounded
+  dialogue windows with their target intervals; see `gptlineage.dialogue`).
+
+Example:
+    gptlineage prepare --input data/shakespeare/plays.jsonl.gz --max-documents 260 --output results/corpus_pretrain
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from gptlineage.dialogue import encode_dialogue, slice_records, usable_dialogue
+from gptlineage.errors import GptlineageError
+from gptlineage.shards import MaskWriter, RecordWriter, ShardWriter
+from gptlineage.tokenizer import EOT_ID, gpt2_encoding, tokenizer_identity
+
+TEXT_SUFFIXES = (".txt",)
+JSON_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
+PARQUET_SUFFIXES = (".parquet",)
+BATCH_DOCUMENTS = 256  # documents tokenized together (tiktoken spreads a batch over threads)
+SHARD_FORMAT = "llm.c .bin: 256 little-endian int32 header (magic 20240520, version 1, token count), then uint16 tokens"
+SPLIT_RULE = "validation iff int.from_bytes(sha256(f'{seed}:{index}')[:8], 'big') / 2**64 < validation_fraction"
+
+
+@dataclass(frozen=True)
+class PrepareConfig:
+    """Everything `gptlineage prepare` reads; each field is a flag and a config key."""
+
+    inputs: tuple[str, ...] = ()
+    hf_dataset: str | None = None
+    hf_config: str | None = None
+    hf_revision: str | None = None
+    hf_splits: tuple[str, ...] = ("train",)
+    text_column: str = "text"
+    messages_column: str | None = None
+    max_documents: int = 0
+    skip_documents: int = 0
+    max_tokens: int = 0
+    skip_tokens: int = 0
+    validation_fraction: float = 0.1
+    record_context: int = 1024
+    seed: int = 1337
+
+    def validate(self) -> None:
+        """Refuse inconsistent settings with one line naming the flag."""
+        if bool(self.inputs) == bool(self.hf_dataset):
+            raise GptlineageError("pass either --input (repeatable) or --hf-dataset, not both and not neither")
+        if not 0.0 < self.validation_fraction < 1.0:
+            raise GptlineageError(f"--validation-fraction must lie strictly between 0 and 1, got {self.validation_fraction}")
+        for flag in ("max_documents", "skip_documents", "max_tokens", "skip_tokens"):
+            if getattr(self, flag) < 0:
+                raise GptlineageError(f"--{flag.replace('_', '-')} must be >= 0, got {getattr(self, flag)}")
+        if self.record_context <= 0:
+            raise GptlineageError(f"--record-context must be positive, got {self.record_context}")
+        if self.messages_column and self.skip_tokens:
+            raise GptlineageError("--skip-tokens would cut a conversation; use --skip-documents with --messages-column")
+        if self.messages_column and self.inputs and any(is_text_file(path) for path in self.inputs):
+            raise GptlineageError("--messages-column needs JSONL/Parquet --input files or --hf-dataset, not text files")
+        for path in self.inputs:
+            if not (is_text_file(path) or local_builder(path)):
+                raise GptlineageError(f"{path}: unsupported input; expected .txt, .jsonl(.gz), .json(.gz) or .parquet")
+        if self.inputs and any(is_text_file(path) for path in self.inputs) and not all(map(is_text_file, self.inputs)):
+            raise GptlineageError("--input files must be all text files or all JSONL/Parquet files")
+        for path in self.inputs:
+            if not Path(path).is_file():
+                raise GptlineageError(f"{path}: input file does not exist")
+
+    @property
+    def dialogue(self) -> bool:
+        return self.messages_column is not None
+
+
+def is_text_file(path: str) -> bool:
+    return path.endswith(TEXT_SUFFIXES)
+
+
+def local_builder(path: str) -> str | None:
+    """The `datasets` builder that reads a local data file, or None."""
+    if path.endswith(JSON_SUFFIXES):
+        return "json"
+    if path.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    return None
+
+
+def is_validation(seed: int, index: int, fraction: float) -> bool:
+    """The per-document split: a stable hash of (seed, document index), independent of Python's salt."""
+    digest = hashlib.sha256(f"{seed}:{index}".encode("ascii")).digest()
+    return int.from_bytes(digest[:8], "big") / float(1 << 64) < fraction
+
+
+def hub_calls(config: PrepareConfig) -> list[dict[str, Any]]:
+    """The `datasets.load_dataset` keyword arguments, one call per split, in round-robin order."""
+    if config.hf_dataset:
+        revision = None if Path(config.hf_dataset).is_dir() else config.hf_revision
+        return [
+            {"path": config.hf_dataset, "name": config.hf_config, "split": split, "streaming": True, "revision": revision}
+            for split in config.hf_splits
+        ]
+    builder = local_builder(config.inputs[0])
+    return [{"path": builder, "data_files": list(config.inputs), "split": "train", "streaming": True}]
+
+
+def source_description(config: PrepareConfig) -> dict[str, Any]:
+    if config.hf_dataset:
+        return {"kind": "hugging-face", "dataset": config.hf_dataset, "config": config.hf_config,
+                "revision": config.hf_revision, "splits": list(config.hf_splits)}
+    return {"kind": "files", "files": list(config.inputs)}
+
+
+def round_robin_rows(config: PrepareConfig) -> Iterator[dict[str, Any]]:
+    """Rows of every split interleaved one at a time; the first `skip_documents` are dropped."""
+    import datasets  # imported here: loading it takes seconds and text-file runs never need it
+
+    streams = deque(iter(datasets.load_dataset(**call)) for call in hub_calls(config))
+    position = 0
+    while streams:
+        stream = streams.popleft()
+        try:
+            row = next(stream)
+        except StopIteration:
+            continue
+        streams.append(stream)
+        position += 1
+        if position <= config.skip_documents:
+            continue
+        if not isinstance(row, dict):
+            raise GptlineageError(f"{describe_source(config)}: row {position - 1} is not an object")
+        yield row
+
+
+def describe_source(config: PrepareConfig) -> str:
+    if config.hf_dataset:
+        suffix = f"/{config.hf_config}" if config.hf_config else ""
+        return f"{config.hf_dataset}{suffix}[{','.join(config.hf_splits)}]"
+    return ",".join(config.inputs)
+
+
+def column(row: dict[str, Any], name: str, index: int, config: PrepareConfig) -> Any:
+    if name not in row:
+        raise GptlineageError(f"{describe_source(config)}: document {index} has no column named {name!r}")
+    return row[name]
+
+
+def batched(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+class Progress:
+    """A progress bar of documents with the token rate, on stderr."""
+
+    def __init__(self, description: str) -> None:
+        self.bar = tqdm(desc=description, unit=" docs", mininterval=1.0, disable=None, dynamic_ncols=True)
+        self.tokens = 0
+
+    def update(self, documents: int, tokens: int) -> None:
+        self.tokens += tokens
+        self.bar.update(documents)
+        elapsed = self.bar.format_dict.get("elapsed") or 0.0
+        if elapsed > 0:
+            self.bar.set_postfix_str(f"{self.tokens:,} tokens, {self.tokens / elapsed:,.0f} tokens/s", refresh=False)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def prepare(config: PrepareConfig, output: Path) -> dict[str, Any]:
+    """Write the shards of one corpus into `output` and return the manifest summary."""
+    config.validate()
+    if config.dialogue:
+        summary = prepare_dialogues(config, output)
+    elif config.inputs and is_text_file(config.inputs[0]):
+        summary = prepare_text_files(config, output)
+    else:
+        summary = prepare_documents(config, output)
+    return {
+        "objective": "assistant-masked-next-token" if config.dialogue else "next-token",
+        "source": source_description(config),
+        "tokenizer": tokenizer_identity(),
+        "seed": config.seed,
+        "validation_fraction": config.validation_fraction,
+        "record_context": config.record_context if config.dialogue else None,
+        **summary,
+    }
+
+
+def prepare_text_files(config: PrepareConfig, output: Path) -> dict[str, Any]:
+    """Text files form one corpus: each file's tokens then EOT, split contiguously (as the reference)."""
+    encoding = gpt2_encoding()
+    pieces = [Path(path).read_text(encoding="utf-8") for path in config.inputs]
+    tokens: list[int] = []
+    for ids in encoding.encode_ordinary_batch(pieces, num_threads=os.cpu_count() or 1):
+        tokens.extend(ids)
+        tokens.append(EOT_ID)
+    tokens = tokens[config.skip_tokens:]
+    if config.max_tokens:
+        tokens = tokens[: config.max_tokens]
+    if len(tokens) < 2:
+        raise GptlineageError(f"{describe_source(config)}: the selected text gives fewer than two tokens")
+    cut = min(max(int(len(tokens) * (1.0 - config.validation_fraction)), 1), len(tokens) - 1)
+    array = np.asarray(tokens, dtype=np.uint16)
+    with ShardWriter(output / "train.bin") as train, ShardWriter(output / "val.bin") as validation:
+        train.write(array[:cut])
+        validation.write(array[cut:])
+    return {
+        "split": {"rule": "contiguous: the last validation_fraction of the tokens", "train_until_token": cut},
+        "documents": {"read": len(pieces), "skipped": 0},
+        "tokens": {"source_skipped": config.skip_tokens, "train": cut, "validation": len(tokens) - cut},
+        "shards": {"format": SHARD_FORMAT, "train": {"path": "train.bin", "tokens": cut},
+                   "validation": {"path": "val.bin", "tokens": len(tokens) - cut}},
+    }
+
+
+def prepare_documents(config: PrepareConfig, output: Path) -> dict[str, Any]:
+    """Streamed documents, each followed by EOT, each sent whole to train or validation by its hash."""
+    encoding = gpt2_encoding()
+    threads = os.cpu_count() or 1
+    counts = {"train": 0, "validation": 0}
+    documents = {"train": 0, "validation": 0}
+    source_tokens = written = read = 0
+    progress = Progress(f"prepare {describe_source(config)}")
+    rows = round_robin_rows(config)
+    with ShardWriter(output / "train.bin") as train, ShardWriter(output / "val.bin") as validation:
+        writers = {"train": train, "validation": validation}
+        finished = False
+        for batch in batched(rows, BATCH_DOCUMENTS):
+            texts = []
+            for row in batch:
+                if config.max_documents and read + len(texts) >= config.max_documents:
+                    break
+                text = column(row, config.text_column, read + len(texts), config)
+                if not isinstance(text, str):
+                    raise GptlineageError(f"{describe_source(config)}: document {read + len(texts)} column {config.text_column!r} is not a string")
+                texts.append(text)
+            batch_tokens = 0
+            for ids in encoding.encode_ordinary_batch(texts, num_threads=threads):
+                index = read
+                read += 1
+                ids.append(EOT_ID)
+                original = len(ids)
+                if source_tokens < config.skip_tokens:
+                    ids = ids[min(config.skip_tokens - source_tokens, original):]
+                source_tokens += original
+                if not ids:
+                    continue
+                if config.max_tokens:
+                    ids = ids[: config.max_tokens - written]
+                side = "validation" if is_validation(config.seed, index, config.validation_fraction) else "train"
+                writers[side].write(np.asarray(ids, dtype=np.uint16))
+                counts[side] += len(ids)
+                documents[side] += 1
+                written += len(ids)
+                batch_tokens += len(ids)
+                if config.max_tokens and written >= config.max_tokens:
+                    finished = True
+                    break
+            progress.update(len(texts), batch_tokens)
+            if finished or len(texts) < len(batch) or (config.max_documents and read >= config.max_documents):
+                break
+    progress.close()
+    require_both_shards(config, counts)
+    return {
+        "split": {"rule": SPLIT_RULE, "unit": "document"},
+        "documents": {"read": read, "skipped": config.skip_documents, **{f"{k}": v for k, v in documents.items()}},
+        "tokens": {"source_skipped": min(config.skip_tokens, source_tokens), **counts},
+        "shards": {"format": SHARD_FORMAT, "train": {"path": "train.bin", "tokens": counts["train"]},
+                   "validation": {"path": "val.bin", "tokens": counts["validation"]}},
+    }
+
+
+def require_both_shards(config: PrepareConfig, counts: dict[str, int]) -> None:
+    for side, count in counts.items():
+        if count == 0:
+            raise GptlineageError(
+                f"{describe_source(config)}: the split left the {side} shard empty; raise --max-documents/--max-tokens"
+                " or change --validation-fraction"
+            )
+
+
+@dataclass
+class DialogueSide:
+    """The four files of one side (train or validation) of a dialogue corpus, and their counts."""
+
+    tokens: ShardWriter
+    mask: MaskWriter
+    records: RecordWriter
+    dialogues: int = 0
+    targets: int = 0
+    record_count: int = 0
+
+    def append(self, ids: np.ndarray, mask: np.ndarray, context: int) -> None:
+        records = slice_records(mask, context, self.tokens.tokens)
+        self.tokens.write(ids)
+        self.mask.write(mask)
+        self.records.write(records)
+        self.dialogues += 1
+        self.targets += int(mask.sum())
+        self.record_count += len(records)
+
+
+def prepare_dialogues(config: PrepareConfig, output: Path) -> dict[str, Any]:
+    """Chat dialogues as User:/Assistant: transcripts with assistant-target masks and records."""
+    encoding = gpt2_encoding()
+    progress = Progress(f"prepare dialogues {describe_source(config)}")
+    skipped: list[dict[str, Any]] = []  # dialogues left out, each reported with its reason
+    written = read = 0
+    with ShardWriter(output / "train.bin") as train_tokens, ShardWriter(output / "val.bin") as val_tokens, \
+            MaskWriter(output / "train.mask") as train_mask, MaskWriter(output / "val.mask") as val_mask, \
+            RecordWriter(output / "train.records") as train_records, RecordWriter(output / "val.records") as val_records:
+        sides = {"train": DialogueSide(train_tokens, train_mask, train_records),
+                 "validation": DialogueSide(val_tokens, val_mask, val_records)}
+        for row in round_robin_rows(config):
+            if config.max_documents and read >= config.max_documents:
+                break
+            index = read
+            read += 1
+            ids, mask = encode_dialogue(column(row, config.messages_column, index, config), encoding, index)
+            if config.max_tokens and written + len(ids) > config.max_tokens:
+                # The budget would cut this dialogue's targets away: stop here, as the reference does.
+                skipped.append({"dialogue": index, "reason": f"does not fit the remaining --max-tokens budget ({config.max_tokens - written} tokens)"})
+                break
+            if not usable_dialogue(ids, mask):
+                skipped.append({"dialogue": index, "reason": "no assistant target after its first token"})
+                continue
+            side = "validation" if is_validation(config.seed, index, config.validation_fraction) else "train"
+            sides[side].append(ids, mask, config.record_context)
+            written += len(ids)
+            progress.update(1, len(ids))
+    progress.close()
+    for entry in skipped:
+        tqdm.write(f"skipped dialogue {entry['dialogue']}: {entry['reason']}")
+    counts = {side: state.tokens.tokens for side, state in sides.items()}
+    require_both_shards(config, counts)
+    return {
+        "split": {"rule": SPLIT_RULE, "unit": "dialogue"},
+        "documents": {"read": read, "skipped": config.skip_documents,
+                      **{side: state.dialogues for side, state in sides.items()}, "left_out": skipped},
+        "tokens": {"source_skipped": 0, **counts},
+        "shards": {
+            "format": SHARD_FORMAT,
+            **{side: {"path": f"{prefix}.bin", "tokens": state.tokens.tokens,
+                   "mask": {"path": f"{prefix}.mask", "active_tokens": state.targets},
+                   "records": {"path": f"{prefix}.records", "records": state.record_count,
+                               "encoding": "little-endian uint64 offset,length,target_offset,target_length"}}
+               for (side, state), prefix in zip(sides.items(), ("train", "val"))},
+        },
+    }
+
+
+def config_parameters(config: PrepareConfig) -> dict[str, Any]:
+    """The resolved parameters as JSON values (tuples become lists)."""
+    return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(config).items()}
