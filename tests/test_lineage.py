@@ -34,7 +34,7 @@ def test_show_prints_commands_parameters_ids_and_hashes(chain):
     text = "\n".join(show_lines(chain["second"]))
     assert "second  [make-second]" in text and "first  [make-first]" in text
     assert "input data: ../first/data.txt (artifact " in text
-    assert "input source: ../../source.txt (source file) sha256 " in text
+    assert "input source: ../../source.txt (source) sha256 " in text
     assert "parameters" in text and "'n': 2" in text
 
 

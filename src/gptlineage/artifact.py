@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from gptlineage.errors import GptlineageError
-from gptlineage.hashing import sha256_file, sha256_json
+from gptlineage.hashing import sha256_file, sha256_json, sha256_tree
 from gptlineage.identity import code_identity, environment_identity, git_state, host_name
 
 MANIFEST = "manifest.json"
@@ -86,8 +86,9 @@ def describe_file(directory: Path, relative: Path) -> dict[str, Any]:
 def describe_input(role: str, path: str | Path, output_dir: Path) -> dict[str, Any]:
     """Record one input: by the id of the artifact that holds it, else by its own hash.
 
-    Paths are stored relative to the artifact being written, so a results tree can be moved
-    or archived as a whole and its lineage still resolves.
+    A plain directory (a local dataset, say) is recorded by a hash over its files. Paths are
+    stored relative to the artifact being written, so a results tree can be moved or archived
+    as a whole and its lineage still resolves.
     """
     path = Path(path).absolute()
     if not path.exists():
@@ -100,7 +101,7 @@ def describe_input(role: str, path: str | Path, output_dir: Path) -> dict[str, A
     if path.is_file():
         entry["sha256"] = sha256_file(path)
     elif holder is None:
-        raise GptlineageError(f"{path}: a directory input must be an artifact (it has no {MANIFEST})")
+        entry["tree_sha256"] = sha256_tree(path)  # a plain source directory, e.g. a local dataset
     return entry
 
 

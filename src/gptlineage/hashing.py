@@ -33,3 +33,12 @@ def canonical_json(value: Any) -> str:
 def sha256_json(value: Any) -> str:
     """Hex sha256 of `canonical_json(value)`."""
     return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def sha256_tree(directory: str | Path) -> str:
+    """Hex sha256 over a directory's files: each relative path and the sha256 of its bytes, sorted."""
+    root = Path(directory)
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(f"{path.relative_to(root).as_posix()}\0{sha256_file(path)}\n".encode())
+    return digest.hexdigest()

@@ -18,7 +18,7 @@ from typing import Any
 
 from gptlineage.artifact import MANIFEST, artifact_id, find_artifact_dir, list_files, read_manifest
 from gptlineage.errors import GptlineageError
-from gptlineage.hashing import sha256_file
+from gptlineage.hashing import sha256_file, sha256_tree
 
 
 @dataclass(frozen=True)
@@ -84,8 +84,8 @@ def show_lines(path: str | Path) -> list[str]:
         for entry in manifest["files"]:
             lines.append(f"{pad}  file: {entry['path']} ({entry['bytes']} bytes) sha256 {short(entry['sha256'])}")
         for entry in manifest["inputs"]:
-            origin = f"artifact {short(entry['artifact_id'])}" if "artifact_id" in entry else "source file"
-            digest = f" sha256 {short(entry['sha256'])}" if "sha256" in entry else ""
+            origin = f"artifact {short(entry['artifact_id'])}" if "artifact_id" in entry else "source"
+            digest = f" sha256 {short(entry.get('sha256') or entry.get('tree_sha256'))}" if "artifact_id" not in entry or "sha256" in entry else ""
             lines.append(f"{pad}  input {entry['role']}: {entry['path']} ({origin}){digest}")
     return lines
 
@@ -125,6 +125,11 @@ def verify_input(directory: Path, entry: dict[str, Any]) -> list[str]:
             return [f"{source}: input file missing (needed by {directory.name})"]
         if sha256_file(source) != entry["sha256"]:
             return [f"{source}: input file changed since {directory.name} used it"]
+    if "tree_sha256" in entry:
+        if not source.is_dir():
+            return [f"{source}: input directory missing (needed by {directory.name})"]
+        if sha256_tree(source) != entry["tree_sha256"]:
+            return [f"{source}: input directory changed since {directory.name} used it"]
     return []
 
 
@@ -167,7 +172,7 @@ def prov_document(path: str | Path) -> dict[str, Any]:
                     "prov:usedEntity": used,
                 }
             else:
-                used = f"sha256:{entry['sha256']}"
+                used = f"sha256:{entry.get('sha256') or entry['tree_sha256']}"
                 document["entity"][used] = {"prov:label": entry["path"], "prov:type": "gptl:source-file"}
             document["used"][f"_:use/{manifest['id']}/{index}"] = {
                 "prov:activity": activity,

@@ -193,6 +193,7 @@ class Progress:
 def prepare(config: PrepareConfig, output: Path) -> dict[str, Any]:
     """Write the shards of one corpus into `output` and return the manifest summary."""
     config.validate()
+    output.mkdir(parents=True, exist_ok=True)
     if config.dialogue:
         summary = prepare_dialogues(config, output)
     elif config.inputs and is_text_file(config.inputs[0]):
