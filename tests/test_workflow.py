@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -12,7 +13,8 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-TARGETS = ["results/small_data", "results/data_csv", "results/data_npy"]
+TARGETS = ["results/small_data", "results/data_csv", "results/data_npy",
+           "results/corpus_pretrain", "results/corpus_continuation", "results/sft_data_stage1", "results/sft_data_stage2"]
 
 
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
@@ -33,16 +35,16 @@ def planned_rules(workdir: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def workflow_copy(tmp_path_factory) -> Path:
     workdir = tmp_path_factory.mktemp("workflow")
-    for name in ["Snakefile", "config.yaml"]:
+    for name in ["Snakefile", "config.yaml", "config.paper.yaml"]:
         shutil.copy(REPO / name, workdir / name)
-    for name in ["workflow", "src", "envs"]:
+    for name in ["workflow", "src", "envs", "data"]:
         shutil.copytree(REPO / name, workdir / name, ignore=shutil.ignore_patterns("__pycache__"))
     done = snakemake(workdir, *TARGETS)
     assert done.returncode == 0, done.stderr[-3000:]
     return workdir
 
 
-def test_the_three_rules_write_verified_artifacts(workflow_copy):
+def test_every_rule_writes_a_verified_artifact(workflow_copy):
     for target in TARGETS:
         assert (workflow_copy / target / "manifest.json").is_file()
     assert (workflow_copy / "results/data_csv/trainlog.json").is_file()
@@ -62,7 +64,8 @@ def test_changing_one_data_csv_parameter_reruns_data_csv_alone(workflow_copy):
     config["data_csv"]["steps"] += 1
     config_path.write_text(yaml.safe_dump(config))
     assert planned_rules(workflow_copy) == ["data_csv"]
-    others = {name: (workflow_copy / f"results/{name}/manifest.json").read_bytes() for name in ["small_data", "data_npy"]}
+    others = {name: (workflow_copy / f"results/{name}/manifest.json").read_bytes()
+              for name in ["small_data", "data_npy", "synth_chat", "sft_data_stage2"]}
     done = snakemake(workflow_copy, *TARGETS)
     assert done.returncode == 0, done.stderr[-3000:]
     assert planned_rules(workflow_copy) == []
@@ -93,3 +96,23 @@ def test_a_bad_config_fails_before_any_job_naming_the_key(workflow_copy, tmp_pat
     done = snakemake(workflow_copy, "--configfile", str(bad), "--dry-run", *TARGETS)
     assert done.returncode != 0
     assert "data_csv.batch" in done.stdout + done.stderr
+
+
+def test_corpus_artifacts_name_their_sources(workflow_copy):
+    stage2 = json.loads((workflow_copy / "results/sft_data_stage2/manifest.json").read_text())
+    assert stage2["inputs"][0]["artifact_path"] == "../synth_chat"
+    assert stage2["summary"]["objective"] == "assistant-masked-next-token"
+    assert [name for name in stage2["summary"]["source"]["splits"]] == [
+        "arithmetic_no_think", "instruction_following_no_think", "knowledge_no_think", "sentiment_no_think"]
+    continuation = json.loads((workflow_copy / "results/corpus_continuation/manifest.json").read_text())
+    pretrain = json.loads((workflow_copy / "results/corpus_pretrain/manifest.json").read_text())
+    assert continuation["summary"]["documents"]["skipped"] == pretrain["summary"]["documents"]["read"]
+
+
+def test_the_paper_profile_lists_its_jobs(workflow_copy):
+    done = snakemake(workflow_copy, "--dry-run", "--configfile", "config.paper.yaml", "--printshellcmds",
+                     "--directory", str(workflow_copy), "results/sft_data_stage2", "results/corpus_continuation")
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = done.stdout + done.stderr
+    assert "--hf-dataset HuggingFaceTB/smoltalk2" in text and "--hf-config SFT" in text
+    assert "--skip-documents 964709" in text and "--hf-dataset HuggingFaceFW/fineweb-edu" in text
