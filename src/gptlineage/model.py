@@ -1,0 +1,287 @@
+"""A GPT-2-style decoder, as the reference experiment builds it, in one file.
+
+The network maps token ids [B, T] to next-token logits [B, T, V]:
+
+    x = wte[idx] + wpe[0..T)                         token + learned position embeddings
+    for each block:  x = x + attn(ln_1(x))           pre-LN causal self-attention
+                     x = x + mlp(ln_2(x))            pre-LN feed-forward, 4W wide, tanh GELU
+    h = ln_f(x)                                      final LayerNorm        -> hidden(idx)
+    logits = h @ wte.T                               tied output, no bias   -> logits(h)
+
+Differences from OpenAI's GPT-2 that the reference makes: Q, K and V have no bias, and
+the LayerNorm epsilon is a configuration field. Everything else (tied embeddings,
+residual projections initialised with std 0.02/sqrt(2·layers)) follows GPT-2.
+
+Parameters are registered in the reference's order, so `model.parameters()` yields
+wte, wpe, then per layer ln_1.w, ln_1.b, Wq, Wk, Wv, Wo, bo, ln_2.w, ln_2.b, W_fc, b_fc,
+W_proj, b_proj, then ln_f.w, ln_f.b. All linears are `nn.Linear`, weight (out, in);
+the reference stores Wq/Wk/Wv/Wo the other way round, (in, out), so a converter transposes
+those four.
+
+Example:
+    config = model_config("quick", layers=3)           # a preset with one field changed
+    model = GPT(config, seed=0)                        # weights drawn from torch.Generator(seed)
+    logits = model(torch.zeros(2, 16, dtype=torch.long))   # [2, 16, 50257]
+    count_parameters(model)                            # 3,317,184 for "quick" itself
+    GPT(model_config("gpt2-small"), device="meta")     # shapes only: no memory, no init
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gptlineage.errors import GptlineageError
+
+INIT_STD = 0.02  # GPT-2's standard deviation for embeddings and linear weights
+
+
+# ---------------------------------------------------------------- configuration
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """The model's shape. `context` is the longest sequence; `width` the residual stream."""
+
+    context: int
+    vocab: int
+    width: int
+    heads: int
+    layers: int
+    dropout: float = 0.0
+    layer_norm_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        for name in ("context", "vocab", "width", "heads", "layers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise GptlineageError(f"{name} must be a positive integer, got {value!r}")
+        if not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
+            raise GptlineageError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if not (isinstance(self.layer_norm_eps, (int, float)) and 0.0 < self.layer_norm_eps < math.inf):
+            raise GptlineageError(f"layer_norm_eps must be positive and finite, got {self.layer_norm_eps!r}")
+        if self.width % self.heads:
+            raise GptlineageError(f"attention heads ({self.heads}) must divide model width ({self.width})")
+
+    @property
+    def head_dim(self) -> int:
+        return self.width // self.heads
+
+    @property
+    def residual_std(self) -> float:
+        """Init std of the two projections that write into the residual stream in each block.
+
+        Each block adds two such outputs, so 2·layers of them sum into the final stream;
+        scaling by 1/sqrt(2·layers) keeps that sum's variance independent of depth.
+        """
+        return INIT_STD / math.sqrt(2 * self.layers)
+
+
+PRESETS: dict[str, GPTConfig] = {
+    "quick": GPTConfig(context=16, vocab=50257, width=64, heads=4, layers=2),
+    "gpt2-small": GPTConfig(context=1024, vocab=50257, width=768, heads=12, layers=12),
+    # Not in the reference: a model small enough to train for real on a laptop CPU.
+    "cpu-small": GPTConfig(context=128, vocab=50257, width=128, heads=4, layers=4),
+}
+
+
+def model_config(preset: str, **overrides: int | float | None) -> GPTConfig:
+    """The named preset with some fields replaced; `None` values are ignored.
+
+    Names are trimmed and case-insensitive. Overridden fields are checked like any config:
+    positive sizes, dropout in [0, 1), heads dividing width.
+    """
+    key = preset.strip().lower()
+    if key not in PRESETS:
+        raise GptlineageError(f"unknown preset '{preset}'; expected quick, gpt2-small or cpu-small")
+    known = {field.name for field in fields(GPTConfig)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise TypeError(f"model_config() got unknown fields {unknown}; expected some of {sorted(known)}")
+    changes = {name: value for name, value in overrides.items() if value is not None}
+    return replace(PRESETS[key], **changes)
+
+
+def set_strict_float32() -> None:
+    """Make float32 matmuls and convolutions really float32 (no TF32) on CUDA.
+
+    TF32 keeps 10 mantissa bits; the reference compares losses to ~1e-5, which TF32 would
+    swamp. On CPU these switches change nothing, so calling this is always safe.
+    """
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
+# ---------------------------------------------------------------- attention
+
+
+def causal_softmax(scores: torch.Tensor) -> torch.Tensor:
+    """Row-wise softmax of scores [..., T, T] with every key after its query masked out.
+
+    This is the reference's hard-masked softmax, written out so tests can check what the
+    fused kernel promises: future keys (column j > row i) get weight exactly 0, and since
+    softmax's backward is w·(g − Σ w·g), their score gradient is exactly 0 too.
+    The model itself calls `scaled_dot_product_attention(is_causal=True)`, which computes
+    the same thing without materialising the T×T matrix.
+    """
+    t_query, t_key = scores.shape[-2:]
+    future = torch.ones(t_query, t_key, dtype=torch.bool, device=scores.device).triu(diagonal=1)
+    return scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head attention where position t attends to positions 0..t only."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.heads = config.heads
+        self.dropout = config.dropout
+        # Three separate projections, in the reference's order q, k, v, and without bias.
+        self.query = nn.Linear(config.width, config.width, bias=False)
+        self.key = nn.Linear(config.width, config.width, bias=False)
+        self.value = nn.Linear(config.width, config.width, bias=False)
+        self.proj = nn.Linear(config.width, config.width)  # writes into the residual stream
+        self.resid_dropout = nn.Dropout(config.dropout)
+
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, w = x.shape
+        return x.view(b, t, self.heads, w // self.heads).transpose(1, 2)  # [B, H, T, D]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, w = x.shape  # [B, T, W]
+        # q, k and v are computed here and nowhere else: a KV cache would append k and v
+        # to the cached ones at this point. (It would then also need an explicit mask,
+        # since is_causal=True aligns the mask to the top-left when T_q != T_k.)
+        q = self._split_heads(self.query(x))  # [B, H, T, D]
+        k = self._split_heads(self.key(x))  # [B, H, T, D]
+        v = self._split_heads(self.value(x))  # [B, H, T, D]
+        # softmax(q·kᵀ / sqrt(D) with future keys masked) · v; the default scale is 1/sqrt(D).
+        y = F.scaled_dot_product_attention(
+            q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
+        )  # [B, H, T, D]
+        y = y.transpose(1, 2).reshape(b, t, w)  # heads side by side again: [B, T, W]
+        return self.resid_dropout(self.proj(y))
+
+
+# ---------------------------------------------------------------- block and model
+
+
+class MLP(nn.Module):
+    """The feed-forward half of a block: W -> 4W -> GELU -> W."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.fc = nn.Linear(config.width, 4 * config.width)
+        # GPT-2's GELU is the tanh approximation; the matched PyTorch run uses it as well.
+        self.gelu = nn.GELU(approximate="tanh")
+        self.proj = nn.Linear(4 * config.width, config.width)  # writes into the residual stream
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.proj(self.gelu(self.fc(x))))  # [B, T, W] -> [B, T, 4W] -> [B, T, W]
+
+
+class Block(nn.Module):
+    """One pre-LN transformer block: normalise, then add each sublayer's output to x."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.width, eps=config.layer_norm_eps)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.width, eps=config.layer_norm_eps)
+        self.mlp = MLP(config)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))  # [B, T, W]
+        x = x + self.mlp(self.ln_2(x))  # [B, T, W]
+        return x
+
+
+class GPT(nn.Module):
+    """The decoder. `GPT(config, seed)` is ready to train; see `init_weights` for the draws.
+
+    `seed=None` leaves the weights uninitialised (for loading a checkpoint next);
+    `device="meta"` builds shapes only, which makes counting gpt2-small's parameters free.
+    """
+
+    def __init__(self, config: GPTConfig, seed: int | None = 0, *, device: str | torch.device = "cpu") -> None:
+        super().__init__()
+        self.config = config
+        # Build on the meta device: nn.Linear's own init would draw from the global RNG
+        # (and allocate twice); we allocate once below and draw from our own generator.
+        with torch.device("meta"):
+            self.wte = nn.Embedding(config.vocab, config.width)  # also the output projection
+            self.wpe = nn.Embedding(config.context, config.width)
+            self.drop = nn.Dropout(config.dropout)
+            self.blocks = nn.ModuleList(Block(config) for _ in range(config.layers))
+            self.ln_f = nn.LayerNorm(config.width, eps=config.layer_norm_eps)
+        if torch.device(device).type != "meta":
+            self.to_empty(device=device)
+            if seed is not None:
+                self.init_weights(torch.Generator().manual_seed(seed))
+
+    @property
+    def output_weight(self) -> nn.Parameter:
+        """The output projection [V, W]: the token embedding itself (weight tying)."""
+        return self.wte.weight
+
+    @torch.no_grad()
+    def init_weights(self, generator: torch.Generator) -> None:
+        """Draw every weight from `generator`, one stream in parameter order.
+
+        N(0, 0.02) for embeddings and linear weights, N(0, 0.02/sqrt(2·layers)) for the
+        attention output and the second MLP linear, biases 0, LayerNorm weights 1.
+        Values are drawn as float32 on the CPU (the generator must be a CPU one) and then
+        copied in, so the same seed gives the same model on any device and any dtype.
+        """
+        residual = {id(block.attn.proj.weight) for block in self.blocks} | {
+            id(block.mlp.proj.weight) for block in self.blocks
+        }
+        layer_norms = {id(m.weight) for m in self.modules() if isinstance(m, nn.LayerNorm)}
+        for name, param in self.named_parameters():
+            if id(param) in layer_norms:
+                param.fill_(1.0)
+            elif name.endswith("bias"):
+                param.zero_()
+            else:
+                std = self.config.residual_std if id(param) in residual else INIT_STD
+                draw = torch.empty(param.shape, dtype=torch.float32).normal_(0.0, std, generator=generator)
+                param.copy_(draw)
+
+    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+        """Token plus position embeddings of ids [B, T] -> [B, T, W]."""
+        t = idx.shape[1]
+        if t > self.config.context:
+            raise ValueError(f"sequence length {t} exceeds the model's context {self.config.context}")
+        positions = torch.arange(t, device=idx.device)  # [T]
+        return self.drop(self.wte(idx) + self.wpe(positions))  # [B, T, W] + [T, W]
+
+    def transform(self, x: torch.Tensor) -> torch.Tensor:
+        """The blocks and the final LayerNorm: embeddings [B, T, W] -> hidden states [B, T, W]."""
+        for block in self.blocks:
+            x = block(x)
+        return self.ln_f(x)
+
+    def hidden(self, idx: torch.Tensor) -> torch.Tensor:
+        """Final-LayerNorm output for ids [B, T] -> [B, T, W]."""
+        return self.transform(self.embed(idx))
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Hidden states [..., W] -> logits [..., V]. Separate so a trainer can chunk it:
+        at gpt2-small's size the [B, T, V] logits are by far the largest activation."""
+        return F.linear(hidden, self.output_weight)  # h @ wteᵀ, no bias
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        """Next-token logits [B, T, V] for ids [B, T]; logits[:, t] depend on idx[:, :t+1] only."""
+        return self.logits(self.hidden(idx))
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable numbers, each shared (tied) tensor counted once."""
+    # parameters() already yields a tensor shared by two modules only once.
+    return sum(param.numel() for param in model.parameters())
