@@ -2,7 +2,8 @@
 # workflow/rules/; each one calls a single `gptlineage <command>` that writes an artifact.
 #
 #   snakemake --cores 1 results/data_csv            # default profile (offline, CPU)
-#   snakemake --cores 1 --configfile config/paper.yaml ...   # the paper profile (later issues)
+#   snakemake --cores 1 results/sft_stage2          # the whole README experiment
+#   snakemake --configfile config.paper.yaml --cores 1 results/sft_stage2   # the paper profile
 
 from snakemake.utils import min_version
 
@@ -19,6 +20,7 @@ validate_config(config, "workflow/schemas/config.schema.yaml")
 
 include: "workflow/rules/tabular.smk"
 include: "workflow/rules/corpus.smk"
+include: "workflow/rules/training.smk"
 
 
 rule all:
@@ -28,4 +30,4 @@ rule all:
         "results/data_npy",
         "results/corpus_pretrain",
         "results/corpus_continuation",
-        "results/sft_data_stage2",
+        "results/sft_stage2",

@@ -26,6 +26,8 @@ COMMANDS = {
     "data-npy": "gptlineage.commands.data_npy",
     "synth-chat": "gptlineage.commands.synth_chat",
     "prepare": "gptlineage.commands.prepare",
+    "train": "gptlineage.commands.train",
+    "select-best": "gptlineage.commands.select_best",
     "lineage": "gptlineage.commands.lineage",
 }
 
@@ -35,6 +37,8 @@ COMMAND_HELP = {
     "data-npy": "train the small MLP on the regression NPY arrays",
     "synth-chat": "write the synthetic chat datasets (stage 1, stage 2) and the held-out prompt suite",
     "prepare": "tokenize a corpus into GPT-2 token shards",
+    "train": "train a GPT on prepared shards (pretraining, continuation, instruction tuning)",
+    "select-best": "pick a training run's saved checkpoint with the lowest validation loss",
     "lineage": "show, verify or export the lineage of an artifact",
 }
 

@@ -1,0 +1,55 @@
+"""Pick the saved checkpoint with the lowest validation loss (after step 0) of a training run.
+
+Writes `selected-checkpoint.json` {schema, checkpoint, loss, selection, step} and the chosen
+checkpoint's `parameters.safetensors`, which the next stage loads with `--load-params`.
+
+Example:
+    gptlineage select-best --run results/pretrain --output results/best_pretrain
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+from pathlib import Path
+
+from gptlineage.artifact import ArtifactWriter, write_json_atomic
+from gptlineage.errors import GptlineageError
+from gptlineage.train import best_checkpoint
+
+NAME = "select-best"
+EXAMPLE = "gptlineage select-best --run results/pretrain --output results/best_pretrain"
+SELECTION = "lowest validation loss among saved checkpoints after step 0"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run", type=Path, required=True, help="a training artifact (gptlineage train --output)")
+    parser.add_argument("--output", type=Path, required=True, help="artifact directory to write")
+
+
+def run(args: argparse.Namespace) -> int:
+    metrics_path = args.run / "metrics.json"
+    if not metrics_path.is_file():
+        raise GptlineageError(f"{metrics_path}: missing; --run must be a training artifact")
+    points = json.loads(metrics_path.read_text(encoding="utf-8"))["points"]
+    saved = {int(path.name.removeprefix("step-")) for path in (args.run / "checkpoints").glob("step-*")}
+    step = best_checkpoint(points, saved)
+    if step is None:
+        raise GptlineageError(f"{args.run}: no saved checkpoint after step 0 has a validation loss"
+                              " (set --checkpoint-every to a multiple of --eval-every)")
+    loss = next(p["loss"] for p in points if p["phase"] == "validation" and p["step"] == step)
+    chosen = args.run / "checkpoints" / f"step-{step}" / "parameters.safetensors"
+    with ArtifactWriter(args.output, command=NAME, parameters={"selection": SELECTION}, inputs={"checkpoint": chosen}) as artifact:
+        try:
+            os.link(chosen, artifact.path / "parameters.safetensors")
+        except OSError:
+            shutil.copy2(chosen, artifact.path / "parameters.safetensors")
+        write_json_atomic(artifact.path / "selected-checkpoint.json", {
+            "schema": "gptlineage.selected-checkpoint.v1", "checkpoint": os.path.relpath(chosen.absolute(), args.output.absolute()),
+            "loss": loss, "selection": SELECTION, "step": step,
+        })
+        artifact.summary = {"step": step, "validation_loss": loss}
+    print(f"selected step {step} (validation loss {loss:.6f}) of {args.run}: {args.output / 'parameters.safetensors'}")
+    return 0

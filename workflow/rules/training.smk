@@ -1,0 +1,75 @@
+# The training chain: pretraining, the continuation, and two stages of assistant-masked
+# instruction tuning, each starting from the best saved checkpoint of the stage before.
+
+
+rule pretrain:
+    output:
+        directory("results/pretrain"),
+    input:
+        data="results/corpus_pretrain",
+        code=code("train"),
+    conda:
+        "../../envs/training.yaml"
+    params:
+        cli=flags(config["pretrain"]),
+    shell:
+        "gptlineage train {params.cli} --data {input.data} --output {output}"
+
+
+rule select_best:
+    output:
+        directory("results/best_{run}"),
+    input:
+        run="results/{run}",
+        code=code("select_best"),
+    wildcard_constraints:
+        run="pretrain|continuation|sft_stage1|sft_stage2",
+    conda:
+        "../../envs/training.yaml"
+    shell:
+        "gptlineage select-best --run {input.run} --output {output}"
+
+
+rule continuation:
+    output:
+        directory("results/continuation"),
+    input:
+        data="results/corpus_continuation",
+        start="results/best_pretrain",
+        code=code("train"),
+    conda:
+        "../../envs/training.yaml"
+    params:
+        cli=flags(config["continuation"]),
+    shell:
+        "gptlineage train {params.cli} --data {input.data} --load-params {input.start}/parameters.safetensors --output {output}"
+
+
+rule sft_stage1:
+    output:
+        directory("results/sft_stage1"),
+    input:
+        data="results/sft_data_stage1",
+        start="results/best_continuation",
+        code=code("train"),
+    conda:
+        "../../envs/training.yaml"
+    params:
+        cli=flags(config["sft_stage1"]),
+    shell:
+        "gptlineage train {params.cli} --data {input.data} --load-params {input.start}/parameters.safetensors --output {output}"
+
+
+rule sft_stage2:
+    output:
+        directory("results/sft_stage2"),
+    input:
+        data="results/sft_data_stage2",
+        start="results/best_sft_stage1",
+        code=code("train"),
+    conda:
+        "../../envs/training.yaml"
+    params:
+        cli=flags(config["sft_stage2"]),
+    shell:
+        "gptlineage train {params.cli} --data {input.data} --load-params {input.start}/parameters.safetensors --output {output}"
