@@ -46,11 +46,19 @@ def artifact_id(manifest: Mapping[str, Any]) -> str:
     return sha256_json({key: value for key, value in manifest.items() if key not in VOLATILE_KEYS})
 
 
+def is_artifact_dir(directory: Path) -> bool:
+    """True when the directory holds an artifact manifest (checkpoints have manifests of their own)."""
+    try:
+        return json.loads((directory / MANIFEST).read_text(encoding="utf-8")).get("schema") == SCHEMA
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def find_artifact_dir(path: str | Path) -> Path | None:
-    """The nearest directory at or above `path` that holds a manifest, or None."""
+    """The nearest directory at or above `path` that holds an artifact manifest, or None."""
     path = Path(path).absolute()
     for candidate in [path, *path.parents]:
-        if (candidate / MANIFEST).is_file():
+        if (candidate / MANIFEST).is_file() and is_artifact_dir(candidate):
             return candidate
     return None
 
@@ -74,7 +82,7 @@ def list_files(directory: Path) -> list[Path]:
     return sorted(
         path.relative_to(directory)
         for path in directory.rglob("*")
-        if path.is_file() and path.name != MANIFEST and path.name not in FOREIGN_FILES
+        if path.is_file() and path != directory / MANIFEST and path.name not in FOREIGN_FILES
     )
 
 

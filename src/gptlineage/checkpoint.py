@@ -85,10 +85,27 @@ def _fsync_path(path: Path) -> None:
         os.close(descriptor)
 
 
+def _sort_header(path: Path) -> None:
+    """Rewrite the JSON header with sorted keys, same length, so equal tensors give equal bytes.
+
+    safetensors keeps `__metadata__` in a hash map whose order changes from run to run.
+    The header is an 8-byte little-endian length, then JSON padded with spaces.
+    """
+    with open(path, "r+b") as handle:
+        length = int.from_bytes(handle.read(8), "little")
+        header = json.loads(handle.read(length))
+        text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        if len(text) > length:  # cannot happen for the same content; keep the original then
+            return
+        handle.seek(8)
+        handle.write(text + b" " * (length - len(text)))
+
+
 def _write_safetensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
     """Write a safetensors file through a temporary name, fsynced, then renamed into place."""
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     save_file(tensors, str(temporary), metadata=metadata)
+    _sort_header(temporary)
     _fsync_path(temporary)
     os.replace(temporary, path)
 

@@ -72,7 +72,7 @@ def build_parser(chosen: str | None) -> argparse.ArgumentParser:
                 formatter_class=argparse.RawDescriptionHelpFormatter,
             )
             module.add_arguments(sub)
-            sub.set_defaults(run=module.run)
+            sub.set_defaults(command_handler=module.run)
         else:
             subparsers.add_parser(name, help=COMMAND_HELP[name])
     return parser
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.run(args) or 0)
+        return int(args.command_handler(args) or 0)
     except GptlineageError as error:
         sys.stdout.flush()
         print(f"error: {args.command}: {error}", file=sys.stderr)

@@ -80,6 +80,7 @@ class TrainConfig:
     val_records: str | None = None
     load_params: str | None = None
     resume: str | None = None
+    checkpoint_dir: str | None = None
     checkpoint_every: int = 0
     keep_last: int = 0
     precision: str = "float32"
@@ -292,7 +293,7 @@ def run_training(config: TrainConfig, output: Path, work: Path, tracer: Tracer) 
             load_parameters(config.load_params, model)
         optimizer = torch.optim.AdamW(model.parameters(), lr=run.lr, betas=(0.9, 0.999), eps=1e-8,
                                       weight_decay=config.weight_decay)
-    checkpoints = work / "checkpoints"
+    checkpoints = checkpoint_root(config, work)
     identity = resume_config(config, run, hashes)
     metrics = Metrics(work / "metrics.jsonl")
     start = 0
@@ -390,9 +391,13 @@ def passport(config: TrainConfig, result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def link_checkpoints(work: Path, output: Path) -> None:
+def checkpoint_root(config: TrainConfig, work: Path) -> Path:
+    """Where resumable checkpoints go: --checkpoint-dir, else the work directory beside the output."""
+    return Path(config.checkpoint_dir) if config.checkpoint_dir else work / "checkpoints"
+
+
+def link_checkpoints(source: Path, output: Path) -> None:
     """Hard-link the kept checkpoints into the artifact (no copy), so lineage covers them."""
-    source = work / "checkpoints"
     if not source.is_dir():
         return
     for _, step_dir in list_checkpoints(source):

@@ -3,7 +3,7 @@
 The artifact holds parameters.safetensors (final), metrics.json, metrics.jsonl, passport.json,
 trace.json (open it in Perfetto) with trace-summary.json, and the kept checkpoints. While it
 runs, checkpoints and the live metrics.jsonl sit in a work directory beside the output
-(`.<name>.work/`), which survives a crash: rerun the same command with
+(`.<name>.work/`, or `--checkpoint-dir`), which survives a crash: rerun the same command with
 `--resume <output-parent>/.<name>.work/checkpoints` to continue exactly where it stopped.
 
 Example:
@@ -20,8 +20,10 @@ from pathlib import Path
 from gptlineage.artifact import ArtifactWriter, write_json_atomic
 from gptlineage.errors import GptlineageError
 from gptlineage.trace import Tracer
+from gptlineage.checkpoint import list_checkpoints
 from gptlineage.train import (
     TrainConfig,
+    checkpoint_root,
     link_checkpoints,
     passport,
     plan,
@@ -61,6 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     state = parser.add_argument_group("checkpoints")
     state.add_argument("--load-params", help="start from these parameters (safetensors)")
     state.add_argument("--resume", help="continue from a checkpoint (a step-N directory or a directory with LATEST)")
+    state.add_argument("--checkpoint-dir", help="where resumable checkpoints go (default: .<output>.work/checkpoints beside the output)")
     state.add_argument("--checkpoint-every", type=int, default=0, help="save a resumable checkpoint every N updates")
     state.add_argument("--keep-last", type=int, default=0, help="keep the newest K checkpoints (and LATEST and the best); 0 keeps all")
     outputs = parser.add_argument_group("outputs")
@@ -88,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
     if work.exists() and not resuming_from_work:
         shutil.rmtree(work)  # a fresh run: an earlier run's leftovers must not mix in
     work.mkdir(parents=True, exist_ok=True)
+    checkpoints = checkpoint_root(config, work)
+    if config.checkpoint_dir and not config.resume and list_checkpoints(checkpoints):
+        raise GptlineageError(f"{checkpoints} already holds checkpoints; pass --resume {checkpoints} to continue,"
+                              " or choose another --checkpoint-dir")
     inputs = {role: getattr(config, role) for role in ("train_bin", "val_bin", "train_mask", "val_mask",
                                                          "train_records", "val_records", "load_params") if getattr(config, role)}
     tracer = Tracer()
@@ -99,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         shutil.copy2(metrics.live_path, artifact.path / "metrics.jsonl")
         write_json_atomic(artifact.path / "passport.json", passport(config, result))
         tracer.write(artifact.path / "trace.json", artifact.path / "trace-summary.json")
-        link_checkpoints(work, artifact.path)
+        link_checkpoints(checkpoints, artifact.path)
         artifact.summary = training_summary(result)
     for name, copy in (("parameters.safetensors", args.save_params), ("metrics.json", args.metrics),
                        ("passport.json", args.passport)):
