@@ -223,3 +223,11 @@ def test_assistant_masked_training_uses_masks_and_records(tmp_path, capsys):
     passport = json.loads((tmp_path / "run/passport.json").read_text())
     assert passport["objective"] == "dialogue-bounded-assistant-next-token"
     assert set(passport["data"]) == {"train_bin", "val_bin", "train_mask", "val_mask", "train_records", "val_records"}
+
+
+@pytest.mark.parametrize("precision", ["float64", "bf16"])
+def test_float64_and_bf16_autocast_are_selectable(corpus, tmp_path, precision):
+    assert train(corpus, tmp_path / precision, "--steps", "2", "--precision", precision) == 0
+    assert json.loads((tmp_path / precision / "passport.json").read_text())["precision"] == precision
+    first = load_file(tmp_path / precision / "parameters.safetensors")
+    assert {t.dtype for t in first.values()} == {torch.float64 if precision == "float64" else torch.float32}

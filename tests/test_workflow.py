@@ -14,7 +14,10 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 TARGETS = ["results/small_data", "results/data_csv", "results/data_npy",
-           "results/corpus_pretrain", "results/corpus_continuation", "results/sft_data_stage1", "results/sft_data_stage2"]
+           "results/corpus_pretrain", "results/corpus_continuation", "results/sft_data_stage1", "results/sft_data_stage2",
+           "results/sft_stage2"]
+# The default profile's training takes minutes a stage; here each stage is a few tiny updates.
+TINY_TRAINING = {"steps": 4, "batch": 2, "context": 32, "eval_every": 2, "eval_batches": 1, "checkpoint_every": 2}
 
 
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
@@ -39,6 +42,10 @@ def workflow_copy(tmp_path_factory) -> Path:
         shutil.copy(REPO / name, workdir / name)
     for name in ["workflow", "src", "envs", "data"]:
         shutil.copytree(REPO / name, workdir / name, ignore=shutil.ignore_patterns("__pycache__"))
+    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    for stage in ("pretrain", "continuation", "sft_stage1", "sft_stage2"):
+        config[stage].update(TINY_TRAINING)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     done = snakemake(workdir, *TARGETS)
     assert done.returncode == 0, done.stderr[-3000:]
     return workdir
@@ -62,7 +69,7 @@ def test_changing_one_data_csv_parameter_reruns_data_csv_alone(workflow_copy):
     config_path = workflow_copy / "config.yaml"
     config = yaml.safe_load(config_path.read_text())
     config["data_csv"]["steps"] += 1
-    config_path.write_text(yaml.safe_dump(config))
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     assert planned_rules(workflow_copy) == ["data_csv"]
     others = {name: (workflow_copy / f"results/{name}/manifest.json").read_bytes()
               for name in ["small_data", "data_npy", "synth_chat", "sft_data_stage2"]}
@@ -71,6 +78,30 @@ def test_changing_one_data_csv_parameter_reruns_data_csv_alone(workflow_copy):
     assert planned_rules(workflow_copy) == []
     for name, before in others.items():
         assert (workflow_copy / f"results/{name}/manifest.json").read_bytes() == before
+
+
+def test_changing_stage_two_learning_rate_reruns_sft_stage2_alone(workflow_copy):
+    config_path = workflow_copy / "config.yaml"
+    config = yaml.safe_load(config_path.read_text())
+    config["sft_stage2"]["lr"] *= 2
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    assert planned_rules(workflow_copy) == ["sft_stage2"]
+    done = snakemake(workflow_copy, *TARGETS)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert planned_rules(workflow_copy) == []
+
+
+def test_the_training_chain_links_each_stage_to_the_best_checkpoint_before_it(workflow_copy):
+    stage2 = json.loads((workflow_copy / "results/sft_stage2/manifest.json").read_text())
+    roles = {entry["role"]: entry for entry in stage2["inputs"]}
+    assert roles["load_params"]["artifact_path"] == "../best_sft_stage1"
+    best = json.loads((workflow_copy / "results/best_sft_stage1/selected-checkpoint.json").read_text())
+    assert best["step"] in (2, 4)
+    done = subprocess.run([sys.executable, "-m", "gptlineage", "lineage", "show", "results/sft_stage2"],
+                          cwd=workflow_copy, capture_output=True, text=True)
+    for name in ("best_sft_stage1", "sft_stage1", "best_continuation", "continuation", "best_pretrain", "pretrain",
+                 "corpus_pretrain", "sft_data_stage2", "synth_chat"):
+        assert f"{name}  [" in done.stdout, name
 
 
 def test_verify_fails_after_one_byte_of_the_regression_csv_changes(workflow_copy):
