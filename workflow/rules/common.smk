@@ -14,10 +14,12 @@ from gptlineage.workflow_support import flags, local_sources  # noqa: E402
 
 
 def code(command_module):
-    """The package files that `gptlineage <command>` imports, as paths relative to the workflow."""
-    files = set(module_files("gptlineage.cli", Path("src")))
-    files.update(module_files(f"gptlineage.commands.{command_module}", Path("src")))
-    return [f"src/{path}" for path in sorted(files)]
+    """The package files that `gptlineage <command>` runs, as paths relative to the workflow.
+
+    The command module and everything it imports. cli.py is left out on purpose: it only routes
+    `gptlineage <command>` to the module, and since it lists every command, adding a command
+    would otherwise rerun every rule."""
+    return [f"src/{path}" for path in module_files(f"gptlineage.commands.{command_module}", Path("src"))]
 
 
 def validate_config(config, schema_path):
