@@ -45,6 +45,8 @@ def workflow_copy(tmp_path_factory) -> Path:
     config = yaml.safe_load((workdir / "config.yaml").read_text())
     for stage in ("pretrain", "continuation", "sft_stage1", "sft_stage2"):
         config[stage].update(TINY_TRAINING)
+    for stage in ("sft_data_stage1", "sft_data_stage2"):
+        config[stage]["record_context"] = TINY_TRAINING["context"]
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     done = snakemake(workdir, *TARGETS)
     assert done.returncode == 0, done.stderr[-3000:]

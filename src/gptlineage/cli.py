@@ -28,6 +28,10 @@ COMMANDS = {
     "prepare": "gptlineage.commands.prepare",
     "train": "gptlineage.commands.train",
     "select-best": "gptlineage.commands.select_best",
+    "generate": "gptlineage.commands.generate",
+    "cache-check": "gptlineage.commands.cache_check",
+    "cache-bench": "gptlineage.commands.cache_bench",
+    "prompt-suite": "gptlineage.commands.prompt_suite",
     "lineage": "gptlineage.commands.lineage",
 }
 
@@ -39,6 +43,10 @@ COMMAND_HELP = {
     "prepare": "tokenize a corpus into GPT-2 token shards",
     "train": "train a GPT on prepared shards (pretraining, continuation, instruction tuning)",
     "select-best": "pick a training run's saved checkpoint with the lowest validation loss",
+    "generate": "generate text from a checkpoint: one completion, one chat answer or an interactive chat",
+    "cache-check": "compare key/value-cached and full-prefix logits (and certify a greedy rollout)",
+    "cache-bench": "time cached against full-prefix generation",
+    "prompt-suite": "answer a prompt suite greedily and score exact matches",
     "lineage": "show, verify or export the lineage of an artifact",
 }
 

@@ -1,0 +1,169 @@
+"""Key/value-cached decoding: each token passes through the model once, and later tokens reuse its keys and values.
+
+The full-prefix reference (`generate.FullPrefixDecoder`) runs the whole prefix again for every
+new token, recomputing every earlier key and value. Here each layer keeps the key and value
+rows of every position consumed so far, and a forward pass over new tokens [B, t] computes
+only their rows:
+
+    positions      start .. start+t−1, where start = the cache length (learned absolute positions)
+    per block      q, k, v = split(ln_1(x) @ Wq, Wk, Wv)        [B, H, t, D]
+                   K, V = cache[layer] ++ (k, v)                [B, H, start+t, D]
+                   y = softmax(q·Kᵀ/√D + mask) · V              mask only when t > 1
+    logits         ln_f(x) @ wteᵀ
+
+One new query (t = 1) sits after every cached key, so it may attend to all of them and
+needs no mask. A prefill (t > 1) needs an explicit mask: query i sits at absolute position
+start+i and sees keys 0..start+i. (SDPA's `is_causal=True` aligns its mask to the top-left
+corner, which is wrong as soon as start > 0.)
+
+The invariant, as the reference proves it (`represents_cache_lengths`): after consuming n
+tokens, every layer holds exactly n key/value rows, and they equal the rows a full forward
+pass over those n tokens computes. `KVCache.lengths()` exposes the first half; the tests
+check both.
+
+Example:
+    decoder = CachedDecoder(model)                  # model in eval mode, any device
+    logits = decoder.prefill(prompt_ids)            # [V], next-token logits after the prompt
+    logits = decoder.advance(token)                 # [V], one position further
+    decoder.cache.lengths()                         # [len(prompt_ids) + 1] * layers
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from gptlineage.errors import GptlineageError
+from gptlineage.model import GPT, CausalSelfAttention
+
+
+class KVCache:
+    """Per-layer key and value rows, [B, H, capacity, D] each, filled from position 0 up.
+
+    Buffers are allocated once at full capacity (the model's context): appending writes
+    into them instead of concatenating, so a step costs no copy of the earlier rows.
+    For gpt2-small in float32 the two tables take 2·12·12·1024·64·4 bytes = 72 MiB.
+    """
+
+    def __init__(self, layers: int, heads: int, head_dim: int, capacity: int, *, batch: int = 1,
+                 dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> None:
+        shape = (batch, heads, capacity, head_dim)
+        self.capacity = capacity
+        # torch.empty: rows past a layer's length are never read, so they need no zeroing.
+        self._keys = [torch.empty(shape, dtype=dtype, device=device) for _ in range(layers)]
+        self._values = [torch.empty(shape, dtype=dtype, device=device) for _ in range(layers)]
+        self._lengths = [0] * layers
+
+    @classmethod
+    def for_model(cls, model: GPT, batch: int = 1) -> KVCache:
+        """An empty cache shaped for `model` (its dtype and device), holding up to its context."""
+        config = model.config
+        weight = model.output_weight
+        return cls(config.layers, config.heads, config.head_dim, config.context, batch=batch,
+                   dtype=weight.dtype, device=weight.device)
+
+    def lengths(self) -> list[int]:
+        """How many positions each layer holds (all equal between forward passes)."""
+        return list(self._lengths)
+
+    def __len__(self) -> int:
+        """Positions consumed: the length of layer 0, which is the first to advance."""
+        return self._lengths[0] if self._lengths else 0
+
+    def append(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store rows [B, H, t, D] after the layer's cached ones; return all rows [B, H, n+t, D] (views)."""
+        start, t = self._lengths[layer], keys.shape[2]
+        if start + t > self.capacity:
+            raise GptlineageError(f"key/value cache: {start} cached plus {t} new positions exceed "
+                                  f"context length {self.capacity}")
+        self._keys[layer][:, :, start:start + t] = keys
+        self._values[layer][:, :, start:start + t] = values
+        self._lengths[layer] = start + t
+        return self.keys(layer), self.values(layer)
+
+    def keys(self, layer: int) -> torch.Tensor:
+        """The layer's cached keys [B, H, n, D] (a view; do not modify)."""
+        return self._keys[layer][:, :, : self._lengths[layer]]
+
+    def values(self, layer: int) -> torch.Tensor:
+        """The layer's cached values [B, H, n, D] (a view; do not modify)."""
+        return self._values[layer][:, :, : self._lengths[layer]]
+
+
+def prefill_mask(start: int, t: int, device: torch.device) -> torch.Tensor:
+    """Boolean mask [t, start+t], True where query i (at position start+i) may see key j: j ≤ start+i."""
+    query_positions = torch.arange(start, start + t, device=device)[:, None]  # [t, 1]
+    key_positions = torch.arange(start + t, device=device)[None, :]  # [1, start+t]
+    return key_positions <= query_positions
+
+
+def cached_attention(attn: CausalSelfAttention, x: torch.Tensor, cache: KVCache, layer: int) -> torch.Tensor:
+    """The block's attention sublayer for new rows x [B, t, W], reading and extending the layer's cache."""
+    b, t, w = x.shape
+    start = cache.lengths()[layer]
+    q = attn._split_heads(attn.query(x))  # [B, H, t, D]
+    k = attn._split_heads(attn.key(x))  # [B, H, t, D]
+    v = attn._split_heads(attn.value(x))  # [B, H, t, D]
+    keys, values = cache.append(layer, k, v)  # [B, H, start+t, D]
+    # One query is the newest position: every cached key is in its past, so no mask.
+    mask = None if t == 1 else prefill_mask(start, t, x.device)  # [t, start+t]
+    y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)  # [B, H, t, D]
+    y = y.transpose(1, 2).reshape(b, t, w)  # [B, t, W]
+    return attn.proj(y)  # eval mode: the residual dropout is the identity
+
+
+@torch.inference_mode()
+def cached_hidden(model: GPT, cache: KVCache, ids: torch.Tensor) -> torch.Tensor:
+    """Final-LayerNorm output [B, t, W] for new ids [B, t] that follow the cached positions.
+
+    Gives what `model.hidden(all ids)[:, start:]` gives (up to rounding), computing only the
+    new rows. Dropout is skipped: decoding is evaluation.
+    """
+    start, t = len(cache), ids.shape[1]
+    if t == 0:
+        raise ValueError("cached_hidden needs at least one new token")
+    if start + t > model.config.context:
+        raise GptlineageError(f"generation: {start} cached plus {t} new positions exceed "
+                              f"context length {model.config.context}")
+    positions = torch.arange(start, start + t, device=ids.device)  # [t], continuing the cache
+    x = model.wte(ids) + model.wpe(positions)  # [B, t, W]
+    for layer, block in enumerate(model.blocks):
+        x = x + cached_attention(block.attn, block.ln_1(x), cache, layer)  # [B, t, W]
+        x = x + block.mlp(block.ln_2(x))  # [B, t, W]
+    return model.ln_f(x)
+
+
+class CachedDecoder:
+    """The cached decoder: `prefill` consumes the prompt in one pass, `advance` one token at a time.
+
+    Both return the next-token logits [V] after the last consumed token. `prefill` starts
+    from an empty cache, so one decoder object can serve several generations in turn.
+    """
+
+    name = "cached"
+
+    def __init__(self, model: GPT) -> None:
+        model.eval()
+        self.model = model
+        self.device = model.output_weight.device
+        self.cache = KVCache.for_model(model)
+
+    def __len__(self) -> int:
+        return len(self.cache)
+
+    def _logits(self, ids: Sequence[int]) -> torch.Tensor:
+        batch = torch.tensor([list(ids)], dtype=torch.long, device=self.device)  # [1, t]
+        hidden = cached_hidden(self.model, self.cache, batch)  # [1, t, W]
+        with torch.inference_mode():
+            return self.model.logits(hidden[0, -1])  # only the last row's logits: [V]
+
+    def prefill(self, ids: Sequence[int]) -> torch.Tensor:
+        if not ids:
+            raise ValueError("prefill needs at least one token")
+        self.cache = KVCache.for_model(self.model)
+        return self._logits(ids)
+
+    def advance(self, token: int) -> torch.Tensor:
+        return self._logits([token])
