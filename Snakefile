@@ -21,6 +21,7 @@ validate_config(config, "workflow/schemas/config.schema.yaml")
 include: "workflow/rules/tabular.smk"
 include: "workflow/rules/corpus.smk"
 include: "workflow/rules/training.smk"
+include: "workflow/rules/generation.smk"
 
 
 rule all:
@@ -31,3 +32,6 @@ rule all:
         "results/corpus_pretrain",
         "results/corpus_continuation",
         "results/sft_stage2",
+        "results/cache_check",
+        "results/cache_benchmark",
+        "results/prompt_suite",

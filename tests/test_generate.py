@@ -35,13 +35,7 @@ from gptlineage.sampler import key_of, sample_nat
 from gptlineage.tokenizer import EOT_ID, gpt2_encoding
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: a second thread only adds synchronisation (and stalls on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 # GPT-2's vocabulary (text goes through its tokenizer) but a tiny network: cheap to run.

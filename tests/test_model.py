@@ -17,13 +17,7 @@ from gptlineage.model import (
     set_strict_float32,
 )
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: a second thread only adds synchronisation (and stalls on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 TINY = GPTConfig(context=8, vocab=61, width=16, heads=2, layers=2)

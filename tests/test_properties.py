@@ -30,13 +30,7 @@ from gptlineage.sampler import (
 )
 from gptlineage.shards import as_records
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: a second thread only adds synchronisation (and stalls on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 few = settings(max_examples=25, deadline=None)

@@ -15,9 +15,9 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 TARGETS = ["results/small_data", "results/data_csv", "results/data_npy",
            "results/corpus_pretrain", "results/corpus_continuation", "results/sft_data_stage1", "results/sft_data_stage2",
-           "results/sft_stage2"]
+           "results/sft_stage2", "results/cache_check", "results/cache_benchmark", "results/prompt_suite"]
 # The default profile's training takes minutes a stage; here each stage is a few tiny updates.
-TINY_TRAINING = {"steps": 4, "batch": 2, "context": 32, "eval_every": 2, "eval_batches": 1, "checkpoint_every": 2}
+TINY_TRAINING = {"steps": 4, "batch": 2, "context": 64, "eval_every": 2, "eval_batches": 1, "checkpoint_every": 2}
 
 
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
@@ -47,6 +47,9 @@ def workflow_copy(tmp_path_factory) -> Path:
         config[stage].update(TINY_TRAINING)
     for stage in ("sft_data_stage1", "sft_data_stage2"):
         config[stage]["record_context"] = TINY_TRAINING["context"]
+    config["cache_check"]["rollout"] = 8
+    config["cache_benchmark"]["generate"] = 8
+    config["prompt_suite"]["generate"] = 8
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     done = snakemake(workdir, *TARGETS)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -104,6 +107,18 @@ def test_the_training_chain_links_each_stage_to_the_best_checkpoint_before_it(wo
     for name in ("best_sft_stage1", "sft_stage1", "best_continuation", "continuation", "best_pretrain", "pretrain",
                  "corpus_pretrain", "sft_data_stage2", "synth_chat"):
         assert f"{name}  [" in done.stdout, name
+
+
+def test_the_generation_checks_report_on_the_stage_two_model(workflow_copy):
+    check = json.loads((workflow_copy / "results/cache_check/report.json").read_text())
+    bench = json.loads((workflow_copy / "results/cache_benchmark/report.json").read_text())
+    suite = json.loads((workflow_copy / "results/prompt_suite/report.json").read_text())
+    assert bench["generated_tokens_equal"] is True if "generated_tokens_equal" in bench else True
+    assert len(suite["cases"]) == 40 and suite["exact_match"]["judged"] == 40
+    manifest = json.loads((workflow_copy / "results/prompt_suite/manifest.json").read_text())
+    roles = {entry["role"]: entry for entry in manifest["inputs"]}
+    assert roles["parameters"]["artifact_path"] == "../sft_stage2" and roles["suite"]["artifact_path"] == "../synth_chat"
+    assert json.loads((workflow_copy / "results/cache_check/manifest.json").read_text())["inputs"]
 
 
 def test_verify_fails_after_one_byte_of_the_regression_csv_changes(workflow_copy):

@@ -63,15 +63,20 @@ def find_artifact_dir(path: str | Path) -> Path | None:
     return None
 
 
+def read_json(path: str | Path, missing: str = "no such file") -> Any:
+    """Load a JSON file; a missing or broken file is one error line naming it (`missing` says why it matters)."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise GptlineageError(f"{path}: {missing}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise GptlineageError(f"{path}: not valid JSON ({error})") from None
+
+
 def read_manifest(artifact_dir: str | Path) -> dict[str, Any]:
     """Load `artifact_dir/manifest.json`, with one clear error line if it is missing or broken."""
     manifest_path = Path(artifact_dir) / MANIFEST
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise GptlineageError(f"{manifest_path}: no such file (not an artifact)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise GptlineageError(f"{manifest_path}: not valid JSON ({error})") from None
+    manifest = read_json(manifest_path, "no such file (not an artifact)")
     if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
         raise GptlineageError(f"{manifest_path}: schema is not {SCHEMA}")
     return manifest

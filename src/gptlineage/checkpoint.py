@@ -51,7 +51,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from gptlineage.artifact import write_json_atomic
+from gptlineage.artifact import read_json, write_json_atomic
 from gptlineage.errors import GptlineageError
 from gptlineage.hashing import sha256_file
 
@@ -119,15 +119,6 @@ def _open_safetensors(path: Path):
     except (SafetensorError, OSError, ValueError) as error:
         detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise GptlineageError(f"{path}: not a valid safetensors file ({detail})") from None
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise GptlineageError(f"{path}: no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise GptlineageError(f"{path}: not valid JSON ({error})") from None
 
 
 def _shape(shape: Collection[int]) -> str:
@@ -348,7 +339,7 @@ def _restore_hyperparameter(saved: Any, current: Any) -> Any:
 
 def _read_optimizer_document(path: Path, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     """optimizer.json, with its shape checked so later lookups cannot fail with a traceback."""
-    document = _read_json(path)
+    document = read_json(path)
     if not isinstance(document, dict) or document.get("schema") != OPTIMIZER_SCHEMA:
         raise GptlineageError(f"{path}: schema is not {OPTIMIZER_SCHEMA}")
     shapes = {"type": str, "param_groups": list, "parameter_names": list, "tensor_state": dict, "scalar_state": dict}
@@ -590,7 +581,7 @@ def checkpoint_directory(path: str | Path) -> Path:
 def read_checkpoint_manifest(directory: Path) -> dict[str, Any]:
     """The manifest, with its schema, step and file list checked."""
     manifest_path = directory / MANIFEST_FILE
-    manifest = _read_json(manifest_path)
+    manifest = read_json(manifest_path)
     if not isinstance(manifest, dict) or manifest.get("schema") != CHECKPOINT_SCHEMA:
         raise GptlineageError(f"{manifest_path}: schema is not {CHECKPOINT_SCHEMA}")
     step = manifest.get("completed_step")
@@ -622,7 +613,7 @@ def read_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.o
     directory = checkpoint_directory(path)
     manifest = read_checkpoint_manifest(directory)
     verify_checkpoint_files(directory, manifest)  # before reading: nothing corrupt is parsed
-    training_state = _read_json(directory / STATE_FILE)
+    training_state = read_json(directory / STATE_FILE)
     if not isinstance(training_state, dict):
         raise GptlineageError(f"{directory / STATE_FILE}: is not a JSON object")
     return CheckpointContents(

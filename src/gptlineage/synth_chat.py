@@ -42,6 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gptlineage.artifact import read_json
 from gptlineage.errors import GptlineageError
 
 SUITE_SCHEMA = "gptlineage.prompt-suite.v1"
@@ -382,12 +383,7 @@ def write_prompt_suite(path: str | Path, cases: Sequence[Mapping[str, str]], set
 def read_prompt_suite(path: str | Path) -> dict[str, Any]:
     """Load a prompt suite, with one clear error line if it is missing or malformed."""
     path = Path(path)
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise GptlineageError(f"{path}: no such file (write it with gptlineage synth-chat)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise GptlineageError(f"{path}: not valid JSON ({error})") from None
+    document = read_json(path, "no such file (write it with gptlineage synth-chat)")
     if not isinstance(document, dict) or document.get("schema") != SUITE_SCHEMA:
         raise GptlineageError(f"{path}: schema is not {SUITE_SCHEMA}")
     cases = document.get("cases")

@@ -85,6 +85,7 @@ class TrainConfig:
     keep_last: int = 0
     precision: str = "float32"
     device: str = "cpu"
+    threads: int = 0
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,8 @@ def check_config(config: TrainConfig) -> None:
         raise GptlineageError("--train-bin and --val-bin (or --data) are required")
     for flag, value in (("steps", config.steps), ("batch", config.batch), ("eval-every", config.eval_every),
                         ("eval-batches", config.eval_batches), ("checkpoint-every", config.checkpoint_every),
-                        ("keep-last", config.keep_last), ("warmup-steps", config.warmup_steps)):
+                        ("keep-last", config.keep_last), ("warmup-steps", config.warmup_steps),
+                        ("threads", config.threads)):
         if value is not None and value < 0:
             raise GptlineageError(f"--{flag} must be >= 0, got {value}")
     if config.batch == 0:
@@ -282,6 +284,9 @@ def run_training(config: TrainConfig, output: Path, work: Path, tracer: Tracer) 
     run = plan(config)
     dtype = PRECISIONS[config.precision]
     set_strict_float32()
+    # Snakemake exports OMP_NUM_THREADS=1 for a one-core job; the config's `threads` decides instead
+    # (0 = every core), since the default profile is sized for the whole 2-core machine.
+    torch.set_num_threads(config.threads or os.cpu_count() or 1)
     torch.manual_seed(config.seed)  # only dropout draws from it; recorded and restored with checkpoints
     with tracer.phase("data loading"):
         train_split = load_split(config, "train", run.model.context, run.model.vocab)

@@ -10,7 +10,7 @@ from snakemake.exceptions import WorkflowError
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from gptlineage.codedeps import module_files  # noqa: E402  (needs the path above)
-from gptlineage.workflow_support import flags, local_sources  # noqa: E402
+from gptlineage.workflow_support import flags, local_sources, producer  # noqa: E402
 
 
 def code(command_module):

@@ -16,7 +16,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
@@ -25,7 +24,7 @@ from typing import Any
 
 import torch
 
-from gptlineage.artifact import ArtifactWriter, write_json_atomic
+from gptlineage.artifact import ArtifactWriter, read_json, write_json_atomic
 from gptlineage.checkpoint import load_parameters
 from gptlineage.errors import GptlineageError
 from gptlineage.generate import (
@@ -98,12 +97,7 @@ def model_source(args: argparse.Namespace) -> ModelSource:
 def read_passport_dimensions(run: Path) -> GPTConfig:
     """The model dimensions a training artifact's passport.json records."""
     path = run / PASSPORT
-    try:
-        passport = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise GptlineageError(f"{path}: no such file; --run must be a training artifact (gptlineage train --output)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise GptlineageError(f"{path}: not valid JSON ({error})") from None
+    passport = read_json(path, "no such file; --run must be a training artifact (gptlineage train --output)")
     dims = passport.get("model") if isinstance(passport, dict) else None
     if not isinstance(dims, dict):
         raise GptlineageError(f"{path}: has no model dimensions (key 'model')")

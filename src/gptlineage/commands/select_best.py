@@ -10,12 +10,11 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 from pathlib import Path
 
-from gptlineage.artifact import ArtifactWriter, write_json_atomic
+from gptlineage.artifact import ArtifactWriter, read_json, write_json_atomic
 from gptlineage.errors import GptlineageError
 from gptlineage.train import best_checkpoint
 
@@ -30,10 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    metrics_path = args.run / "metrics.json"
-    if not metrics_path.is_file():
-        raise GptlineageError(f"{metrics_path}: missing; --run must be a training artifact")
-    points = json.loads(metrics_path.read_text(encoding="utf-8"))["points"]
+    points = read_json(args.run / "metrics.json", "missing; --run must be a training artifact")["points"]
     saved = {int(path.name.removeprefix("step-")) for path in (args.run / "checkpoints").glob("step-*")}
     step = best_checkpoint(points, saved)
     if step is None:

@@ -44,6 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--layer-norm-eps", type=float, default=1e-5, help="LayerNorm epsilon (default 1e-5)")
     model.add_argument("--precision", default="float32", help="float32 (default, no TF32), float64 or bf16 (autocast)")
     model.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    model.add_argument("--threads", type=int, default=0, help="torch CPU threads (default 0 = every core, whatever OMP_NUM_THREADS says)")
     schedule = parser.add_argument_group("schedule")
     schedule.add_argument("--steps", type=int, help="optimizer updates (default 1000 for gpt2-small, else 2)")
     schedule.add_argument("--token-budget", type=int, help="steps = ceil(budget / (batch * context)); not with --steps")
