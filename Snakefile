@@ -22,6 +22,7 @@ include: "workflow/rules/tabular.smk"
 include: "workflow/rules/corpus.smk"
 include: "workflow/rules/training.smk"
 include: "workflow/rules/generation.smk"
+include: "workflow/rules/reporting.smk"
 
 
 rule all:
@@ -35,3 +36,7 @@ rule all:
         "results/cache_check",
         "results/cache_benchmark",
         "results/prompt_suite",
+        "results/export_hf",
+        "results/matched_comparison",
+        "results/plots",
+        "results/lineage_report",

@@ -32,6 +32,9 @@ COMMANDS = {
     "cache-check": "gptlineage.commands.cache_check",
     "cache-bench": "gptlineage.commands.cache_bench",
     "prompt-suite": "gptlineage.commands.prompt_suite",
+    "export-hf": "gptlineage.commands.export_hf",
+    "matched-compare": "gptlineage.commands.matched_compare",
+    "plots": "gptlineage.commands.plots",
     "lineage": "gptlineage.commands.lineage",
 }
 
@@ -47,7 +50,10 @@ COMMAND_HELP = {
     "cache-check": "compare key/value-cached and full-prefix logits (and certify a greedy rollout)",
     "cache-bench": "time cached against full-prefix generation",
     "prompt-suite": "answer a prompt suite greedily and score exact matches",
-    "lineage": "show, verify or export the lineage of an artifact",
+    "export-hf": "export a checkpoint as a Hugging Face GPT-2 directory (config.json, model.safetensors)",
+    "matched-compare": "train one checkpoint with our trainer and a Hugging Face reference on the same batches; compare",
+    "plots": "draw loss, profile, overview and comparison figures of training runs",
+    "lineage": "show, verify, export or report the lineage of an artifact",
 }
 
 

@@ -267,6 +267,29 @@ def best_checkpoint(points: list[dict[str, Any]], saved_steps: set[int]) -> int 
     return min(candidates)[1] if candidates else None
 
 
+def timed_update(t: int, optimizer: torch.optim.Optimizer, loss_of, split: Split, config: TrainConfig, run: Plan,
+                 dtype: torch.dtype) -> dict[str, Any]:
+    """Update t (0-based): set the scheduled learning rate, draw batch t, step the optimizer.
+
+    `loss_of(x, y, weights)` is the model's loss; the matched comparison passes the reference's.
+    Returns the metric point of completed step t+1, timed over the whole update.
+    """
+    lr = learning_rate(t, run.steps, run.warmup_steps, run.lr, run.min_lr)
+    clock = time.perf_counter()
+    for group in optimizer.param_groups:
+        group["lr"] = lr  # set before each update; the AdamW moments are kept
+    x, y, weights = batch_for(split, config.seed, t, run, dtype)
+    loss = loss_of(x, y, weights)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    value = loss.item()  # waits for the device, so the clock covers the whole update
+    duration = (time.perf_counter() - clock) * 1000.0  # milliseconds
+    return {"phase": "train", "step": t + 1, "loss": finite_or_none(value), "learning_rate": lr,
+            "duration_ms": round(duration, 3),
+            "tokens_per_second": run.tokens_per_update * 1000.0 / duration if duration > 0 else None}
+
+
 def header_lines(config: TrainConfig, run: Plan, parameters: int, train: Split, validation: Split) -> list[str]:
     m = run.model
     return [
@@ -330,22 +353,12 @@ def run_training(config: TrainConfig, output: Path, work: Path, tracer: Tracer) 
         print(f"step={start} validation_loss={loss:.6f}")
     progress = tqdm(total=run.steps, initial=start, desc="train", unit="step", disable=None, dynamic_ncols=True)
     for t in range(start, run.steps):
-        lr = learning_rate(t, run.steps, run.warmup_steps, run.lr, run.min_lr)
         with tracer.phase("training steps", step=t + 1):
-            clock = time.perf_counter()
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            x, y, weights = batch_for(train_split, config.seed, t, run, dtype)
-            loss = batch_loss(model, x, y, weights, config)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            train_loss = loss.item()  # waits for the device, so the clock covers the whole step
-            duration = (time.perf_counter() - clock) * 1000.0  # milliseconds
-        completed = t + 1
-        tokens_per_second = run.tokens_per_update * 1000.0 / duration if duration > 0 else None
-        metrics.add({"phase": "train", "step": completed, "loss": finite_or_none(train_loss), "learning_rate": lr,
-                     "duration_ms": round(duration, 3), "tokens_per_second": tokens_per_second})
+            point = timed_update(t, optimizer, lambda x, y, w: batch_loss(model, x, y, w, config), train_split, config,
+                                 run, dtype)
+        metrics.add(point)
+        completed, lr, duration, tokens_per_second = t + 1, point["learning_rate"], point["duration_ms"], point["tokens_per_second"]
+        train_loss = point["loss"] if point["loss"] is not None else float("nan")
         line = f"step={completed} train_loss={train_loss:.6f}"
         if run.eval_every and (completed % run.eval_every == 0 or completed == run.steps):
             with tracer.phase("evaluation", step=completed):

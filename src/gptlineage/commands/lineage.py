@@ -1,7 +1,9 @@
-"""Show, verify or export the lineage of an artifact.
+"""Show, verify, export or report the lineage of an artifact.
 
 Example:
     gptlineage lineage verify results/data_csv
+    gptlineage lineage export results/sft_stage2 --format ro-crate --output results/sft_stage2.crate
+    gptlineage lineage report results/sft_stage2 --output results/lineage_report
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ import sys
 from pathlib import Path
 
 from gptlineage.artifact import write_json_atomic
+from gptlineage.errors import GptlineageError
 from gptlineage.lineage import prov_document, show_lines, verify
 
 NAME = "lineage"
 EXAMPLE = "gptlineage lineage show results/data_csv"
+FORMATS = ["prov-json", "ro-crate"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,8 +30,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
     export = actions.add_parser("export", help="write the lineage in a standard format")
     export.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
-    export.add_argument("--format", choices=["prov-json"], default="prov-json", help="output format (default prov-json)")
-    export.add_argument("--output", type=Path, help="file to write (default: standard output)")
+    export.add_argument("--format", choices=FORMATS, default="prov-json",
+                        help="prov-json (W3C PROV-JSON, one file) or ro-crate (a Workflow Run RO-Crate directory)")
+    export.add_argument("--output", type=Path,
+                        help="file (prov-json; default standard output) or directory (ro-crate, required) to write")
+    report = actions.add_parser("report", help="write one self-contained HTML page of PATH and everything upstream")
+    report.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
+    report.add_argument("--output", type=Path, required=True, help="artifact directory to write (holds index.html)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,6 +51,18 @@ def run(args: argparse.Namespace) -> int:
         verdict = "FAILED" if problems else "OK"
         print(f"{verdict}: {len(nodes)} artifacts, {files} files checked, {len(problems)} problems")
         return 1 if problems else 0
+    if args.action == "report":
+        from gptlineage.report import write_report  # matplotlib loads only for the report
+
+        print(f"wrote {write_report(args.path, args.output)}")
+        return 0
+    if args.format == "ro-crate":
+        if args.output is None:
+            raise GptlineageError("--format ro-crate needs --output DIR (the crate is a directory)")
+        from gptlineage.rocrate import export_ro_crate
+
+        print(f"wrote {export_ro_crate(args.path, args.output)}")
+        return 0
     document = prov_document(args.path)
     if args.output is None:
         json.dump(document, sys.stdout, indent=2)

@@ -1,7 +1,8 @@
 """Pick the saved checkpoint with the lowest validation loss (after step 0) of a training run.
 
-Writes `selected-checkpoint.json` {schema, checkpoint, loss, selection, step} and the chosen
-checkpoint's `parameters.safetensors`, which the next stage loads with `--load-params`.
+Writes `selected-checkpoint.json` {schema, checkpoint, loss, selection, step}, the chosen
+checkpoint's `parameters.safetensors` (the next stage loads it with `--load-params`) and the
+run's `passport.json`, so other commands can take the selection as `--run`.
 
 Example:
     gptlineage select-best --run results/pretrain --output results/best_pretrain
@@ -37,11 +38,15 @@ def run(args: argparse.Namespace) -> int:
                               " (set --checkpoint-every to a multiple of --eval-every)")
     loss = next(p["loss"] for p in points if p["phase"] == "validation" and p["step"] == step)
     chosen = args.run / "checkpoints" / f"step-{step}" / "parameters.safetensors"
-    with ArtifactWriter(args.output, command=NAME, parameters={"selection": SELECTION}, inputs={"checkpoint": chosen}) as artifact:
-        try:
-            os.link(chosen, artifact.path / "parameters.safetensors")
-        except OSError:
-            shutil.copy2(chosen, artifact.path / "parameters.safetensors")
+    passport = args.run / "passport.json"
+    with ArtifactWriter(args.output, command=NAME, parameters={"selection": SELECTION},
+                        inputs={"checkpoint": chosen, "passport": passport}) as artifact:
+        # The run's passport comes along, so `--run results/best_pretrain` gives dimensions and weights.
+        for source, name in ((chosen, "parameters.safetensors"), (passport, "passport.json")):
+            try:
+                os.link(source, artifact.path / name)
+            except OSError:
+                shutil.copy2(source, artifact.path / name)
         write_json_atomic(artifact.path / "selected-checkpoint.json", {
             "schema": "gptlineage.selected-checkpoint.v1", "checkpoint": os.path.relpath(chosen.absolute(), args.output.absolute()),
             "loss": loss, "selection": SELECTION, "step": step,

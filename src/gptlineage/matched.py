@@ -1,0 +1,334 @@
+"""The matched comparison: our trainer's updates against a Hugging Face GPT-2 trained the same way.
+
+From one checkpoint and one prepared corpus, two trainers run the same N updates:
+
+- gptlineage: our `GPT` (model.py), its loss (`train.batch_loss`: assistant-row weights or
+  the mean CE) and `torch.optim.AdamW` with the trainer's settings, step by step as
+  `train.run_training` does it;
+- reference: `transformers.GPT2LMHeadModel` holding the same weights through the export
+  mapping (`gptlineage.hf`), its fused q|k|v bias held at zero and frozen, the loss computed
+  here from its logits, and its own `torch.optim.AdamW` with the same hyper-parameters.
+
+Both see the same batches (`train.batch_for`, same seed and step), the same warmup-cosine
+learning rate (`schedule.learning_rate`, set before each update), the same fixed validation
+batches, and strict float32 (no TF32). Each update is timed from batch preparation through
+forward, backward and the optimizer step, ending when the loss reaches the host; the two
+trainers alternate update by update, so both meet the same machine load.
+
+Weight decay: ours decays every tensor (one parameter group); the reference's single group
+holds every trainable tensor with the same decay, and the frozen bias is in no group, so it
+gets neither gradient nor decay and stays exactly zero (checked at the end).
+
+The comparison fails when any train loss differs by more than the threshold.
+
+Example:
+    gptlineage matched-compare --run results/sft_stage2 --data results/sft_data_stage1 --updates 50 --output results/matched
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gptlineage.errors import GptlineageError
+from gptlineage.hf import hf_model, hf_to_ours
+from gptlineage.model import GPT, set_strict_float32
+from gptlineage.sampler import validation_seed
+from gptlineage.train import (
+    Plan,
+    Split,
+    TrainConfig,
+    batch_for,
+    batch_loss,
+    evaluate,
+    load_split,
+    plan,
+    timed_update,
+    validation_point,
+    with_defaults_from_corpus,
+)
+
+SCHEMA = "gptlineage.matched-comparison.v1"
+METRICS_SCHEMA = "gptlineage.training-metrics.v1"  # the trainer's metrics.json, so the same tools read both
+PRECISIONS = {"float32": torch.float32, "float64": torch.float64}
+ADAM_BETAS = (0.9, 0.999)  # train.run_training's AdamW settings
+ADAM_EPS = 1e-8
+ATTENTION = ("sdpa", "eager")
+SIDES = ("gptlineage", "reference")
+
+
+@dataclass(frozen=True)
+class MatchedSettings:
+    """The comparison's schedule and tolerance; the defaults are the reference experiment's (facts §6)."""
+
+    updates: int = 50
+    batch: int = 6
+    seed: int = 0
+    lr: float = 3e-5
+    min_lr: float = 3e-6
+    warmup_steps: int = 10
+    weight_decay: float = 0.0
+    eval_every: int = 10
+    eval_batches: int = 2
+    precision: str = "float32"
+    threshold: float = 1e-4
+    attn_implementation: str = "sdpa"  # the reference's attention kernel (transformers' default)
+
+    def __post_init__(self) -> None:
+        for name in ("updates", "batch", "eval_batches"):
+            if isinstance(getattr(self, name), bool) or getattr(self, name) <= 0:
+                raise GptlineageError(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
+        for name in ("warmup_steps", "eval_every"):
+            if getattr(self, name) < 0:
+                raise GptlineageError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
+        for name in ("lr", "min_lr", "weight_decay", "threshold"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise GptlineageError(f"--{name.replace('_', '-')} must be finite and >= 0, got {value}")
+        if self.min_lr > self.lr:
+            raise GptlineageError("--min-lr cannot exceed --lr")
+        if self.precision not in PRECISIONS:
+            raise GptlineageError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.attn_implementation not in ATTENTION:
+            raise GptlineageError(f"--attn-implementation must be one of {', '.join(ATTENTION)}")
+
+
+# ---------------------------------------------------------------- the two trainers
+
+
+@dataclass
+class Side:
+    """One trainer: a model, its optimizer, its training loss and its validation loss."""
+
+    name: str
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    loss: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
+    validate: Callable[[], float]
+
+
+def train_config(settings: MatchedSettings, model: GPT, data: str | Path, device: str) -> TrainConfig:
+    """Our trainer's configuration for these settings: what batch_for, batch_loss and evaluate read."""
+    dims = model.config
+    config = TrainConfig(preset="quick", context=dims.context, vocab=dims.vocab, width=dims.width, heads=dims.heads,
+                         layers=dims.layers, dropout=0.0, layer_norm_eps=dims.layer_norm_eps, steps=settings.updates,
+                         batch=settings.batch, lr=settings.lr, min_lr=settings.min_lr,
+                         warmup_steps=settings.warmup_steps, weight_decay=settings.weight_decay,
+                         eval_every=settings.eval_every, eval_batches=settings.eval_batches, seed=settings.seed,
+                         precision=settings.precision, device=device)
+    return with_defaults_from_corpus(config, str(data))
+
+
+def ours_side(model: GPT, config: TrainConfig, run: Plan, val: Split, dtype: torch.dtype) -> Side:
+    """Our trainer, as run_training builds it: AdamW over model.parameters(), decay on every tensor."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=run.lr, betas=ADAM_BETAS, eps=ADAM_EPS,
+                                  weight_decay=config.weight_decay)
+    return Side("gptlineage", model, optimizer,
+                lambda x, y, w: batch_loss(model, x, y, w, config),
+                lambda: evaluate(model, val, config, run, dtype))
+
+
+def reference_loss(hf: nn.Module, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None,
+                   device: str) -> torch.Tensor:
+    """The objective from Hugging Face logits: Σ weight·CE over assistant rows, or the mean CE."""
+    logits = hf(input_ids=x.to(device), use_cache=False).logits  # [B, T, V]
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.to(device).reshape(-1), reduction="none")
+    if weights is None:
+        return ce.mean()
+    return (ce * weights.to(device=device, dtype=ce.dtype).reshape(-1)).sum()
+
+
+def reference_side(model: GPT, config: TrainConfig, run: Plan, val: Split, dtype: torch.dtype,
+                   attn_implementation: str) -> Side:
+    """Hugging Face GPT-2 with our weights; its q|k|v bias frozen at zero and outside the optimizer."""
+    hf = hf_model(model, attn_implementation=attn_implementation)
+    start = hf_to_ours(hf.state_dict(), model.config)
+    if any(not torch.equal(start[name], tensor) for name, tensor in model.state_dict().items()):
+        raise GptlineageError("the Hugging Face model does not start from our weights (export mapping broken)")
+    for block in hf.transformer.h:
+        block.attn.c_attn.bias.requires_grad_(False)  # GPT-2 has the bias, ours does not: keep it 0
+    trainable = [p for p in hf.parameters() if p.requires_grad]  # parameters() lists the tied wte once
+    optimizer = torch.optim.AdamW(trainable, lr=run.lr, betas=ADAM_BETAS, eps=ADAM_EPS,
+                                  weight_decay=config.weight_decay)
+    hf.train()  # every dropout is 0; train mode only mirrors ours
+
+    @torch.no_grad()
+    def validate() -> float:
+        hf.eval()
+        losses = [reference_loss(hf, *batch_for(val, validation_seed(config.seed), j, run, dtype), config.device).item()
+                  for j in range(config.eval_batches)]
+        hf.train()
+        return sum(losses) / len(losses)
+
+    return Side("reference", hf, optimizer, lambda x, y, w: reference_loss(hf, x, y, w, config.device), validate)
+
+
+def update(side: Side, t: int, train: Split, config: TrainConfig, run: Plan, dtype: torch.dtype) -> dict[str, Any]:
+    """Update t (0-based) of one trainer, exactly as `gptlineage train` does it; returns its train point."""
+    return timed_update(t, side.optimizer, side.loss, train, config, run, dtype)
+
+
+def train_sides(sides: list[Side], train: Split, config: TrainConfig, run: Plan,
+                dtype: torch.dtype) -> dict[str, list[dict[str, Any]]]:
+    """N updates of every trainer with the trainer's logging rules; metric points like metrics.json's, per side.
+
+    The trainers alternate update by update, so a change in the machine's load while the
+    comparison runs slows both alike instead of whichever happened to run at the time.
+    """
+    points = {side.name: [validation_point(0, side.validate())] for side in sides}
+    for t in range(run.steps):
+        for side in sides:
+            points[side.name].append(update(side, t, train, config, run, dtype))
+        completed = t + 1
+        if run.eval_every and (completed % run.eval_every == 0 or completed == run.steps):
+            for side in sides:
+                points[side.name].append(validation_point(completed, side.validate()))
+    return points
+
+
+# ---------------------------------------------------------------- comparing
+
+
+def _losses(points: list[dict[str, Any]], phase: str, side: str) -> dict[int, float]:
+    losses = {p["step"]: p["loss"] for p in points if p["phase"] == phase}
+    bad = [step for step, loss in losses.items() if loss is None]
+    if bad:
+        raise GptlineageError(f"{side}: the {phase} loss at step {bad[0]} is not finite")
+    return losses
+
+
+def _max_difference(ours: dict[int, float], reference: dict[int, float], phase: str) -> float:
+    if set(ours) != set(reference):
+        raise GptlineageError(f"the two runs logged different {phase} steps")
+    return max((abs(ours[s] - reference[s]) for s in ours), default=0.0)
+
+
+def compare(ours: list[dict[str, Any]], reference: list[dict[str, Any]], run: Plan,
+            settings: MatchedSettings) -> dict[str, Any]:
+    """comparison.json: loss differences over identical step sets, final losses, throughputs."""
+    train = {side: _losses(points, "train", side) for side, points in zip(SIDES, (ours, reference))}
+    val = {side: _losses(points, "validation", side) for side, points in zip(SIDES, (ours, reference))}
+    speed = {side: statistics.median(p["tokens_per_second"] for p in points if p["phase"] == "train"
+                                     and p["tokens_per_second"] is not None)
+             for side, points in zip(SIDES, (ours, reference))}
+    final = max(val["gptlineage"])
+    return {
+        "schema": SCHEMA,
+        "updates": run.steps,
+        "tokens_per_update": run.tokens_per_update,
+        "scheduled_tokens": run.steps * run.tokens_per_update,
+        "max_absolute_train_loss_difference": _max_difference(train["gptlineage"], train["reference"], "train"),
+        "max_absolute_validation_loss_difference": _max_difference(val["gptlineage"], val["reference"], "validation"),
+        "final_validation_loss": {side: val[side][final] for side in SIDES},
+        "median_tokens_per_second": speed,
+        "throughput_ratio": speed["gptlineage"] / speed["reference"],
+        "threshold": settings.threshold,
+        "precision": settings.precision,
+    }
+
+
+@torch.no_grad()
+def parameter_difference(ours: GPT, reference: nn.Module) -> float:
+    """max |Δ| between the two trained models' weights, the reference mapped back to our names."""
+    mapped = hf_to_ours(reference.state_dict(), ours.config)
+    return max(float((mapped[name].to(tensor.dtype) - tensor).abs().max()) for name, tensor in ours.state_dict().items())
+
+
+# ---------------------------------------------------------------- the whole comparison
+
+
+@dataclass(frozen=True)
+class MatchedResult:
+    """comparison.json's content and each trainer's metric points."""
+
+    comparison: dict[str, Any]
+    points: dict[str, list[dict[str, Any]]]  # side -> metric points
+
+
+def run_matched(model: GPT, data: str | Path, settings: MatchedSettings, *, device: str = "cpu",
+                threads: int = 0) -> MatchedResult:
+    """Train `model` itself with our trainer and a Hugging Face copy of its starting weights with the
+    reference, on the corpus `data`; compare them (the threshold is applied by `check_threshold`)."""
+    set_strict_float32()
+    torch.set_num_threads(threads or os.cpu_count() or 1)
+    dtype = PRECISIONS[settings.precision]
+    config = train_config(settings, model, data, device)
+    run = plan(config)
+    if run.model != model.config:
+        raise GptlineageError(f"the plan's model {run.model} is not the loaded model {model.config}")
+    train = load_split(config, "train", run.model.context, run.model.vocab)
+    val = load_split(config, "val", run.model.context, run.model.vocab)
+    ours = model.to(device=device, dtype=dtype).train()
+    reference = reference_side(ours, config, run, val, dtype, settings.attn_implementation)  # copies the start weights
+    torch.manual_seed(settings.seed)  # as the trainer does; only dropout (here 0) draws from it
+    points = train_sides([ours_side(ours, config, run, val, dtype), reference], train, config, run, dtype)
+    if any(torch.count_nonzero(block.attn.c_attn.bias) for block in reference.model.transformer.h):
+        raise GptlineageError("the reference's frozen q/k/v bias moved during training")
+    comparison = compare(points["gptlineage"], points["reference"], run, settings)
+    comparison["max_absolute_final_parameter_difference"] = parameter_difference(ours, reference.model)
+    return MatchedResult(comparison, points)
+
+
+def check_threshold(comparison: dict[str, Any]) -> None:
+    """The comparison's verdict: fail when a train loss differs by more than the threshold."""
+    difference, threshold = comparison["max_absolute_train_loss_difference"], comparison["threshold"]
+    if not difference <= threshold:
+        raise GptlineageError(f"max |train loss difference| {difference:.3g} exceeds --threshold {threshold:g}; "
+                              "no artifact written")
+
+
+def metrics_document(points: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"schema": METRICS_SCHEMA, "points": points}
+
+
+def step_lines(result: MatchedResult) -> list[str]:
+    """One line per logged point: both losses and both step times side by side."""
+    lines = []
+    for ours, ref in zip(result.points["gptlineage"], result.points["reference"]):
+        line = f"step={ours['step']} {ours['phase']}_loss gptlineage={ours['loss']:.6f} reference={ref['loss']:.6f}" \
+               f" |Δ|={abs(ours['loss'] - ref['loss']):.3g}"
+        if ours["phase"] == "train":
+            line += f" step_ms gptlineage={ours['duration_ms']:.1f} reference={ref['duration_ms']:.1f}"
+        lines.append(line)
+    return lines
+
+
+def write_figure(path: Path, result: MatchedResult) -> None:
+    """comparison.svg: both loss curves on one axis, both throughputs on a second panel."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    styles = {"gptlineage": ("#2463a8", "-"), "reference": ("#d66a2c", "--")}
+    figure = Figure(figsize=(11, 4.5))
+    FigureCanvasAgg(figure)  # the Agg backend, without touching pyplot's global state
+    losses, speed = figure.subplots(1, 2)
+    for side, points in result.points.items():
+        color, line = styles[side]
+        train = [(p["step"], p["loss"]) for p in points if p["phase"] == "train"]
+        val = [(p["step"], p["loss"]) for p in points if p["phase"] == "validation"]
+        losses.plot(*zip(*train), color=color, linestyle=line, label=f"{side} train")
+        losses.plot(*zip(*val), color=color, linestyle=line, marker="o", alpha=0.6, label=f"{side} validation")
+        rates = [(p["step"], p["tokens_per_second"]) for p in points if p["phase"] == "train" and p["tokens_per_second"]]
+        speed.plot(*zip(*rates), color=color, linestyle=line, label=side)
+    comparison = result.comparison
+    losses.set(xlabel="update", ylabel="loss",
+               title=f"loss (max |Δ train| {comparison['max_absolute_train_loss_difference']:.2g})")
+    speed.set(xlabel="update", ylabel="tokens / second",
+              title=f"throughput (median ratio gptlineage/reference {comparison['throughput_ratio']:.2f})")
+    for axis in (losses, speed):
+        axis.grid(alpha=0.3)
+        axis.legend()
+    figure.tight_layout()
+    # A fixed hash salt and no date: the same numbers give the same SVG bytes.
+    with matplotlib.rc_context({"svg.hashsalt": "gptlineage"}):
+        figure.savefig(path, format="svg", metadata={"Date": None})

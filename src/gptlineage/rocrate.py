@@ -1,0 +1,294 @@
+"""Export a lineage as an RO-Crate 1.1 directory following the Workflow Run Crate profile.
+
+Example:
+    gptlineage lineage export results/sft_stage2 --format ro-crate --output results/sft_stage2.crate
+
+The crate holds every artifact of the lineage as a folder, the plain source inputs under
+`sources/`, a shell script `lineage-commands.sh` with the commands, each after those it
+needs (the workflow, the crate's mainEntity), and `ro-crate-metadata.json` describing:
+  - one CreateAction per artifact: instrument = the gptlineage command (SoftwareApplication),
+    object = its inputs and parameters (PropertyValue), result = its files (File, with sha256),
+    startTime and endTime from the manifest's run block;
+  - one CreateAction for the whole chain, whose instrument is the workflow script.
+The root Dataset conforms to Process Run Crate 0.5, Workflow Run Crate 0.5 and Workflow
+RO-Crate 1.0.
+
+Files are hard-linked into the crate where the file system allows (a crate then costs no
+space beside its results; treat it as read-only, an edit in place would change the result
+too) and copied otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import os
+import shlex
+import shutil
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from gptlineage.artifact import MANIFEST, write_json_atomic
+from gptlineage.errors import GptlineageError
+from gptlineage.hashing import sha256_file
+from gptlineage.lineage import Node, input_artifact_dir, walk
+from gptlineage.report import refuse_inside
+
+METADATA = "ro-crate-metadata.json"
+WORKFLOW = "lineage-commands.sh"
+CONTEXT = ["https://w3id.org/ro/crate/1.1/context", "https://w3id.org/ro/terms/workflow-run/context"]
+RO_CRATE = "https://w3id.org/ro/crate/1.1"
+PROCESS_RUN = "https://w3id.org/ro/wfrun/process/0.5"
+WORKFLOW_RUN = "https://w3id.org/ro/wfrun/workflow/0.5"
+WORKFLOW_RO_CRATE = "https://w3id.org/workflowhub/workflow-ro-crate/1.0"
+PROFILES = {PROCESS_RUN: ("Process Run Crate", "0.5"), WORKFLOW_RUN: ("Workflow Run Crate", "0.5"),
+            WORKFLOW_RO_CRATE: ("Workflow RO-Crate", "1.0")}
+COMPLETED = {"@id": "http://schema.org/CompletedActionStatus"}
+
+
+def ref(entity_id: str) -> dict[str, str]:
+    return {"@id": entity_id}
+
+
+def data_id(path: str) -> str:
+    """A crate-relative @id: URI-escaped (spaces and the like), slashes kept."""
+    return quote(path, safe="/")
+
+
+def folder_names(nodes: list[Node]) -> dict[Path, str]:
+    """One crate folder per artifact, named like its directory (with the short id when names clash)."""
+    names: dict[Path, str] = {}
+    for node in nodes:
+        name = node.path.name
+        if name in names.values() or name == "sources":
+            name = f"{name}-{node.manifest['id'][:12]}"
+        names[node.path] = name
+    return names
+
+
+class Crate:
+    """The @graph being built, keyed by @id, and the payload files to place in the crate."""
+
+    def __init__(self) -> None:
+        self.entities: dict[str, dict[str, Any]] = {}
+        self.payload: dict[str, Path] = {}  # crate-relative path -> where the bytes are now
+        self.sources: list[str] = []  # plain source inputs (not made by gptlineage), the chain's own inputs
+
+    def add(self, entity: dict[str, Any]) -> dict[str, Any]:
+        return self.entities.setdefault(entity["@id"], entity)
+
+    def file(self, relative: str, source: Path, sha256: str | None = None, size: int | None = None) -> str:
+        """A File entity for bytes at `source`, placed at `relative` in the crate."""
+        entity_id = data_id(relative)
+        self.payload[relative] = source
+        self.add({
+            "@id": entity_id, "@type": "File", "name": Path(relative).name,
+            "contentSize": str(size if size is not None else source.stat().st_size),
+            "sha256": sha256 or sha256_file(source),
+            "encodingFormat": mimetypes.guess_type(relative)[0] or "application/octet-stream",
+        })
+        return entity_id
+
+    def dataset(self, relative: str, name: str, parts: list[str]) -> str:
+        entity_id = data_id(relative.rstrip("/") + "/")
+        entity = self.add({"@id": entity_id, "@type": "Dataset", "name": name, "hasPart": []})
+        entity["hasPart"] += [ref(part) for part in parts if ref(part) not in entity["hasPart"]]
+        return entity_id
+
+
+def add_artifact(crate: Crate, node: Node, folder: str) -> tuple[str, list[str]]:
+    """The artifact's folder as a Dataset of its files; returns the Dataset id and the result file ids.
+
+    File hashes are the manifest's (rehashing every checkpoint would take minutes); a file whose
+    size no longer matches is refused, and `gptlineage lineage verify` checks every byte.
+    """
+    for entry in node.manifest["files"]:
+        full = node.path / entry["path"]
+        if not full.is_file() or full.stat().st_size != entry["bytes"]:
+            raise GptlineageError(f"{full}: missing or changed since its manifest; run gptlineage lineage verify")
+    results = [crate.file(f"{folder}/{entry['path']}", node.path / entry["path"], entry["sha256"], entry["bytes"])
+               for entry in node.manifest["files"]]
+    manifest = crate.file(f"{folder}/{MANIFEST}", node.path / MANIFEST)
+    crate.entities[manifest]["description"] = "gptlineage manifest: files, command, parameters, inputs, code"
+    dataset = crate.dataset(folder, node.path.name, [*results, manifest])
+    crate.entities[dataset].update({"identifier": f"urn:gptlineage:artifact:{node.manifest['id']}",
+                                    "description": f"artifact written by gptlineage {node.manifest['command']['name']}"})
+    return dataset, results
+
+
+def add_input(crate: Crate, node: Node, entry: dict[str, Any], folders: dict[Path, str]) -> str:
+    """The entity an input names: a file or folder of an upstream artifact, a source, or a missing artifact."""
+    source = (node.path / entry["path"]).resolve()
+    upstream = input_artifact_dir(node.path, entry)
+    if upstream is not None and upstream not in folders:
+        return crate.add({"@id": f"urn:gptlineage:artifact:{entry['artifact_id']}", "@type": "CreativeWork",
+                          "name": f"{upstream.name} (missing from this lineage)"})["@id"]
+    if upstream is not None:
+        relative = f"{folders[upstream]}/{source.relative_to(upstream).as_posix()}" if source != upstream else folders[upstream]
+        if source.is_dir():  # a folder of an artifact (a dataset written by synth-chat, say)
+            parent = data_id(folders[upstream] + "/")
+            part = crate.dataset(relative, source.name, [])
+            if ref(part) not in crate.entities[parent]["hasPart"] and part != parent:
+                crate.entities[parent]["hasPart"].append(ref(part))
+            return part
+        if data_id(relative) not in crate.entities:  # a file the upstream manifest does not list (its manifest)
+            crate.entities[data_id(folders[upstream] + "/")]["hasPart"].append(ref(crate.file(relative, source)))
+        return data_id(relative)
+    digest = entry.get("sha256") or entry.get("tree_sha256", "")
+    relative = f"sources/{digest[:12]}/{source.name}"  # the hash keeps two sources of one name apart
+    if source.is_dir():
+        files = sorted(p for p in source.rglob("*") if p.is_file())
+        parts = [crate.file(f"{relative}/{p.relative_to(source).as_posix()}", p) for p in files]
+        entity_id = crate.dataset(relative, source.name, parts)
+        crate.entities[entity_id]["identifier"] = f"tree-sha256:{digest}"
+    else:
+        entity_id = crate.file(relative, source, entry.get("sha256"))
+    if entity_id not in crate.sources:
+        crate.sources.append(entity_id)
+    return entity_id
+
+
+def instrument(crate: Crate, manifest: dict[str, Any]) -> str:
+    """The gptlineage command as a SoftwareApplication, one per command and source version."""
+    code = manifest["code"]
+    command = manifest["command"]["name"]
+    return crate.add({
+        "@id": f"#gptlineage-{command}-{code['source_sha256'][:12]}", "@type": "SoftwareApplication",
+        "name": f"gptlineage {command}", "softwareVersion": code["version"],
+        "identifier": f"sha256:{code['source_sha256']}",
+        "description": "the gptlineage command line; identifier is the sha256 over the package's source files",
+    })["@id"]
+
+
+def parameter_values(crate: Crate, manifest: dict[str, Any]) -> list[str]:
+    """The resolved parameters as PropertyValue entities (values JSON-encoded when not text)."""
+    ids = []
+    for key, value in manifest["parameters"].items():
+        text = value if isinstance(value, str) else json_text(value)
+        ids.append(crate.add({"@id": f"#param-{manifest['id'][:12]}-{key}", "@type": "PropertyValue",
+                              "name": key, "value": text})["@id"])
+    return ids
+
+
+def json_text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def add_action(crate: Crate, node: Node, folders: dict[Path, str], results: list[str]) -> str:
+    manifest, run = node.manifest, node.manifest.get("run", {})
+    objects = [add_input(crate, node, entry, folders) for entry in manifest["inputs"]]
+    action = {
+        "@id": f"#run-{manifest['id']}", "@type": "CreateAction",
+        "name": f"gptlineage {manifest['command']['name']} -> {node.path.name}",
+        "description": shlex.join(manifest["command"]["argv"]),
+        "identifier": f"urn:gptlineage:artifact:{manifest['id']}",
+        "instrument": ref(instrument(crate, manifest)),
+        "object": [ref(o) for o in dict.fromkeys(objects + parameter_values(crate, manifest))],
+        "result": [ref(r) for r in results],
+        "startTime": run.get("started_utc"), "endTime": run.get("finished_utc"),
+        "actionStatus": COMPLETED,
+    }
+    return crate.add({key: value for key, value in action.items() if value is not None})["@id"]
+
+
+def run_order(nodes: list[Node]) -> list[Node]:
+    """Upstream first (the order a rerun needs); among those ready, the one that started first."""
+    by_path = {node.path: node for node in nodes}
+    needs = {node.path: {up for entry in node.manifest["inputs"]
+                         if (up := input_artifact_dir(node.path, entry)) in by_path and up != node.path}
+             for node in nodes}
+    order: list[Node] = []
+    while needs:
+        ready = [path for path, ups in needs.items() if not ups] or list(needs)  # no cycles, but never spin
+        chosen = min(ready, key=lambda path: (by_path[path].manifest.get("run", {}).get("started_utc") or "", str(path)))
+        order.append(by_path[chosen])
+        del needs[chosen]
+        for ups in needs.values():
+            ups.discard(chosen)
+    return order
+
+
+def workflow_script(nodes: list[Node]) -> str:
+    """The commands, upstream first: the chain as a script to read or rerun."""
+    lines = ["#!/bin/sh", "# The gptlineage commands that made this lineage, each after the ones it needs,",
+             "# as recorded in each artifact's manifest (run them from the directory they ran in).", "set -e"]
+    return "\n".join(lines + [shlex.join(node.manifest["command"]["argv"]) for node in run_order(nodes)]) + "\n"
+
+
+def crate_metadata(nodes: list[Node], folders: dict[Path, str], crate: Crate, script: Path) -> dict[str, Any]:
+    """The whole ro-crate-metadata.json; `crate` collects the payload on the way."""
+    # Every artifact's folder first, so an input can name a file of the artifact it came from.
+    made = [add_artifact(crate, node, folders[node.path]) for node in nodes]
+    datasets = [dataset for dataset, _ in made]
+    actions = [add_action(crate, node, folders, results) for node, (_, results) in zip(nodes, made)]
+    tools = [crate.entities[action]["instrument"]["@id"] for action in actions]
+    target, runs = nodes[0], [node.manifest.get("run", {}) for node in nodes]
+    workflow = crate.file(WORKFLOW, script)
+    crate.entities[workflow].update({
+        "@type": ["File", "SoftwareSourceCode", "ComputationalWorkflow"],
+        "name": f"commands that made {target.path.name}", "programmingLanguage": ref("#sh"),
+        "hasPart": [ref(t) for t in dict.fromkeys(tools)],
+    })
+    crate.add({"@id": "#sh", "@type": "ComputerLanguage", "name": "POSIX shell", "alternateName": "sh"})
+    sources = [ref(source) for source in crate.sources]
+    started = min((r.get("started_utc") for r in runs if r.get("started_utc")), default=None)
+    finished = max((r.get("finished_utc") for r in runs if r.get("finished_utc")), default=None)
+    chain = crate.add({key: value for key, value in {
+        "@id": "#lineage-run", "@type": "CreateAction", "name": f"the chain of commands that made {target.path.name}",
+        "instrument": ref(workflow), "object": sources,
+        "result": crate.entities[actions[0]]["result"], "startTime": started, "endTime": finished,
+        "actionStatus": COMPLETED}.items() if value is not None})
+    license_id = crate.add({"@id": "#license", "@type": "CreativeWork", "name": "license not recorded",
+                            "description": "gptlineage records no license; each source input keeps its own terms"})["@id"]
+    root = {
+        "@id": "./", "@type": "Dataset", "name": f"Lineage of {target.path.name}",
+        "description": f"gptlineage artifact {target.manifest['id']} and the {len(nodes) - 1} artifacts upstream of it",
+        "datePublished": finished or "1970-01-01T00:00:00Z", "license": ref(license_id),
+        "conformsTo": [ref(PROCESS_RUN), ref(WORKFLOW_RUN), ref(WORKFLOW_RO_CRATE)],
+        "mainEntity": ref(workflow),
+        "hasPart": [ref(workflow), *(ref(d) for d in datasets), *sources],
+        "mentions": [ref(chain["@id"]), *(ref(a) for a in actions)],
+    }
+    descriptor = {"@id": METADATA, "@type": "CreativeWork", "about": ref("./"),
+                  "conformsTo": [ref(RO_CRATE), ref(WORKFLOW_RO_CRATE)]}
+    profiles = [{"@id": uri, "@type": "CreativeWork", "name": name, "version": version}
+                for uri, (name, version) in PROFILES.items()]
+    return {"@context": CONTEXT, "@graph": [descriptor, root, *profiles, *crate.entities.values()]}
+
+
+def link_or_copy(source: Path, destination: Path) -> None:
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, destination)
+    except OSError:
+        shutil.copy2(source, destination)
+
+
+def export_ro_crate(path: str | Path, output: str | Path) -> Path:
+    """Write the crate directory at OUTPUT (replacing an older crate there) and return the metadata path."""
+    output = Path(output).absolute()
+    nodes = list(walk(path))
+    refuse_inside(output, nodes, "crate")
+    if output.exists() and not (output / METADATA).is_file() and (not output.is_dir() or any(output.iterdir())):
+        raise GptlineageError(f"{output}: exists and is not an RO-Crate; refusing to replace it")
+    temporary = output.parent / f".{output.name}.tmp-{os.getpid()}"
+    shutil.rmtree(temporary, ignore_errors=True)
+    temporary.mkdir(parents=True)
+    try:
+        (temporary / WORKFLOW).write_text(workflow_script(nodes), encoding="utf-8")
+        crate = Crate()
+        metadata = crate_metadata(nodes, folder_names(nodes), crate, temporary / WORKFLOW)
+        for relative, source in crate.payload.items():
+            if relative != WORKFLOW:
+                link_or_copy(source, temporary / relative)
+        write_json_atomic(temporary / METADATA, metadata)
+        retired = output.parent / f".{output.name}.old-{os.getpid()}"
+        if output.exists():
+            os.replace(output, retired)
+        os.replace(temporary, output)
+        shutil.rmtree(retired, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    return output / METADATA

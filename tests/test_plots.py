@@ -1,0 +1,163 @@
+"""`gptlineage plots`: every figure of a real two-stage chain, valid and byte-identical on rerun; errors."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gptlineage import cli
+from gptlineage.errors import GptlineageError
+from gptlineage.plots import (loss_svg, overview_svg, profile_svg, read_metrics, run_figures, stage_offsets,
+                              wants_log_scale)
+from gptlineage.shards import ShardWriter
+
+SVG = "{http://www.w3.org/2000/svg}svg"
+# The tiny model of tests/test_train.py, on one thread: a training run takes about a second.
+TINY = ["--preset", "quick", "--vocab", "1024", "--width", "32", "--heads", "2", "--layers", "1", "--batch", "4",
+        "--lr", "0.01", "--warmup-steps", "2", "--eval-batches", "2", "--threads", "1"]
+
+
+def gptlineage(*argv: str) -> int:
+    """Run a command line; `plots` is driven through its module when the router does not list it yet."""
+    if argv[0] in cli.COMMANDS:
+        return cli.main(list(argv))
+    module = importlib.import_module(f"gptlineage.commands.{argv[0].replace('-', '_')}")
+    parser = cli.OneLineParser(prog=f"gptlineage {argv[0]}")
+    module.add_arguments(parser)
+    try:
+        return module.run(parser.parse_args(list(argv[1:])))
+    except GptlineageError as error:
+        print(f"error: {argv[0]}: {error}", file=sys.stderr)
+        return 1
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory) -> dict[str, Path]:
+    """stage1 (5 steps) -> select-best -> stage2 (5 steps from those parameters): a real two-stage chain."""
+    root = tmp_path_factory.mktemp("chain")
+    rng = np.random.default_rng(0)
+    (root / "corpus").mkdir()
+    for name, length in (("train.bin", 3000), ("val.bin", 800)):
+        tokens = np.where(rng.random(length) < 0.1, rng.integers(0, 1024, length), (np.arange(length) * 3) % 1024)
+        with ShardWriter(root / "corpus" / name, vocab_size=1024) as writer:
+            writer.write(tokens.astype(np.uint16))
+    common = [*TINY, "--data", str(root / "corpus"), "--steps", "5", "--eval-every", "1", "--checkpoint-every", "5"]
+    assert cli.main(["train", *common, "--output", str(root / "stage1")]) == 0
+    assert cli.main(["select-best", "--run", str(root / "stage1"), "--output", str(root / "best_stage1")]) == 0
+    assert cli.main(["train", *common, "--seed", "1", "--load-params", str(root / "best_stage1/parameters.safetensors"),
+                     "--output", str(root / "stage2")]) == 0
+    return {"root": root, "stage1": root / "stage1", "best": root / "best_stage1", "stage2": root / "stage2"}
+
+
+def parse_svg(data: bytes) -> ET.Element:
+    assert data.strip(), "empty SVG"
+    element = ET.fromstring(data)
+    assert element.tag == SVG
+    return element
+
+
+def svg_text(element: ET.Element) -> str:
+    return " ".join(text for node in element.iter() for text in [node.text] if text)
+
+
+def plots(chain, output: Path, *extra: str) -> int:
+    return gptlineage("plots", "--run", str(chain["stage1"]), "--run", str(chain["stage2"]), "--output", str(output), *extra)
+
+
+def test_every_figure_is_a_valid_svg_and_the_same_bytes_on_rerun(chain, tmp_path, capsys):
+    assert plots(chain, tmp_path / "a") == 0
+    assert plots(chain, tmp_path / "b") == 0
+    expected = ["overview.svg", "stage1/loss.svg", "stage1/profile.svg", "stage2/loss.svg", "stage2/profile.svg"]
+    written = sorted(p.relative_to(tmp_path / "a").as_posix() for p in (tmp_path / "a").rglob("*.svg"))
+    assert written == expected
+    for relative in expected:
+        data = (tmp_path / "a" / relative).read_bytes()
+        parse_svg(data)
+        assert data == (tmp_path / "b" / relative).read_bytes(), f"{relative} differs between two runs"
+    overview = svg_text(parse_svg((tmp_path / "a/overview.svg").read_bytes()))
+    assert "stage1" in overview and "stage2" in overview  # stage labels
+    loss = (tmp_path / "a/stage1/loss.svg").read_text()
+    assert "#2463a8" in loss and "#d66a2c" in loss
+    assert "peak memory" in svg_text(parse_svg((tmp_path / "a/stage2/profile.svg").read_bytes()))
+    manifest = json.loads((tmp_path / "a/manifest.json").read_text())
+    assert manifest["command"]["name"] == "plots" and manifest["parameters"]["runs"] == ["stage1", "stage2"]
+    assert {entry["role"] for entry in manifest["inputs"]} == {
+        "stage1_metrics", "stage1_trace_summary", "stage2_metrics", "stage2_trace_summary"}
+    assert cli.main(["lineage", "verify", str(tmp_path / "a")]) == 0
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_profile_keeps_the_top_rows_longest_first():
+    summary = {"rows": [{"phase": f"phase {i}", "total_ns": (i + 1) * 1000, "calls": 1} for i in range(15)]
+               + [{"phase": "zero", "total_ns": 0, "calls": 3}, {"phase": "broken", "total_ns": "7", "calls": 1}],
+               "event_count": 17, "wall_ns": 10**9, "peak_resident_set_size_kb": 2048}
+    text = svg_text(parse_svg(profile_svg(summary, "run", top=3)))
+    assert all(f"phase {i}" in text for i in (14, 13, 12))
+    assert "phase 11" not in text and "zero" not in text and "broken" not in text
+    assert "2.0 MiB" in text
+
+
+def test_a_loss_range_over_ten_fold_is_log_scaled():
+    assert wants_log_scale([10.0, 0.5]) and not wants_log_scale([4.0, 3.0])
+    points = [{"phase": "train", "step": s, "loss": 20.0 / (s + 1)} for s in range(40)]
+    assert parse_svg(loss_svg(points, "wide")) is not None
+
+
+def test_overview_offsets_each_stage_by_the_steps_before_it(chain):
+    stages = [(name, read_metrics(chain[name] / "metrics.json")) for name in ("stage1", "stage2")]
+    assert stage_offsets(stages) == [0.0, 5.0]
+    assert parse_svg(overview_svg(stages)) is not None
+
+
+def test_metrics_without_finite_losses_are_refused_naming_the_file(chain, tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    # JSON has no NaN; null and a string are what a broken log holds instead
+    points = [{"phase": "train", "step": 1, "loss": None}, {"phase": "validation", "step": 0, "loss": "nan"}]
+    (run / "metrics.json").write_text(json.dumps({"points": points}))
+    (run / "trace-summary.json").write_text((chain["stage1"] / "trace-summary.json").read_text())
+    with pytest.raises(GptlineageError, match=r"run/metrics.json: metrics artifact has no finite loss points"):
+        run_figures(run, "run")
+    assert gptlineage("plots", "--run", str(run), "--output", str(tmp_path / "out")) == 1
+    assert "error: plots: " in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+def test_a_trace_summary_without_timing_rows_is_refused_naming_the_file(chain, tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.json").write_text((chain["stage1"] / "metrics.json").read_text())
+    (run / "trace-summary.json").write_text(json.dumps({"rows": [{"phase": "x", "total_ns": 0, "calls": 1}]}))
+    assert gptlineage("plots", "--run", str(run), "--output", str(tmp_path / "out")) == 1
+    err = capsys.readouterr().err
+    assert "run/trace-summary.json: trace summary has no nonzero timing rows" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_two_runs_with_one_name_are_refused(chain, tmp_path, capsys):
+    assert gptlineage("plots", "--run", str(chain["stage1"]), "--run", str(chain["stage1"]),
+                      "--output", str(tmp_path / "out")) == 1
+    assert "two runs are named 'stage1'" in capsys.readouterr().err
+
+
+def test_comparison_is_drawn_when_present_and_skipped_when_absent(chain, tmp_path, capsys):
+    comparison = tmp_path / "matched_comparison"
+    comparison.mkdir()
+    (comparison / "comparison.json").write_text(json.dumps({
+        "schema": "gptlineage.matched-comparison.v1", "max_absolute_train_loss_difference": 1.2e-5,
+        "max_absolute_validation_loss_difference": 2e-6, "throughput_ratio": 0.29}))
+    for name, shift in (("metrics-gptlineage.json", 0.0), ("metrics-reference.json", 1e-5)):  # as matched-compare
+        points = json.loads((chain["stage1"] / "metrics.json").read_text())["points"]
+        (comparison / name).write_text(json.dumps({"points": [{**p, "loss": p["loss"] + shift} for p in points]}))
+    assert plots(chain, tmp_path / "with", "--comparison", str(comparison)) == 0
+    text = svg_text(parse_svg((tmp_path / "with/comparison.svg").read_bytes()))
+    assert "reference train" in text and "gptlineage validation" in text and "throughput ratio 0.29" in text
+    assert "comparison" in {e["role"] for e in json.loads((tmp_path / "with/manifest.json").read_text())["inputs"]}
+    assert plots(chain, tmp_path / "without", "--comparison", str(tmp_path / "absent")) == 0
+    assert "skipped comparison.svg" in capsys.readouterr().out
+    assert not (tmp_path / "without/comparison.svg").exists() and (tmp_path / "without/overview.svg").is_file()
