@@ -2,57 +2,28 @@
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from gptlineage import cli
-from gptlineage.errors import GptlineageError
 from gptlineage.plots import (loss_svg, overview_svg, profile_svg, read_metrics, run_figures, stage_offsets,
                               wants_log_scale)
-from gptlineage.shards import ShardWriter
 
 SVG = "{http://www.w3.org/2000/svg}svg"
-# The tiny model of tests/test_train.py, on one thread: a training run takes about a second.
-TINY = ["--preset", "quick", "--vocab", "1024", "--width", "32", "--heads", "2", "--layers", "1", "--batch", "4",
-        "--lr", "0.01", "--warmup-steps", "2", "--eval-batches", "2", "--threads", "1"]
 
 
 def gptlineage(*argv: str) -> int:
-    """Run a command line; `plots` is driven through its module when the router does not list it yet."""
-    if argv[0] in cli.COMMANDS:
-        return cli.main(list(argv))
-    module = importlib.import_module(f"gptlineage.commands.{argv[0].replace('-', '_')}")
-    parser = cli.OneLineParser(prog=f"gptlineage {argv[0]}")
-    module.add_arguments(parser)
-    try:
-        return module.run(parser.parse_args(list(argv[1:])))
-    except GptlineageError as error:
-        print(f"error: {argv[0]}: {error}", file=sys.stderr)
-        return 1
+    """Run a gptlineage command line in this process."""
+    return cli.main(list(argv))
 
 
 @pytest.fixture(scope="module")
-def chain(tmp_path_factory) -> dict[str, Path]:
-    """stage1 (5 steps) -> select-best -> stage2 (5 steps from those parameters): a real two-stage chain."""
-    root = tmp_path_factory.mktemp("chain")
-    rng = np.random.default_rng(0)
-    (root / "corpus").mkdir()
-    for name, length in (("train.bin", 3000), ("val.bin", 800)):
-        tokens = np.where(rng.random(length) < 0.1, rng.integers(0, 1024, length), (np.arange(length) * 3) % 1024)
-        with ShardWriter(root / "corpus" / name, vocab_size=1024) as writer:
-            writer.write(tokens.astype(np.uint16))
-    common = [*TINY, "--data", str(root / "corpus"), "--steps", "5", "--eval-every", "1", "--checkpoint-every", "5"]
-    assert cli.main(["train", *common, "--output", str(root / "stage1")]) == 0
-    assert cli.main(["select-best", "--run", str(root / "stage1"), "--output", str(root / "best_stage1")]) == 0
-    assert cli.main(["train", *common, "--seed", "1", "--load-params", str(root / "best_stage1/parameters.safetensors"),
-                     "--output", str(root / "stage2")]) == 0
-    return {"root": root, "stage1": root / "stage1", "best": root / "best_stage1", "stage2": root / "stage2"}
+def chain(tiny_chain) -> dict[str, Path]:
+    return {"root": tiny_chain, "stage1": tiny_chain / "stage1", "best": tiny_chain / "best_stage1",
+            "stage2": tiny_chain / "stage2"}
 
 
 def parse_svg(data: bytes) -> ET.Element:

@@ -13,35 +13,17 @@ import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from gptlineage.cli import main
-from gptlineage.shards import ShardWriter
 
-# The tiny model of tests/test_train.py, on one thread: a training run takes about a second.
-TINY = ["--preset", "quick", "--vocab", "1024", "--width", "32", "--heads", "2", "--layers", "1", "--batch", "4",
-        "--lr", "0.01", "--warmup-steps", "2", "--eval-batches", "2", "--threads", "1"]
 STAGES = ("stage1", "best_stage1", "stage2")
 CHROMIUM = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome") if shutil.which(name)), None)
 
 
 @pytest.fixture(scope="module")
-def chain(tmp_path_factory) -> Path:
-    """stage1 (5 steps) -> select-best -> stage2 (5 steps from those parameters); returns the folder."""
-    root = tmp_path_factory.mktemp("chain")
-    rng = np.random.default_rng(0)
-    (root / "corpus").mkdir()
-    for name, length in (("train.bin", 3000), ("val.bin", 800)):
-        tokens = np.where(rng.random(length) < 0.1, rng.integers(0, 1024, length), (np.arange(length) * 3) % 1024)
-        with ShardWriter(root / "corpus" / name, vocab_size=1024) as writer:
-            writer.write(tokens.astype(np.uint16))
-    common = [*TINY, "--data", str(root / "corpus"), "--steps", "5", "--eval-every", "1", "--checkpoint-every", "5"]
-    assert main(["train", *common, "--output", str(root / "stage1")]) == 0
-    assert main(["select-best", "--run", str(root / "stage1"), "--output", str(root / "best_stage1")]) == 0
-    assert main(["train", *common, "--seed", "1", "--load-params", str(root / "best_stage1/parameters.safetensors"),
-                 "--output", str(root / "stage2")]) == 0
-    return root
+def chain(tiny_chain) -> Path:
+    return tiny_chain
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,8 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 TARGETS = ["results/small_data", "results/data_csv", "results/data_npy",
            "results/corpus_pretrain", "results/corpus_continuation", "results/sft_data_stage1", "results/sft_data_stage2",
-           "results/sft_stage2", "results/cache_check", "results/cache_benchmark", "results/prompt_suite"]
+           "results/sft_stage2", "results/cache_check", "results/cache_benchmark", "results/prompt_suite",
+           "results/export_hf", "results/matched_comparison", "results/plots", "results/lineage_report"]
 # The default profile's training takes minutes a stage; here each stage is a few tiny updates.
 TINY_TRAINING = {"steps": 4, "batch": 2, "context": 64, "eval_every": 2, "eval_batches": 1, "checkpoint_every": 2}
 
@@ -50,6 +51,7 @@ def workflow_copy(tmp_path_factory) -> Path:
     config["cache_check"]["rollout"] = 8
     config["cache_benchmark"]["generate"] = 8
     config["prompt_suite"]["generate"] = 8
+    config["matched_comparison"].update({"updates": 4, "eval_every": 2, "batch": 2})
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     done = snakemake(workdir, *TARGETS)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -91,7 +93,8 @@ def test_changing_stage_two_learning_rate_reruns_sft_stage2_alone(workflow_copy)
     config["sft_stage2"]["lr"] *= 2
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     # sft_stage2 and only what depends on it
-    assert planned_rules(workflow_copy) == ["cache_benchmark", "cache_check", "prompt_suite", "sft_stage2"]
+    assert planned_rules(workflow_copy) == ["cache_benchmark", "cache_check", "export_hf", "lineage_report", "plots",
+                                            "prompt_suite", "sft_stage2"]
     done = snakemake(workflow_copy, *TARGETS)
     assert done.returncode == 0, done.stderr[-3000:]
     assert planned_rules(workflow_copy) == []
@@ -120,6 +123,21 @@ def test_the_generation_checks_report_on_the_stage_two_model(workflow_copy):
     roles = {entry["role"]: entry for entry in manifest["inputs"]}
     assert roles["parameters"]["artifact_path"] == "../sft_stage2" and roles["suite"]["artifact_path"] == "../synth_chat"
     assert json.loads((workflow_copy / "results/cache_check/manifest.json").read_text())["inputs"]
+
+
+def test_rule_all_builds_every_result_and_the_report_shows_every_stage(workflow_copy):
+    assert planned_rules(workflow_copy) == []
+    done = snakemake(workflow_copy, "--dry-run", "all")
+    assert "Nothing to be done" in done.stdout + done.stderr
+    comparison = json.loads((workflow_copy / "results/matched_comparison/comparison.json").read_text())
+    assert comparison["max_absolute_train_loss_difference"] <= comparison["threshold"]
+    assert (workflow_copy / "results/export_hf/config.json").is_file()
+    for stage in ("pretrain", "continuation", "sft_stage1", "sft_stage2"):
+        assert (workflow_copy / f"results/plots/{stage}/loss.svg").stat().st_size > 0
+    assert (workflow_copy / "results/plots/overview.svg").is_file()
+    html = (workflow_copy / "results/lineage_report/index.html").read_text()
+    for stage in ("pretrain", "continuation", "sft_stage1", "sft_stage2", "matched_comparison", "corpus_pretrain"):
+        assert stage in html, stage
 
 
 def test_verify_fails_after_one_byte_of_the_regression_csv_changes(workflow_copy):
