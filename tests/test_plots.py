@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gptlineage import cli
+from gptlineage.errors import GptlineageError
 from gptlineage.plots import (loss_svg, overview_svg, profile_svg, read_metrics, run_figures, stage_offsets,
                               wants_log_scale)
 
