@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -43,3 +45,25 @@ def tiny_chain(tmp_path_factory) -> Path:
     assert main(["train", *common, "--seed", "1", "--load-params", str(root / "best_stage1/parameters.safetensors"),
                  "--output", str(root / "stage2")]) == 0
     return root
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory) -> Path:
+    """Token shards with structure a model can learn: a repeating ramp with noise, ids < 1024."""
+    from gptlineage.shards import ShardWriter
+
+    root = tmp_path_factory.mktemp("corpus")
+    rng = np.random.default_rng(0)
+    for name, length in (("train.bin", 6000), ("val.bin", 1200)):
+        ramp = (np.arange(length) * 3) % 1024
+        noise = rng.integers(0, 1024, size=length)
+        tokens = np.where(rng.random(length) < 0.1, noise, ramp).astype(np.uint16)
+        with ShardWriter(root / name, vocab_size=1024) as writer:
+            writer.write(tokens)
+    return root
+
+
+def losses(output: Path, phase: str = "train") -> list[float]:
+    """The losses of one phase (train or validation) in a training artifact's metrics.json, in order."""
+    points = json.loads((output / "metrics.json").read_text())["points"]
+    return [p["loss"] for p in points if p["phase"] == phase]

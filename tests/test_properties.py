@@ -19,14 +19,13 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from gptlineage.model import GPT, GPTConfig, causal_softmax
+from gptlineage.loss import masked_loss, weighted_total
 from gptlineage.sampler import (
     batch_records,
     dialogue_batch,
     dialogue_row,
-    masked_loss,
     plain_batch,
     plain_offsets,
-    weighted_total,
 )
 from gptlineage.shards import as_records
 

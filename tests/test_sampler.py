@@ -7,13 +7,12 @@ import pytest
 import torch
 
 from gptlineage.dialogue import slice_records
+from gptlineage.loss import masked_loss, mean_loss
 from gptlineage.sampler import (
     batch_records,
     dialogue_batch,
     dialogue_row,
     key_of,
-    masked_loss,
-    mean_loss,
     plain_batch,
     plain_offsets,
     sample_nat,

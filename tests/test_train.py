@@ -17,6 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_file
 
+from conftest import losses
+
 from gptlineage.cli import main
 from gptlineage.shards import ShardWriter
 
@@ -26,27 +28,8 @@ TINY = ["--preset", "quick", "--vocab", "1024", "--width", "32", "--heads", "2",
         "--batch", "4", "--lr", "0.01", "--warmup-steps", "2", "--eval-batches", "2"]
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    """Token shards with structure a model can learn: a repeating ramp with noise, ids < 1024."""
-    root = tmp_path_factory.mktemp("corpus")
-    rng = np.random.default_rng(0)
-    for name, length in (("train.bin", 6000), ("val.bin", 1200)):
-        ramp = (np.arange(length) * 3) % 1024
-        noise = rng.integers(0, 1024, size=length)
-        tokens = np.where(rng.random(length) < 0.1, noise, ramp).astype(np.uint16)
-        with ShardWriter(root / name, vocab_size=1024) as writer:
-            writer.write(tokens)
-    return root
-
-
 def train(corpus: Path, output: Path, *extra: str) -> int:
     return main(["train", *TINY, "--data", str(corpus), "--output", str(output), *extra])
-
-
-def losses(output: Path, phase: str = "train") -> list[float]:
-    points = json.loads((output / "metrics.json").read_text())["points"]
-    return [p["loss"] for p in points if p["phase"] == phase]
 
 
 def test_golden_losses_of_the_tiny_configuration(corpus, tmp_path, capsys):

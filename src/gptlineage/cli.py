@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = next((word for word in argv if word in COMMANDS), None)
     parser = build_parser(chosen)
     args = parser.parse_args(argv)
+    args.argv = argv  # the words as given, for a command that relaunches itself (train --processes)
     if args.command is None:
         parser.print_help()
         return 2

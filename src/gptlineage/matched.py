@@ -2,9 +2,9 @@
 
 From one checkpoint and one prepared corpus, two trainers run the same N updates:
 
-- gptlineage: our `GPT` (model.py), its loss (`train.batch_loss`: assistant-row weights or
-  the mean CE) and `torch.optim.AdamW` with the trainer's settings, step by step as
-  `train.run_training` does it;
+- gptlineage: our `GPT` (model.py), its objective (`train.training_objective`: the fused
+  chunked loss, assistant-row weights or the mean CE) and the trainer's fused AdamW
+  (`train.build_optimizer`), step by step as `train.run_training` does it;
 - reference: `transformers.GPT2LMHeadModel` holding the same weights through the export
   mapping (`gptlineage.hf`), its fused q|k|v bias held at zero and frozen, the loss computed
   here from its logits, and its own `torch.optim.AdamW` with the same hyper-parameters.
@@ -48,11 +48,13 @@ from gptlineage.train import (
     Split,
     TrainConfig,
     batch_for,
-    batch_loss,
+    build_optimizer,
     evaluate,
     load_split,
+    on_device,
     plan,
     timed_update,
+    training_objective,
     validation_point,
     with_defaults_from_corpus,
 )
@@ -117,7 +119,7 @@ class Side:
 
 
 def train_config(settings: MatchedSettings, model: GPT, data: str | Path, device: str) -> TrainConfig:
-    """Our trainer's configuration for these settings: what batch_for, batch_loss and evaluate read."""
+    """Our trainer's configuration for these settings: what batch_for, training_objective and evaluate read."""
     dims = model.config
     config = TrainConfig(preset="quick", context=dims.context, vocab=dims.vocab, width=dims.width, heads=dims.heads,
                          layers=dims.layers, dropout=0.0, layer_norm_eps=dims.layer_norm_eps, steps=settings.updates,
@@ -129,12 +131,11 @@ def train_config(settings: MatchedSettings, model: GPT, data: str | Path, device
 
 
 def ours_side(model: GPT, config: TrainConfig, run: Plan, val: Split, dtype: torch.dtype) -> Side:
-    """Our trainer, as run_training builds it: AdamW over model.parameters(), decay on every tensor."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=run.lr, betas=ADAM_BETAS, eps=ADAM_EPS,
-                                  weight_decay=config.weight_decay)
-    return Side("gptlineage", model, optimizer,
-                lambda x, y, w: batch_loss(model, x, y, w, config),
-                lambda: evaluate(model, val, config, run, dtype))
+    """Our trainer, as run_training builds it: its objective (fused loss) and its AdamW."""
+    optimizer = build_optimizer(model, config, run.lr)
+    loss_of = on_device(training_objective(model, config), config.device)
+    return Side("gptlineage", model, optimizer, loss_of,
+                lambda: evaluate(loss_of, val, config, run, dtype, model=model))
 
 
 def reference_loss(hf: nn.Module, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None,

@@ -19,7 +19,7 @@ Two kinds of batch, both [B, T] with T = context:
 Example:
     tokens = read_tokens("train.bin")
     x, y = plain_batch(tokens, seed=0, step=7, batch=8, context=1024)
-    loss = mean_loss(model(x), y)
+    loss = mean_loss(model(x), y)                        # losses: gptlineage.loss
     x, y, w = dialogue_batch(tokens, mask, records, seed=0, step=7, batch=6, context=1024)
     loss = masked_loss(model(x), y, w)
     xv, yv = plain_batch(val_tokens, validation_seed(0), step=j, batch=8, context=1024)
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from gptlineage.shards import RECORD_DTYPE, as_records
 
@@ -167,32 +166,3 @@ def dialogue_batch(
     if active:
         weights = weights / active
     return torch.from_numpy(x), torch.from_numpy(y), weights
-
-
-# ---------------------------------------------------------------- losses
-
-
-def row_losses(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy of every row: logits [B, T, V], y [B, T] -> [B, T]."""
-    return F.cross_entropy(logits.flatten(0, -2), y.flatten(), reduction="none").view(y.shape)
-
-
-def weighted_total(losses: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Σ weights·losses, where a row of weight 0 contributes exactly 0.
-
-    Written with `where` rather than a plain product: padded rows may hold any logits, and
-    0·inf would be NaN. So two loss tensors that agree wherever the weight is non-zero
-    give bit-identical totals.
-    """
-    weights = weights.to(losses.dtype)
-    return torch.where(weights != 0, weights * losses, torch.zeros_like(losses)).sum()
-
-
-def masked_loss(logits: torch.Tensor, y: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """The dialogue loss Σ weights·CE, in the logits' dtype."""
-    return weighted_total(row_losses(logits, y), weights)
-
-
-def mean_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """The pretraining loss: mean cross-entropy over all B·T rows, in the logits' dtype."""
-    return row_losses(logits, y).mean()

@@ -28,6 +28,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from torch.nn.parallel import DistributedDataParallel
+
 from gptlineage.checkpoint import (
     list_checkpoints,
     load_checkpoint,
@@ -37,11 +39,13 @@ from gptlineage.checkpoint import (
     save_checkpoint,
     save_parameters,
 )
+from gptlineage.distributed import SINGLE, Distributed, rank_rows
 from gptlineage.errors import GptlineageError
 from gptlineage.hashing import sha256_file
 from gptlineage.identity import code_identity, environment_identity
 from gptlineage.model import GPT, GPTConfig, count_parameters, model_config, set_strict_float32
-from gptlineage.sampler import dialogue_batch, masked_loss, mean_loss, plain_batch, validation_seed
+from gptlineage.loss import LossModel
+from gptlineage.sampler import dialogue_batch, plain_batch, validation_seed
 from gptlineage.schedule import learning_rate, steps_for_budget
 from gptlineage.shards import read_mask, read_records, read_tokens
 from gptlineage.trace import Tracer
@@ -86,6 +90,10 @@ class TrainConfig:
     precision: str = "float32"
     device: str = "cpu"
     threads: int = 0
+    processes: int = 1  # data-parallel ranks on this node; > 1 relaunches under torchrun
+    accumulate: int = 1  # micro-batches per update (gradient accumulation)
+    compile: bool = False  # torch.compile the model and its loss
+    loss_chunk: int = 256  # rows per fused output-projection + cross-entropy chunk; 0 = full logits
 
 
 @dataclass(frozen=True)
@@ -128,11 +136,14 @@ def check_config(config: TrainConfig) -> None:
     for flag, value in (("steps", config.steps), ("batch", config.batch), ("eval-every", config.eval_every),
                         ("eval-batches", config.eval_batches), ("checkpoint-every", config.checkpoint_every),
                         ("keep-last", config.keep_last), ("warmup-steps", config.warmup_steps),
-                        ("threads", config.threads)):
+                        ("threads", config.threads), ("loss-chunk", config.loss_chunk)):
         if value is not None and value < 0:
             raise GptlineageError(f"--{flag} must be >= 0, got {value}")
     if config.batch == 0:
         raise GptlineageError("--batch must be > 0")
+    for flag, value in (("processes", config.processes), ("accumulate", config.accumulate)):
+        if value < 1:
+            raise GptlineageError(f"--{flag} must be >= 1, got {value}")
     if config.precision not in PRECISIONS:
         raise GptlineageError(f"--precision must be one of {', '.join(PRECISIONS)}, got {config.precision!r}")
     if config.device.startswith("cuda") and not torch.cuda.is_available():
@@ -150,6 +161,9 @@ def plan(config: TrainConfig) -> Plan:
     except (ValueError, TypeError) as error:
         raise GptlineageError(str(error)) from None
     batch = config.batch if config.batch is not None else (4 if large else 2)
+    if batch % (config.processes * config.accumulate):
+        raise GptlineageError(f"--batch {batch} must be divisible by processes × accumulate"
+                              f" = {config.processes} × {config.accumulate}")
     if config.token_budget is not None:
         steps = steps_for_budget(config.token_budget, batch, dims.context)
     else:
@@ -212,24 +226,64 @@ def batch_for(split: Split, seed: int, step: int, run: Plan, dtype: torch.dtype)
     return x, y, None
 
 
+def training_objective(model: GPT, config: TrainConfig) -> LossModel:
+    """The model and its loss as one module (what DDP wraps and torch.compile compiles)."""
+    return LossModel(model, config.loss_chunk, config.precision, config.device)
+
+
+def build_optimizer(model: torch.nn.Module, config: TrainConfig, lr: float) -> torch.optim.Optimizer:
+    """AdamW over every parameter, decay on every tensor; the fused kernel where the device has one."""
+    device = torch.device(config.device).type
+    fused = device in ("cpu", "cuda") and all(p.dtype in (torch.float32, torch.float64) for p in model.parameters())
+    return torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.999), eps=1e-8,
+                             weight_decay=config.weight_decay, fused=fused or None)
+
+
+def on_device(loss_model: torch.nn.Module, device: str):
+    """`loss_of(x, y, weights)`: move a CPU batch to `device` and evaluate the objective there."""
+    def loss_of(x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+        return loss_model(x.to(device), y.to(device), None if weights is None else weights.to(device))
+    return loss_of
+
+
 def batch_loss(model: GPT, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None, config: TrainConfig) -> torch.Tensor:
-    device = config.device
-    autocast = torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16) if config.precision == "bf16" else nullcontext()
-    with autocast:
-        logits = model(x.to(device))
-    logits = logits.float() if config.precision == "bf16" else logits
+    """The training loss of one batch under `config` (chunked fused loss, precision)."""
+    return on_device(training_objective(model, config), config.device)(x, y, weights)
+
+
+def micro_batches(x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None, rows: slice, parts: int,
+                  dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]:
+    """`rows` of a global batch in `parts` pieces, each weighted as a part of the whole batch.
+
+    The pieces' losses Σ w·CE then add up to the whole batch's loss (its mean, or its
+    dialogue weights), and so do their gradients. One piece of the whole batch is the batch.
+    """
+    if parts == 1 and rows == slice(0, x.shape[0]):
+        return [(x, y, weights)]
     if weights is None:
-        return mean_loss(logits, y.to(device))
-    return masked_loss(logits, y.to(device), weights.to(device=device, dtype=logits.dtype))
+        weights = torch.full(y.shape, 1.0 / y.numel(), dtype=dtype)  # the mean over all B·T rows
+    return list(zip(x[rows].chunk(parts), y[rows].chunk(parts), weights[rows].chunk(parts)))
 
 
 @torch.no_grad()
-def evaluate(model: GPT, split: Split, config: TrainConfig, run: Plan, dtype: torch.dtype) -> float:
-    """Mean loss over the fixed validation batches (seed + 1000003, step = batch index)."""
-    model.eval()
-    losses = [batch_loss(model, *batch_for(split, validation_seed(config.seed), j, run, dtype), config).item()
-              for j in range(config.eval_batches)]
-    model.train()
+def evaluate(loss_of, split: Split, config: TrainConfig, run: Plan, dtype: torch.dtype,
+             dist: Distributed = SINGLE, model: torch.nn.Module | None = None) -> float:
+    """Mean loss over the fixed validation batches (seed + 1000003, step = batch index).
+
+    Each rank scores its rows of every batch and the sums are added over ranks. `model` is
+    put in eval mode meanwhile (dropout off).
+    """
+    if model is not None:
+        model.eval()
+    rows = rank_rows(run.batch, dist, 1)
+    losses = []
+    for j in range(config.eval_batches):
+        x, y, weights = batch_for(split, validation_seed(config.seed), j, run, dtype)
+        pieces = micro_batches(x, y, weights, rows, 1, dtype)
+        local = sum(loss_of(*piece).detach().double() for piece in pieces)
+        losses.append(dist.all_reduce_sum(local).item())
+    if model is not None:
+        model.train()
     return sum(losses) / len(losses) if losses else float("nan")
 
 
@@ -237,11 +291,13 @@ def evaluate(model: GPT, split: Split, config: TrainConfig, run: Plan, dtype: to
 class Metrics:
     """Metric points, kept in memory and appended to a JSONL file as they are measured."""
 
-    live_path: Path
+    live_path: Path | None  # None on ranks other than 0: they keep points in memory only
     points: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, point: dict[str, Any]) -> None:
         self.points.append(point)
+        if self.live_path is None:
+            return
         with open(self.live_path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(point) + "\n")
             handle.flush()
@@ -268,10 +324,13 @@ def best_checkpoint(points: list[dict[str, Any]], saved_steps: set[int]) -> int 
 
 
 def timed_update(t: int, optimizer: torch.optim.Optimizer, loss_of, split: Split, config: TrainConfig, run: Plan,
-                 dtype: torch.dtype) -> dict[str, Any]:
+                 dtype: torch.dtype, dist: Distributed = SINGLE, no_sync=None) -> dict[str, Any]:
     """Update t (0-based): set the scheduled learning rate, draw batch t, step the optimizer.
 
     `loss_of(x, y, weights)` is the model's loss; the matched comparison passes the reference's.
+    This rank's rows of the batch go through in `config.accumulate` micro-batches; under DDP
+    `no_sync()` holds back the gradient all-reduce until the last one, and each rank's loss
+    is scaled by the world size because DDP averages gradients where we want their sum.
     Returns the metric point of completed step t+1, timed over the whole update.
     """
     lr = learning_rate(t, run.steps, run.warmup_steps, run.lr, run.min_lr)
@@ -279,11 +338,17 @@ def timed_update(t: int, optimizer: torch.optim.Optimizer, loss_of, split: Split
     for group in optimizer.param_groups:
         group["lr"] = lr  # set before each update; the AdamW moments are kept
     x, y, weights = batch_for(split, config.seed, t, run, dtype)
-    loss = loss_of(x, y, weights)
+    pieces = micro_batches(x, y, weights, rank_rows(run.batch, dist, config.accumulate), config.accumulate, dtype)
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    total = None
+    for index, piece in enumerate(pieces):
+        last = index == len(pieces) - 1
+        with no_sync() if (no_sync is not None and not last) else nullcontext():
+            loss = loss_of(*piece)
+            (loss * dist.world if dist.world > 1 else loss).backward()
+        total = loss.detach() if total is None else total + loss.detach()
     optimizer.step()
-    value = loss.item()  # waits for the device, so the clock covers the whole update
+    value = dist.all_reduce_sum(total).item()  # waits for the device, so the clock covers the whole update
     duration = (time.perf_counter() - clock) * 1000.0  # milliseconds
     return {"phase": "train", "step": t + 1, "loss": finite_or_none(value), "learning_rate": lr,
             "duration_ms": round(duration, 3),
@@ -302,28 +367,35 @@ def header_lines(config: TrainConfig, run: Plan, parameters: int, train: Split, 
     ]
 
 
-def run_training(config: TrainConfig, output: Path, work: Path, tracer: Tracer) -> dict[str, Any]:
-    """Train into `output` (the artifact being built); checkpoints and live metrics go to `work`."""
+def run_training(config: TrainConfig, output: Path | None, work: Path | None, tracer: Tracer,
+                 dist: Distributed = SINGLE) -> dict[str, Any]:
+    """Train into `output` (the artifact being built); checkpoints and live metrics go to `work`.
+
+    Under data parallelism every rank runs this; only rank 0 (`dist.is_main`) writes
+    anything or prints, and the others pass None for `output` and `work`.
+    """
     run = plan(config)
     dtype = PRECISIONS[config.precision]
+    device = dist.device(config.device)
+    rank_rows(run.batch, dist, config.accumulate)  # refuse an indivisible batch before any work
     set_strict_float32()
     # Snakemake exports OMP_NUM_THREADS=1 for a one-core job; the config's `threads` decides instead
-    # (0 = every core), since the default profile is sized for the whole 2-core machine.
-    torch.set_num_threads(config.threads or os.cpu_count() or 1)
+    # (0 = every core, shared among this node's ranks), since the default profile is sized for the whole machine.
+    torch.set_num_threads(config.threads or max(1, (os.cpu_count() or 1) // dist.local_world))
     torch.manual_seed(config.seed)  # only dropout draws from it; recorded and restored with checkpoints
+    say = print if dist.is_main else _silent
     with tracer.phase("data loading"):
         train_split = load_split(config, "train", run.model.context, run.model.vocab)
         val_split = load_split(config, "val", run.model.context, run.model.vocab)
         hashes = data_hashes(config)
     with tracer.phase("initialization"):
-        model = GPT(run.model, seed=config.seed).to(device=config.device, dtype=dtype)
+        model = GPT(run.model, seed=config.seed).to(device=device, dtype=dtype)
         if config.load_params:
             load_parameters(config.load_params, model)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=run.lr, betas=(0.9, 0.999), eps=1e-8,
-                                      weight_decay=config.weight_decay)
-    checkpoints = checkpoint_root(config, work)
+        optimizer = build_optimizer(model, config, run.lr)
+    checkpoints = checkpoint_root(config, work) if dist.is_main else None
     identity = resume_config(config, run, hashes)
-    metrics = Metrics(work / "metrics.jsonl")
+    metrics = Metrics(work / "metrics.jsonl" if dist.is_main else None)
     start = 0
     if config.resume:
         with tracer.phase("checkpointing", action="resume"):
@@ -333,47 +405,68 @@ def run_training(config: TrainConfig, output: Path, work: Path, tracer: Tracer) 
         if start > run.steps:
             raise GptlineageError(f"{config.resume}: checkpoint completed step {start}, beyond --steps {run.steps}")
         metrics.points = list(saved["training_state"].get("metrics", []))
+        saved_world = saved["training_state"].get("world_size", 1)
+        if saved_world != dist.world:
+            say(f"note: resuming a checkpoint written by {saved_world} process(es) with {dist.world}: every update"
+                " still uses the same global batch, so only the order of floating-point sums changes")
+    objective = training_objective(model, config)
+    no_sync = None
+    if dist.world > 1:
+        objective = DistributedDataParallel(objective, device_ids=[dist.local_rank] if device.startswith("cuda") else None)
+        no_sync = objective.no_sync
+    if config.compile:
+        objective = torch.compile(objective)
+    loss_of = on_device(objective, device)
     parameters = count_parameters(model)
-    for line in header_lines(config, run, parameters, train_split, val_split):
-        print(line)
+    for line in header_lines(config, run, parameters, train_split, val_split) + [f"processes={dist.world}"]:
+        say(line)
 
     def checkpoint(completed: int) -> None:
-        with tracer.phase("checkpointing", step=completed):
-            path = save_checkpoint(checkpoints, completed, model, optimizer, {"metrics": metrics.points}, identity)
-            saved_steps = {step for step, _ in list_checkpoints(checkpoints)}
-            best = best_checkpoint(metrics.points, saved_steps)
-            if config.keep_last:
-                prune_checkpoints(checkpoints, config.keep_last, protect={f"step-{best}"} if best else set())
-        tqdm.write(f"wrote checkpoint: {path}")
+        if dist.is_main:
+            with tracer.phase("checkpointing", step=completed):
+                state = {"metrics": metrics.points, "world_size": dist.world}
+                path = save_checkpoint(checkpoints, completed, model, optimizer, state, identity)
+                saved_steps = {step for step, _ in list_checkpoints(checkpoints)}
+                best = best_checkpoint(metrics.points, saved_steps)
+                if config.keep_last:
+                    prune_checkpoints(checkpoints, config.keep_last, protect={f"step-{best}"} if best else set())
+            tqdm.write(f"wrote checkpoint: {path}")
+        dist.barrier()  # no rank runs ahead of a checkpoint it might be asked to resume from
+
+    def validate(step: int) -> float:
+        with tracer.phase("evaluation", step=step):
+            loss = evaluate(loss_of, val_split, config, run, dtype, dist, model=objective)
+        metrics.add(validation_point(step, loss))
+        return loss
 
     if start == 0 or not any(p["phase"] == "validation" and p["step"] == start for p in metrics.points):
-        with tracer.phase("evaluation", step=start):
-            loss = evaluate(model, val_split, config, run, dtype)
-        metrics.add(validation_point(start, loss))
-        print(f"step={start} validation_loss={loss:.6f}")
-    progress = tqdm(total=run.steps, initial=start, desc="train", unit="step", disable=None, dynamic_ncols=True)
+        say(f"step={start} validation_loss={validate(start):.6f}")
+    progress = tqdm(total=run.steps, initial=start, desc="train", unit="step", dynamic_ncols=True,
+                    disable=None if dist.is_main else True)
     for t in range(start, run.steps):
         with tracer.phase("training steps", step=t + 1):
-            point = timed_update(t, optimizer, lambda x, y, w: batch_loss(model, x, y, w, config), train_split, config,
-                                 run, dtype)
+            point = timed_update(t, optimizer, loss_of, train_split, config, run, dtype, dist, no_sync)
         metrics.add(point)
         completed, lr, duration, tokens_per_second = t + 1, point["learning_rate"], point["duration_ms"], point["tokens_per_second"]
         train_loss = point["loss"] if point["loss"] is not None else float("nan")
         line = f"step={completed} train_loss={train_loss:.6f}"
         if run.eval_every and (completed % run.eval_every == 0 or completed == run.steps):
-            with tracer.phase("evaluation", step=completed):
-                val_loss = evaluate(model, val_split, config, run, dtype)
-            metrics.add(validation_point(completed, val_loss))
-            line += f" validation_loss={val_loss:.6f}"
-        tqdm.write(f"{line} learning_rate={lr:.6g} step_ms={duration:.1f} tokens_per_second={tokens_per_second or 0:.0f}")
+            line += f" validation_loss={validate(completed):.6f}"
+        if dist.is_main:
+            tqdm.write(f"{line} learning_rate={lr:.6g} step_ms={duration:.1f} tokens_per_second={tokens_per_second or 0:.0f}")
         progress.update(1)
         if config.checkpoint_every and (completed % config.checkpoint_every == 0 or completed == run.steps):
             checkpoint(completed)
     progress.close()
-    with tracer.phase("checkpointing", action="final parameters"):
-        save_parameters(output / "parameters.safetensors", model)
+    if dist.is_main:
+        with tracer.phase("checkpointing", action="final parameters"):
+            save_parameters(output / "parameters.safetensors", model)
     return {"plan": run, "parameters": parameters, "metrics": metrics, "start_step": start, "hashes": hashes,
-            "model": model}
+            "model": model, "world_size": dist.world}
+
+
+def _silent(*_args: Any, **_kwargs: Any) -> None:
+    """What a rank other than 0 prints: nothing."""
 
 
 def passport(config: TrainConfig, result: dict[str, Any]) -> dict[str, Any]:
@@ -391,7 +484,11 @@ def passport(config: TrainConfig, result: dict[str, Any]) -> dict[str, Any]:
                      "tokens_per_update": run.tokens_per_update, "requested_token_budget": config.token_budget,
                      "scheduled_training_tokens": run.steps * run.tokens_per_update, "peak_learning_rate": run.lr,
                      "minimum_learning_rate": run.min_lr, "warmup_steps": run.warmup_steps,
-                     "weight_decay": config.weight_decay, "optimizer": "torch.optim.AdamW(betas=(0.9, 0.999), eps=1e-8)"},
+                     "weight_decay": config.weight_decay, "optimizer": "torch.optim.AdamW(betas=(0.9, 0.999), eps=1e-8)",
+                     "accumulate": config.accumulate},
+        "parallelism": {"processes": result["world_size"], "rows_per_process": run.batch // result["world_size"]},
+        "loss": {"kind": "fused-chunked" if config.loss_chunk else "full-logits", "loss_chunk": config.loss_chunk},
+        "compiled": config.compile,
         "initialization": {"seed": config.seed, "standard_deviation": 0.02,
                            "residual_projection_standard_deviation": run.model.residual_std},
         "data": {role: {"path": getattr(config, role), "sha256": result["hashes"][f"{role}_sha256"]}

@@ -18,6 +18,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from gptlineage.artifact import ArtifactWriter, write_json_atomic
+from gptlineage.distributed import Distributed, launched_by_torchrun, relaunch_with_torchrun, setup, teardown
 from gptlineage.errors import GptlineageError
 from gptlineage.trace import Tracer
 from gptlineage.checkpoint import list_checkpoints
@@ -44,7 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--layer-norm-eps", type=float, default=1e-5, help="LayerNorm epsilon (default 1e-5)")
     model.add_argument("--precision", default="float32", help="float32 (default, no TF32), float64 or bf16 (autocast)")
     model.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
-    model.add_argument("--threads", type=int, default=0, help="torch CPU threads (default 0 = every core, whatever OMP_NUM_THREADS says)")
+    model.add_argument("--threads", type=int, default=0, help="torch CPU threads per process (default 0 = every core, shared among this node's processes, whatever OMP_NUM_THREADS says)")
+    model.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False, help="torch.compile the model and its loss (default off)")
+    model.add_argument("--loss-chunk", type=int, default=256, help="rows per chunk of the fused output projection + cross-entropy; 0 = full logits (default 256)")
+    scale = parser.add_argument_group("scale")
+    scale.add_argument("--processes", type=int, default=1, help="data-parallel processes on this node; > 1 relaunches under torchrun (default 1)")
+    scale.add_argument("--accumulate", type=int, default=1, help="micro-batches per update: gradient accumulation (default 1)")
     schedule = parser.add_argument_group("schedule")
     schedule.add_argument("--steps", type=int, help="optimizer updates (default 1000 for gpt2-small, else 2)")
     schedule.add_argument("--token-budget", type=int, help="steps = ceil(budget / (batch * context)); not with --steps")
@@ -87,6 +93,20 @@ def work_directory(output: Path) -> Path:
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     run_plan = plan(config)
+    if config.processes > 1 and not launched_by_torchrun():
+        return relaunch_with_torchrun(config.processes, args.argv)
+    dist = setup(config.device)
+    try:
+        if not dist.is_main:
+            run_training(config, None, None, Tracer(), dist)
+            return 0
+        return write_artifact(args, config, run_plan, dist)
+    finally:
+        teardown(dist)
+
+
+def write_artifact(args: argparse.Namespace, config: TrainConfig, run_plan, dist: Distributed) -> int:
+    """Rank 0's part (the only part of a single-process run): train, and write the artifact."""
     work = work_directory(args.output.absolute())
     resuming_from_work = config.resume and Path(config.resume).absolute().is_relative_to(work)
     if work.exists() and not resuming_from_work:
@@ -101,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     tracer = Tracer()
     with ArtifactWriter(args.output, command=NAME, parameters=parameters_of(config, run_plan), inputs=inputs,
                         device=config.device) as artifact:
-        result = run_training(config, artifact.path, work, tracer)
+        result = run_training(config, artifact.path, work, tracer, dist)
         metrics = result["metrics"]
         write_json_atomic(artifact.path / "metrics.json", metrics.document())
         shutil.copy2(metrics.live_path, artifact.path / "metrics.jsonl")

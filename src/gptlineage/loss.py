@@ -1,0 +1,160 @@
+"""Training losses: cross-entropy over next-token targets, plain or fused with the output projection.
+
+Two ways to the same number, Σ_i w_i · CE(h_i @ Wᵀ, y_i) over rows i:
+
+- unfused (`mean_loss`, `masked_loss`): the model's full logits [B, T, V], then cross-entropy.
+  Simple, and what the reference and Hugging Face do, but at vocabulary 50,257 the float32
+  logits of one 8 × 256 batch take 412 MB, and autograd keeps them and their gradient.
+- fused (`linear_cross_entropy`): the output projection and the cross-entropy run together
+  over chunks of `chunk` rows. Each chunk's logits [chunk, V] live only inside the loop; the
+  gradients of the hidden states and of W are computed in the same pass (the loss is the end
+  of the graph, so d loss/d logits = w · (softmax − onehot) is known already), and backward
+  only scales them by the incoming gradient. Same matmul count as unfused forward + backward,
+  no recomputation, and the largest temporary is one chunk's logits.
+
+Rows with weight 0 contribute exactly 0 to the loss and to every gradient, whatever their
+logits hold (padding rows, and rows of a dialogue outside the assistant's targets).
+`LossModel` wraps a GPT so that one call `loss_model(x, y, weights)` is the whole training
+objective: the module that DistributedDataParallel wraps and torch.compile sees.
+
+Example:
+    loss = linear_cross_entropy(hidden.flatten(0, 1), model.output_weight, y.flatten(), None, chunk=256)
+    loss_model = LossModel(model, loss_chunk=256, precision="float32", device="cpu")
+    loss_model(x, y, None).backward()       # mean CE over the batch, gradients in model's .grad
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+# ---------------------------------------------------------------- unfused losses
+
+
+def row_losses(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of every row: logits [B, T, V], y [B, T] -> [B, T]."""
+    return F.cross_entropy(logits.flatten(0, -2), y.flatten(), reduction="none").view(y.shape)
+
+
+def weighted_total(losses: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Σ weights·losses, where a row of weight 0 contributes exactly 0.
+
+    Written with `where` rather than a plain product: padded rows may hold any logits, and
+    0·inf would be NaN. So two loss tensors that agree wherever the weight is non-zero
+    give bit-identical totals.
+    """
+    weights = weights.to(losses.dtype)
+    return torch.where(weights != 0, weights * losses, torch.zeros_like(losses)).sum()
+
+
+def masked_loss(logits: torch.Tensor, y: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """The dialogue loss Σ weights·CE, in the logits' dtype."""
+    return weighted_total(row_losses(logits, y), weights)
+
+
+def mean_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The pretraining loss: mean cross-entropy over all B·T rows, in the logits' dtype."""
+    return row_losses(logits, y).mean()
+
+
+# ---------------------------------------------------------------- fused output projection + loss
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    """Σ_i w_i · CE(h_i @ Wᵀ, y_i), with both gradients computed in the forward pass."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, targets, row_weights, chunk, matmul_dtype):  # noqa: ANN001
+        # hidden [N, W], weight [V, W], targets [N] (int64), row_weights [N]; chunk rows per pass.
+        wants_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+        weight_mm = weight.to(matmul_dtype)  # a no-op in float32; one bf16 copy of W under autocast
+        accumulate = torch.float64 if hidden.dtype == torch.float64 else torch.float32
+        total = torch.zeros((), dtype=accumulate, device=hidden.device)
+        grad_hidden = torch.empty_like(hidden) if wants_grad else None
+        grad_weight = torch.zeros(weight.shape, dtype=accumulate, device=weight.device) if wants_grad else None
+        for start in range(0, hidden.shape[0], chunk):
+            h = hidden[start : start + chunk].to(matmul_dtype)  # [c, W]
+            t = targets[start : start + chunk]  # [c]
+            w = row_weights[start : start + chunk].to(accumulate)  # [c]
+            logits = (h @ weight_mm.T).to(accumulate)  # [c, V]: the only vocabulary-wide temporary
+            log_norm = torch.logsumexp(logits, dim=1)  # [c]
+            ce = log_norm - logits.gather(1, t[:, None]).squeeze(1)  # [c]
+            total += torch.where(w != 0, w * ce, torch.zeros_like(ce)).sum()
+            if not wants_grad:
+                continue
+            # d loss / d logits = w · (softmax − onehot(y)), built in place in the logits buffer.
+            dlogits = logits.sub_(log_norm[:, None]).exp_()
+            dlogits.scatter_add_(1, t[:, None], torch.full_like(log_norm[:, None], -1.0))
+            dlogits.mul_(w[:, None])
+            unweighted = (w == 0).nonzero().squeeze(1)
+            if unweighted.numel():  # exactly 0, even where a padding row's logits were not finite
+                dlogits.index_fill_(0, unweighted, 0.0)
+            dlogits_mm = dlogits.to(matmul_dtype)
+            grad_hidden[start : start + chunk] = (dlogits_mm @ weight_mm).to(hidden.dtype)  # [c, W]
+            if matmul_dtype == accumulate:
+                grad_weight.addmm_(dlogits_mm.T, h)  # [V, c] @ [c, W], added in place
+            else:
+                grad_weight.add_((dlogits_mm.T @ h).to(accumulate))
+        if wants_grad:
+            ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype))
+        return total.to(hidden.dtype if hidden.dtype == torch.float64 else torch.float32)
+
+    @staticmethod
+    def backward(ctx, grad_total):  # noqa: ANN001
+        grad_hidden, grad_weight = ctx.saved_tensors
+        return grad_hidden * grad_total, grad_weight * grad_total, None, None, None, None
+
+
+def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
+                         row_weights: torch.Tensor | None, chunk: int) -> torch.Tensor:
+    """Σ w·CE(hidden @ weightᵀ, targets) over rows, `chunk` rows at a time; w = 1/N when None (the mean).
+
+    hidden [N, W], weight [V, W], targets [N]. Under bf16 autocast the matmuls run in bf16 and
+    the softmax and sums in float32, as autocast would do for the unfused path.
+    """
+    if row_weights is None:
+        row_weights = torch.full(targets.shape, 1.0 / targets.numel(), dtype=torch.float32, device=targets.device)
+    device_type = hidden.device.type
+    if torch.is_autocast_enabled(device_type):
+        matmul_dtype = torch.get_autocast_dtype(device_type)
+    else:
+        matmul_dtype = torch.promote_types(hidden.dtype, weight.dtype)
+    with torch.autocast(device_type, enabled=False):
+        return _LinearCrossEntropy.apply(hidden, weight, targets, row_weights, chunk, matmul_dtype)
+
+
+# ---------------------------------------------------------------- the training objective as a module
+
+
+class LossModel(nn.Module):
+    """A GPT and its loss in one module: forward(x, y, weights) -> scalar loss.
+
+    weights None means the mean over every row; otherwise Σ weights·CE (dialogue rows, or a
+    slice of a larger batch whose weights were computed for the whole batch). `loss_chunk`
+    rows per fused chunk, 0 for the unfused full-logits path. `precision="bf16"` runs the
+    model under bf16 autocast (parameters stay float32).
+    """
+
+    def __init__(self, model: nn.Module, loss_chunk: int, precision: str, device: str) -> None:
+        super().__init__()
+        self.model = model
+        self.loss_chunk = loss_chunk
+        self.bf16 = precision == "bf16"
+        self.device_type = torch.device(device).type
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+        autocast = torch.autocast(self.device_type, dtype=torch.bfloat16) if self.bf16 else nullcontext()
+        with autocast:
+            hidden = self.model.hidden(x)  # [B, T, W]
+            if self.loss_chunk:
+                flat_weights = None if weights is None else weights.flatten()
+                return linear_cross_entropy(hidden.flatten(0, 1), self.model.output_weight, y.flatten(),
+                                            flat_weights, self.loss_chunk)
+            logits = self.model.logits(hidden)  # [B, T, V]
+        logits = logits.float() if self.bf16 else logits
+        if weights is None:
+            return mean_loss(logits, y)
+        return masked_loss(logits, y, weights.to(logits.dtype))
