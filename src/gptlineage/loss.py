@@ -116,7 +116,8 @@ def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: to
     the softmax and sums in float32, as autocast would do for the unfused path.
     """
     if row_weights is None:
-        row_weights = torch.full(targets.shape, 1.0 / targets.numel(), dtype=torch.float32, device=targets.device)
+        exact = torch.float64 if hidden.dtype == torch.float64 else torch.float32
+        row_weights = torch.full(targets.shape, 1.0 / targets.numel(), dtype=exact, device=targets.device)
     device_type = hidden.device.type
     if torch.is_autocast_enabled(device_type):
         matmul_dtype = torch.get_autocast_dtype(device_type)

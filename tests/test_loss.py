@@ -1,0 +1,128 @@
+"""The fused chunked output projection + cross-entropy against the plain full-logits loss."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gptlineage.loss import LossModel, linear_cross_entropy, masked_loss, mean_loss
+from gptlineage.model import GPT, model_config
+from gptlineage.sampler import dialogue_batch
+from gptlineage.train import micro_batches
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def unfused(hidden, weight, targets, row_weights):
+    logits = hidden @ weight.T  # [N, V]
+    if row_weights is None:
+        return mean_loss(logits[None], targets[None])
+    return masked_loss(logits[None], targets[None], row_weights[None])
+
+
+def loss_and_grads(loss_fn, hidden, weight, *args):
+    hidden = hidden.detach().clone().requires_grad_()
+    weight = weight.detach().clone().requires_grad_()
+    loss = loss_fn(hidden, weight, *args)
+    loss.backward()
+    return loss.detach(), hidden.grad, weight.grad
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=st.integers(1, 40), width=st.integers(1, 12), vocab=st.integers(2, 70), chunk=st.integers(1, 50),
+       weighted=st.booleans(), seed=st.integers(0, 2**31 - 1))
+def test_fused_loss_and_gradients_equal_the_full_logits_ones(rows, width, vocab, chunk, weighted, seed):
+    generator = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(rows, width, generator=generator, dtype=torch.float64)
+    weight = torch.randn(vocab, width, generator=generator, dtype=torch.float64)
+    targets = torch.randint(0, vocab, (rows,), generator=generator)
+    row_weights = None
+    if weighted:  # dialogue-like: some rows carry no weight at all
+        row_weights = torch.rand(rows, generator=generator, dtype=torch.float64)
+        row_weights[torch.rand(rows, generator=generator) < 0.4] = 0.0
+    fused = loss_and_grads(lambda h, w, t, r: linear_cross_entropy(h, w, t, r, chunk), hidden, weight, targets, row_weights)
+    plain = loss_and_grads(unfused, hidden, weight, targets, row_weights)
+    for ours, theirs in zip(fused, plain):
+        torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+
+
+def test_rows_without_weight_give_exactly_zero_gradient_even_with_huge_logits():
+    hidden = torch.tensor([[1.0, 2.0], [1e30, -1e30], [0.5, 0.25]])
+    weight = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    targets = torch.tensor([0, 1, 2])
+    row_weights = torch.tensor([0.5, 0.0, 0.5])
+    loss, grad_hidden, _ = loss_and_grads(lambda h, w, t, r: linear_cross_entropy(h, w, t, r, 2), hidden, weight,
+                                          targets, row_weights)
+    assert math.isfinite(loss.item())
+    assert torch.equal(grad_hidden[1], torch.zeros(2))
+    expected = unfused(hidden[[0, 2]], weight, targets[[0, 2]], row_weights[[0, 2]])
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
+
+
+def test_a_scaled_upstream_gradient_scales_both_gradients():
+    generator = torch.Generator().manual_seed(0)
+    hidden, weight = torch.randn(6, 4, generator=generator), torch.randn(9, 4, generator=generator)
+    targets = torch.randint(0, 9, (6,), generator=generator)
+    _, h1, w1 = loss_and_grads(lambda h, w, t: linear_cross_entropy(h, w, t, None, 4), hidden, weight, targets)
+    _, h3, w3 = loss_and_grads(lambda h, w, t: 3.0 * linear_cross_entropy(h, w, t, None, 4), hidden, weight, targets)
+    torch.testing.assert_close(h3, 3.0 * h1)
+    torch.testing.assert_close(w3, 3.0 * w1)
+
+
+def test_without_gradients_the_loss_is_the_same_and_nothing_is_kept():
+    generator = torch.Generator().manual_seed(1)
+    hidden, weight = torch.randn(10, 8, generator=generator), torch.randn(30, 8, generator=generator)
+    targets = torch.randint(0, 30, (10,), generator=generator)
+    with torch.no_grad():
+        loss = linear_cross_entropy(hidden, weight, targets, None, 3)
+    assert loss.grad_fn is None
+    assert loss.item() == pytest.approx(unfused(hidden, weight, targets, None).item(), rel=1e-6)
+
+
+def model_and_batch(seed: int = 0):
+    config = model_config("quick", vocab=300, width=32, heads=2, layers=2)
+    model = GPT(config, seed=seed)
+    x = torch.randint(0, 300, (4, 16), generator=torch.Generator().manual_seed(seed))
+    return model, x, torch.roll(x, -1, dims=1)
+
+
+@pytest.mark.parametrize("precision, tolerance", [("float32", 1e-6), ("bf16", 2e-2)])
+def test_loss_model_fused_and_full_logits_agree(precision, tolerance):
+    model, x, y = model_and_batch()
+    results = []
+    for chunk in (0, 7):
+        model.zero_grad(set_to_none=True)
+        loss = LossModel(model, chunk, precision, "cpu")(x, y, None)
+        loss.backward()
+        results.append((loss.item(), [p.grad.clone() for p in model.parameters()]))
+    (loss_full, grads_full), (loss_fused, grads_fused) = results
+    assert loss_fused == pytest.approx(loss_full, abs=tolerance)
+    assert loss_fused == pytest.approx(math.log(300), abs=0.1)  # a fresh model is near uniform
+    for full, fused in zip(grads_full, grads_fused):
+        torch.testing.assert_close(fused, full, rtol=tolerance * 10, atol=tolerance)
+
+
+def test_micro_batches_of_a_dialogue_batch_add_up_to_the_whole_batch():
+    """Pieces carry the whole batch's weights, so Σ pieces = the whole (for ranks and for accumulation)."""
+    model, _, _ = model_and_batch(3)
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, 300, 400).astype(np.uint16)
+    mask = (rng.random(400) < 0.5).astype(np.uint8)
+    records = [(0, 100, 20, 60), (100, 120, 150, 40), (220, 90, 230, 50), (310, 90, 320, 80)]
+    x, y, weights = dialogue_batch(tokens, mask, records, seed=5, step=2, batch=8, context=16)
+    objective = LossModel(model, 5, "float32", "cpu")
+    whole = objective(x, y, weights).item()
+    for rows, parts in ((slice(0, 8), 4), (slice(0, 4), 2), (slice(4, 8), 2)):
+        pieces = micro_batches(x, y, weights, rows, parts, torch.float32)
+        assert len(pieces) == parts and sum(piece[0].shape[0] for piece in pieces) == rows.stop - rows.start
+    halves = [sum(objective(*piece).item() for piece in micro_batches(x, y, weights, rows, 2, torch.float32))
+              for rows in (slice(0, 4), slice(4, 8))]
+    assert sum(halves) == pytest.approx(whole, abs=1e-6)
+    plain = micro_batches(x, y, None, slice(0, 8), 2, torch.float32)
+    assert sum(objective(*piece).item() for piece in plain) == pytest.approx(objective(x, y, None).item(), abs=1e-6)
+    assert micro_batches(x, y, None, slice(0, 8), 1, torch.float32)[0][2] is None  # the whole batch: its mean
