@@ -7,6 +7,9 @@ rule synth_chat:
         directory("results/synth_chat"),
     input:
         code=code("synth_chat"),
+    threads: rule_resources("synth_chat")["threads"]
+    resources:
+        **job_resources("synth_chat"),
     conda:
         "../../envs/corpus.yaml"
     params:
@@ -21,6 +24,9 @@ rule corpus_pretrain:
     input:
         sources=local_sources(config["corpus_pretrain"]),
         code=code("prepare"),
+    threads: rule_resources("corpus_pretrain")["threads"]
+    resources:
+        **job_resources("corpus_pretrain"),
     conda:
         "../../envs/corpus.yaml"
     params:
@@ -35,6 +41,9 @@ rule corpus_continuation:
     input:
         sources=local_sources(config["corpus_continuation"]),
         code=code("prepare"),
+    threads: rule_resources("corpus_continuation")["threads"]
+    resources:
+        **job_resources("corpus_continuation"),
     conda:
         "../../envs/corpus.yaml"
     params:
@@ -49,6 +58,9 @@ rule sft_data_stage1:
     input:
         sources=local_sources(config["sft_data_stage1"]),
         code=code("prepare"),
+    threads: rule_resources("sft_data_stage1")["threads"]
+    resources:
+        **job_resources("sft_data_stage1"),
     conda:
         "../../envs/corpus.yaml"
     params:
@@ -63,6 +75,9 @@ rule sft_data_stage2:
     input:
         sources=local_sources(config["sft_data_stage2"]),
         code=code("prepare"),
+    threads: rule_resources("sft_data_stage2")["threads"]
+    resources:
+        **job_resources("sft_data_stage2"),
     conda:
         "../../envs/corpus.yaml"
     params:

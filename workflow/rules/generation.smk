@@ -8,6 +8,9 @@ rule cache_check:
     input:
         run="results/sft_stage2",
         code=code("cache_check"),
+    threads: rule_resources("cache_check")["threads"]
+    resources:
+        **job_resources("cache_check"),
     conda:
         "../../envs/generation.yaml"
     params:
@@ -22,6 +25,9 @@ rule cache_benchmark:
     input:
         run="results/sft_stage2",
         code=code("cache_bench"),
+    threads: rule_resources("cache_benchmark")["threads"]
+    resources:
+        **job_resources("cache_benchmark"),
     conda:
         "../../envs/generation.yaml"
     params:
@@ -37,6 +43,9 @@ rule prompt_suite:
         run="results/sft_stage2",
         suite=producer(config["prompt_suite"]["suite"]),
         code=code("prompt_suite"),
+    threads: rule_resources("prompt_suite")["threads"]
+    resources:
+        **job_resources("prompt_suite"),
     conda:
         "../../envs/generation.yaml"
     params:

@@ -10,6 +10,9 @@ rule export_hf:
     input:
         run="results/sft_stage2",
         code=code("export_hf"),
+    threads: rule_resources("export_hf")["threads"]
+    resources:
+        **job_resources("export_hf"),
     conda:
         "../../envs/reporting.yaml"
     shell:
@@ -23,6 +26,9 @@ rule matched_comparison:
         start="results/best_continuation",
         data="results/sft_data_stage1",
         code=code("matched_compare"),
+    threads: rule_resources("matched_comparison")["threads"]
+    resources:
+        **job_resources("matched_comparison"),
     conda:
         "../../envs/reporting.yaml"
     params:
@@ -38,6 +44,9 @@ rule plots:
         runs=expand("results/{stage}", stage=TRAINING_STAGES),
         comparison="results/matched_comparison",
         code=code("plots"),
+    threads: rule_resources("plots")["threads"]
+    resources:
+        **job_resources("plots"),
     conda:
         "../../envs/reporting.yaml"
     params:
@@ -52,6 +61,9 @@ rule lineage_report:
     input:
         plots="results/plots",
         code=code("lineage"),
+    threads: rule_resources("lineage_report")["threads"]
+    resources:
+        **job_resources("lineage_report"),
     conda:
         "../../envs/reporting.yaml"
     shell:

@@ -6,6 +6,9 @@ rule small_data:
         directory("results/small_data"),
     input:
         code=code("small_data"),
+    threads: rule_resources("small_data")["threads"]
+    resources:
+        **job_resources("small_data"),
     conda:
         "../../envs/tabular.yaml"
     params:
@@ -20,6 +23,9 @@ rule data_csv:
     input:
         data="results/small_data",
         code=code("data_csv"),
+    threads: rule_resources("data_csv")["threads"]
+    resources:
+        **job_resources("data_csv"),
     conda:
         "../../envs/tabular.yaml"
     params:
@@ -34,6 +40,9 @@ rule data_npy:
     input:
         data="results/small_data",
         code=code("data_npy"),
+    threads: rule_resources("data_npy")["threads"]
+    resources:
+        **job_resources("data_npy"),
     conda:
         "../../envs/tabular.yaml"
     params:

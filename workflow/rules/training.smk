@@ -1,5 +1,10 @@
 # The training chain: pretraining, the continuation, and two stages of assistant-masked
 # instruction tuning, each starting from the best saved checkpoint of the stage before.
+# A training job is never retried automatically (`retries: 0`, whatever a profile says): a fresh
+# `gptlineage train` clears the stage's work directory, checkpoints included, so a retry after a
+# preemption would throw the progress away; resume with --resume instead (README, cluster section).
+# With `processes` > 1 in the stage's config, `gptlineage train` itself starts torchrun, one
+# process per GPU of the job's allocation.
 
 
 rule pretrain:
@@ -8,6 +13,10 @@ rule pretrain:
     input:
         data="results/corpus_pretrain",
         code=code("train"),
+    threads: rule_resources("pretrain")["threads"]
+    resources:
+        **job_resources("pretrain"),
+    retries: 0
     conda:
         "../../envs/training.yaml"
     params:
@@ -24,6 +33,9 @@ rule select_best:
         code=code("select_best"),
     wildcard_constraints:
         run="pretrain|continuation|sft_stage1|sft_stage2",
+    threads: rule_resources("select_best")["threads"]
+    resources:
+        **job_resources("select_best"),
     conda:
         "../../envs/training.yaml"
     shell:
@@ -37,6 +49,10 @@ rule continuation:
         data="results/corpus_continuation",
         start="results/best_pretrain",
         code=code("train"),
+    threads: rule_resources("continuation")["threads"]
+    resources:
+        **job_resources("continuation"),
+    retries: 0
     conda:
         "../../envs/training.yaml"
     params:
@@ -52,6 +68,10 @@ rule sft_stage1:
         data="results/sft_data_stage1",
         start="results/best_continuation",
         code=code("train"),
+    threads: rule_resources("sft_stage1")["threads"]
+    resources:
+        **job_resources("sft_stage1"),
+    retries: 0
     conda:
         "../../envs/training.yaml"
     params:
@@ -67,6 +87,10 @@ rule sft_stage2:
         data="results/sft_data_stage2",
         start="results/best_sft_stage1",
         code=code("train"),
+    threads: rule_resources("sft_stage2")["threads"]
+    resources:
+        **job_resources("sft_stage2"),
+    retries: 0
     conda:
         "../../envs/training.yaml"
     params:
