@@ -36,13 +36,18 @@ def planned_rules(workdir: Path) -> list[str]:
     return sorted(set(re.findall(r"^rule (\w+):", text, flags=re.MULTILINE)))
 
 
-@pytest.fixture(scope="module")
-def workflow_copy(tmp_path_factory) -> Path:
-    workdir = tmp_path_factory.mktemp("workflow")
+def copy_workflow(workdir: Path) -> Path:
+    """The workflow without its results (Snakefile, configs, rules and profiles, package, data) in workdir."""
     for name in ["Snakefile", "config.yaml", "config.paper.yaml"]:
         shutil.copy(REPO / name, workdir / name)
     for name in ["workflow", "src", "envs", "data"]:
         shutil.copytree(REPO / name, workdir / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return workdir
+
+
+@pytest.fixture(scope="module")
+def workflow_copy(tmp_path_factory) -> Path:
+    workdir = copy_workflow(tmp_path_factory.mktemp("workflow"))
     config = yaml.safe_load((workdir / "config.yaml").read_text())
     for stage in ("pretrain", "continuation", "sft_stage1", "sft_stage2"):
         config[stage].update(TINY_TRAINING)
