@@ -10,7 +10,8 @@ Two ways to the same number, Σ_i w_i · CE(h_i @ Wᵀ, y_i) over rows i:
   gradients of the hidden states and of W are computed in the same pass (the loss is the end
   of the graph, so d loss/d logits = w · (softmax − onehot) is known already), and backward
   only scales them by the incoming gradient. Same matmul count as unfused forward + backward,
-  no recomputation, and the largest temporary is one chunk's logits.
+  no recomputation, and the largest temporary is one chunk's logits, which the softmax and
+  its gradient overwrite in place.
 
 Rows with weight 0 contribute exactly 0 to the loss and to every gradient, whatever their
 logits hold (padding rows, and rows of a dialogue outside the assistant's targets).
@@ -80,15 +81,18 @@ class _LinearCrossEntropy(torch.autograd.Function):
             t = targets[start : start + chunk]  # [c]
             w = row_weights[start : start + chunk].to(accumulate)  # [c]
             logits = (h @ weight_mm.T).to(accumulate)  # [c, V]: the only vocabulary-wide temporary
-            log_norm = torch.logsumexp(logits, dim=1)  # [c]
-            ce = log_norm - logits.gather(1, t[:, None]).squeeze(1)  # [c]
+            # Softmax written out in place (one buffer, four passes): CE = log Σ exp(l − max) + max − l_y.
+            target_logit = logits.gather(1, t[:, None]).squeeze(1)  # [c]
+            row_max = logits.amax(dim=1, keepdim=True)  # [c, 1]
+            exp = torch.exp(logits.sub_(row_max), out=logits)  # exp(l − max), overwriting the logits
+            sum_exp = exp.sum(dim=1)  # [c]
+            ce = sum_exp.log() + row_max.squeeze(1) - target_logit  # [c]
             total += torch.where(w != 0, w * ce, torch.zeros_like(ce)).sum()
             if not wants_grad:
                 continue
-            # d loss / d logits = w · (softmax − onehot(y)), built in place in the logits buffer.
-            dlogits = logits.sub_(log_norm[:, None]).exp_()
-            dlogits.scatter_add_(1, t[:, None], torch.full_like(log_norm[:, None], -1.0))
-            dlogits.mul_(w[:, None])
+            # d loss / d logits = w · (softmax − onehot(y)): scale the exponentials once, then subtract at y.
+            dlogits = exp.mul_(torch.where(w != 0, w / sum_exp, torch.zeros_like(w))[:, None])
+            dlogits.scatter_add_(1, t[:, None], -w[:, None])
             unweighted = (w == 0).nonzero().squeeze(1)
             if unweighted.numel():  # exactly 0, even where a padding row's logits were not finite
                 dlogits.index_fill_(0, unweighted, 0.0)
