@@ -76,11 +76,18 @@ class _LinearCrossEntropy(torch.autograd.Function):
         total = torch.zeros((), dtype=accumulate, device=hidden.device)
         grad_hidden = torch.empty_like(hidden) if wants_grad else None
         grad_weight = torch.zeros(weight.shape, dtype=accumulate, device=weight.device) if wants_grad else None
+        # One logits buffer for every chunk: [chunk, V], the only vocabulary-wide temporary. Reusing
+        # it matters on CPU, where a fresh 50 MB tensor per chunk costs more in page faults than its matmul.
+        buffer = torch.empty(min(chunk, hidden.shape[0]), weight.shape[0], dtype=accumulate, device=hidden.device)
         for start in range(0, hidden.shape[0], chunk):
             h = hidden[start : start + chunk].to(matmul_dtype)  # [c, W]
             t = targets[start : start + chunk]  # [c]
             w = row_weights[start : start + chunk].to(accumulate)  # [c]
-            logits = (h @ weight_mm.T).to(accumulate)  # [c, V]: the only vocabulary-wide temporary
+            logits = buffer[: h.shape[0]]  # [c, V]
+            if matmul_dtype == accumulate:
+                torch.mm(h, weight_mm.T, out=logits)
+            else:
+                logits.copy_(h @ weight_mm.T)  # bf16 matmul, float32 softmax
             # Softmax written out in place (one buffer, four passes): CE = log Σ exp(l − max) + max − l_y.
             target_logit = logits.gather(1, t[:, None]).squeeze(1)  # [c]
             row_max = logits.amax(dim=1, keepdim=True)  # [c, 1]
@@ -97,7 +104,10 @@ class _LinearCrossEntropy(torch.autograd.Function):
             if unweighted.numel():  # exactly 0, even where a padding row's logits were not finite
                 dlogits.index_fill_(0, unweighted, 0.0)
             dlogits_mm = dlogits.to(matmul_dtype)
-            grad_hidden[start : start + chunk] = (dlogits_mm @ weight_mm).to(hidden.dtype)  # [c, W]
+            if matmul_dtype == hidden.dtype:
+                torch.mm(dlogits_mm, weight_mm, out=grad_hidden[start : start + chunk])  # [c, W]
+            else:
+                grad_hidden[start : start + chunk] = (dlogits_mm @ weight_mm).to(hidden.dtype)
             if matmul_dtype == accumulate:
                 grad_weight.addmm_(dlogits_mm.T, h)  # [V, c] @ [c, W], added in place
             else:
