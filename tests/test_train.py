@@ -120,7 +120,9 @@ def resume_argv(corpus: Path, output: Path, *extra: str) -> list[str]:
             "--eval-every", "200", "--checkpoint-every", "200", "--output", str(output), *extra]
 
 
-def test_sigkill_then_resume_gives_byte_identical_parameters_and_optimizer_state(corpus, tmp_path):
+@pytest.mark.parametrize("how", ["--resume", "rerun"])
+def test_sigkill_then_resume_gives_byte_identical_parameters_and_optimizer_state(corpus, tmp_path, how):
+    """Resumed by --resume, or by simply running the same command again."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     whole = subprocess.run(resume_argv(corpus, tmp_path / "whole"), env=env, capture_output=True, text=True)
     assert whole.returncode == 0, whole.stderr
@@ -134,9 +136,11 @@ def test_sigkill_then_resume_gives_byte_identical_parameters_and_optimizer_state
     assert child.wait() == -signal.SIGKILL, "the run finished before it could be killed"
     assert (work / "LATEST").read_text() == "step-200\n"
     assert not (tmp_path / "killed").exists()
-    resumed = subprocess.run(resume_argv(corpus, tmp_path / "killed", "--resume", str(work)), env=env,
-                             capture_output=True, text=True)
+    extra = ["--resume", str(work)] if how == "--resume" else []
+    resumed = subprocess.run(resume_argv(corpus, tmp_path / "killed", *extra), env=env, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
+    assert ("resuming from" in resumed.stdout) == (how == "rerun")
+    assert (tmp_path / ".killed.work").exists() == (how == "--resume")  # kept only where --resume points
     assert (tmp_path / "whole/parameters.safetensors").read_bytes() == (tmp_path / "killed/parameters.safetensors").read_bytes()
     for name in ("optimizer.safetensors", "parameters.safetensors"):
         a = load_file(tmp_path / f"whole/checkpoints/step-400/{name}")
@@ -162,6 +166,17 @@ def test_resume_with_other_settings_or_data_is_refused(corpus, tmp_path, capsys)
     assert "data.train_bin_sha256 differs" in capsys.readouterr().err
     assert train(corpus, tmp_path / "again", "--steps", "4", "--checkpoint-every", "2", "--checkpoint-dir", str(checkpoints)) == 1
     assert "already holds checkpoints" in capsys.readouterr().err
+
+
+def test_leftovers_of_a_different_command_are_discarded_not_resumed(corpus, tmp_path, capsys):
+    assert train(corpus, tmp_path / "other", "--steps", "4", "--lr", "0.02", "--checkpoint-every", "2",
+                 "--checkpoint-dir", str(tmp_path / ".run.work" / "checkpoints")) == 0
+    assert train(corpus, tmp_path / "fresh", "--steps", "4", "--checkpoint-every", "2") == 0
+    capsys.readouterr()
+    assert train(corpus, tmp_path / "run", "--steps", "4", "--checkpoint-every", "2") == 0
+    assert "resuming" not in capsys.readouterr().out
+    assert (tmp_path / "run/parameters.safetensors").read_bytes() == (tmp_path / "fresh/parameters.safetensors").read_bytes()
+    assert not (tmp_path / ".run.work").exists()
 
 
 def test_a_corrupted_checkpoint_is_refused_naming_the_file(corpus, tmp_path, capsys):

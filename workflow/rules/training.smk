@@ -1,8 +1,8 @@
 # The training chain: pretraining, the continuation, and two stages of assistant-masked
 # instruction tuning, each starting from the best saved checkpoint of the stage before.
-# A training job is never retried automatically (`retries: 0`, whatever a profile says): a fresh
-# `gptlineage train` clears the stage's work directory, checkpoints included, so a retry after a
-# preemption would throw the progress away; resume with --resume instead (README, cluster section).
+# A rerun of a training job (a retry after a crash or a preempted cluster job) continues from the
+# newest checkpoint the interrupted run left in results/.<stage>.work/checkpoints, when that
+# checkpoint belongs to the same command; so the profile's retries lose at most checkpoint_every updates.
 # With `processes` > 1 in the stage's config, `gptlineage train` itself starts torchrun, one
 # process per GPU of the job's allocation.
 
@@ -16,7 +16,6 @@ rule pretrain:
     threads: rule_resources("pretrain")["threads"]
     resources:
         **job_resources("pretrain"),
-    retries: 0
     conda:
         "../../envs/training.yaml"
     params:
@@ -52,7 +51,6 @@ rule continuation:
     threads: rule_resources("continuation")["threads"]
     resources:
         **job_resources("continuation"),
-    retries: 0
     conda:
         "../../envs/training.yaml"
     params:
@@ -71,7 +69,6 @@ rule sft_stage1:
     threads: rule_resources("sft_stage1")["threads"]
     resources:
         **job_resources("sft_stage1"),
-    retries: 0
     conda:
         "../../envs/training.yaml"
     params:
@@ -90,7 +87,6 @@ rule sft_stage2:
     threads: rule_resources("sft_stage2")["threads"]
     resources:
         **job_resources("sft_stage2"),
-    retries: 0
     conda:
         "../../envs/training.yaml"
     params:

@@ -3,8 +3,8 @@
 The artifact holds parameters.safetensors (final), metrics.json, metrics.jsonl, passport.json,
 trace.json (open it in Perfetto) with trace-summary.json, and the kept checkpoints. While it
 runs, checkpoints and the live metrics.jsonl sit in a work directory beside the output
-(`.<name>.work/`, or `--checkpoint-dir`), which survives a crash: rerun the same command with
-`--resume <output-parent>/.<name>.work/checkpoints` to continue exactly where it stopped.
+(`.<name>.work/`, or `--checkpoint-dir`), which survives a crash: rerun the same command and it
+continues exactly where it stopped, from the newest checkpoint there (or name one with --resume).
 
 Example:
     gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --eval-every 5 --output results/pretrain
@@ -14,20 +14,22 @@ from __future__ import annotations
 
 import argparse
 import shutil
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 from gptlineage.artifact import ArtifactWriter, write_json_atomic
 from gptlineage.distributed import Distributed, launched_by_torchrun, relaunch_with_torchrun, setup, teardown
 from gptlineage.errors import GptlineageError
 from gptlineage.trace import Tracer
-from gptlineage.checkpoint import list_checkpoints
+from gptlineage.checkpoint import checkpoint_directory, list_checkpoints, read_checkpoint_manifest, resume_compatibility
 from gptlineage.train import (
     TrainConfig,
     checkpoint_root,
+    data_hashes,
     link_checkpoints,
     passport,
     plan,
+    resume_config,
     run_training,
     with_defaults_from_corpus,
 )
@@ -97,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         return relaunch_with_torchrun(config.processes, args.argv)
     dist = setup(config.device)
     try:
+        config = continue_interrupted(config, run_plan, work_directory(args.output.absolute()), dist)
         if not dist.is_main:
             run_training(config, None, None, Tracer(), dist)
             return 0
@@ -105,12 +108,36 @@ def run(args: argparse.Namespace) -> int:
         teardown(dist)
 
 
+def continue_interrupted(config: TrainConfig, run_plan, work: Path, dist: Distributed) -> TrainConfig:
+    """Resume from the newest checkpoint an interrupted run of this same command left, if any.
+
+    "The same command" means the checkpoint's recorded configuration (model, schedule, seed,
+    precision, data hashes) equals this one's, the test `--resume` applies; the result is then
+    the uninterrupted run's, bit for bit. So a rerun after a crash or a preempted cluster job
+    goes on where it stopped. Leftovers of a different command are discarded by
+    `write_artifact`. Every rank decides alike, from the same files, before rank 0 changes any.
+    """
+    root = work / "checkpoints"
+    if config.resume or config.checkpoint_dir or not list_checkpoints(root):
+        return config
+    try:
+        latest = checkpoint_directory(root)
+        resume_compatibility(read_checkpoint_manifest(latest)["config"],
+                             resume_config(config, run_plan, data_hashes(config)))
+    except GptlineageError:
+        return config
+    if dist.is_main:
+        print(f"resuming from {latest}: an interrupted run of this same command left it")
+    dist.barrier()
+    return replace(config, resume=str(latest))
+
+
 def write_artifact(args: argparse.Namespace, config: TrainConfig, run_plan, dist: Distributed) -> int:
     """Rank 0's part (the only part of a single-process run): train, and write the artifact."""
     work = work_directory(args.output.absolute())
     resuming_from_work = config.resume and Path(config.resume).absolute().is_relative_to(work)
     if work.exists() and not resuming_from_work:
-        shutil.rmtree(work)  # a fresh run: an earlier run's leftovers must not mix in
+        shutil.rmtree(work)  # a fresh run: an earlier, different run's leftovers must not mix in
     work.mkdir(parents=True, exist_ok=True)
     checkpoints = checkpoint_root(config, work)
     if config.checkpoint_dir and not config.resume and list_checkpoints(checkpoints):
@@ -134,7 +161,7 @@ def write_artifact(args: argparse.Namespace, config: TrainConfig, run_plan, dist
         if copy is not None:
             copy.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(args.output / name, copy)
-    if not resuming_from_work:
+    if not (args.resume and Path(args.resume).absolute().is_relative_to(work)):  # keep what --resume named
         shutil.rmtree(work, ignore_errors=True)
     print(f"wrote checkpoint: {args.output / 'parameters.safetensors'}")
     print(f"wrote metrics: {args.output / 'metrics.json'}")
