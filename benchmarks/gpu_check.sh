@@ -22,7 +22,7 @@ if [[ "$SMOKE" == 1 ]]; then
     MATCHED=(--preset quick --updates 3 --batch 2 --eval-every 0 --eval-batches 1)
     CACHE=(--preset quick --prompt-tokens 8 --generate 8)
 else
-    THROUGHPUT=(--config gpt2-small --batch 16 --warmup 6 --steps 12 --rounds 1 --precision bf16 --compile)
+    THROUGHPUT=(--config gpt2-small --batch 16 --warmup 6 --steps 12 --rounds 1 --precision bf16 --compile --loss-chunk 2048)
     MATCHED=(--preset gpt2-small --updates 30 --batch 8 --eval-every 10 --eval-batches 2)
     CACHE=(--preset gpt2-small --prompt-tokens 32 --generate 128)
 fi
