@@ -99,3 +99,13 @@ def test_a_batch_the_processes_cannot_share_is_refused_before_launching(corpus, 
     assert done.stderr == "error: train: --batch 4 must be divisible by processes × accumulate = 3 × 1\n"
     assert not (tmp_path / "out").exists()
     assert torch.distributed.is_available()
+
+
+def test_an_error_inside_the_ranks_is_one_line(runs, corpus, tmp_path):
+    """Both ranks refuse the resume; the user sees their one line once, without torchrun's traceback."""
+    done = train_processes(corpus, tmp_path / "out", 2, "--precision", "float64", "--lr", "0.5",
+                           "--resume", str(runs / "two-float64/checkpoints/step-3"))
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: train: checkpoint configuration does not match this training command: lr differs")
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert not (tmp_path / "out").exists()

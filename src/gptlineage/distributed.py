@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -96,14 +97,37 @@ def rank_rows(batch: int, dist: Distributed, accumulate: int) -> slice:
     return slice(dist.rank * rows, (dist.rank + 1) * rows)
 
 
+# torchrun's own log lines, e.g. "W1129 18:48:44.123000 15240 torch/distributed/elastic/...".
+LAUNCHER_LOG = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\S* +\d+ .*torch/distributed/")
+
+
 def relaunch_with_torchrun(processes: int, argv: list[str]) -> int:
     """Run `gptlineage <argv>` as `processes` local ranks under torchrun; its exit status.
 
     torchrun starts the ranks with RANK/WORLD_SIZE/LOCAL_RANK set, so each of them trains
-    instead of relaunching again.
+    instead of relaunching again. The ranks' output passes through as it comes; torchrun's
+    own log lines, and its traceback saying that a rank failed, are left out: the rank has
+    already said why in one line (printed once, however many ranks said it).
     """
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}",
                "-m", "gptlineage", *argv]
-    environment = dict(os.environ, TORCHELASTIC_ERROR_FILE=os.devnull)
+    environment = dict(os.environ)
     environment.setdefault("OMP_NUM_THREADS", "1")  # torchrun's own default; our --threads decides per rank
-    return subprocess.run(command, env=environment, check=False).returncode
+    launcher = subprocess.Popen(command, env=environment, stderr=subprocess.PIPE, text=True)
+    tracebacks: list[list[str]] = []  # held back until the end: a rank's is shown, torchrun's is not
+    said: set[str] = set()
+    for line in launcher.stderr:
+        if line.startswith("Traceback (most recent call last)"):
+            tracebacks.append([line])
+        elif tracebacks:
+            tracebacks[-1].append(line)
+        elif LAUNCHER_LOG.match(line) or (line.startswith("error: ") and line in said):
+            continue
+        else:
+            said.add(line)
+            sys.stderr.write(line)
+    status = launcher.wait()
+    for block in tracebacks:
+        if not any("ChildFailedError" in line for line in block):
+            sys.stderr.writelines(block)
+    return status
