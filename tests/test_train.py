@@ -120,14 +120,19 @@ def resume_argv(corpus: Path, output: Path, *extra: str) -> list[str]:
             "--eval-every", "200", "--checkpoint-every", "200", "--output", str(output), *extra]
 
 
-@pytest.mark.parametrize("how", ["--resume", "rerun"])
+@pytest.mark.parametrize("how", ["--resume", "rerun", "rerun with --load-params"])
 def test_sigkill_then_resume_gives_byte_identical_parameters_and_optimizer_state(corpus, tmp_path, how):
-    """Resumed by --resume, or by simply running the same command again."""
+    """Resumed by --resume, or by simply running the same command again (a stage that starts from
+    loaded parameters too: the checkpoint replaces them, and the manifest still names them)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    whole = subprocess.run(resume_argv(corpus, tmp_path / "whole"), env=env, capture_output=True, text=True)
+    start = []
+    if how == "rerun with --load-params":
+        assert train(corpus, tmp_path / "start", "--steps", "2") == 0
+        start = ["--load-params", str(tmp_path / "start/parameters.safetensors")]
+    whole = subprocess.run(resume_argv(corpus, tmp_path / "whole", *start), env=env, capture_output=True, text=True)
     assert whole.returncode == 0, whole.stderr
     work = tmp_path / ".killed.work" / "checkpoints"
-    child = subprocess.Popen(resume_argv(corpus, tmp_path / "killed"), env=env,
+    child = subprocess.Popen(resume_argv(corpus, tmp_path / "killed", *start), env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while not (work / "LATEST").exists() and time.monotonic() < deadline and child.poll() is None:
@@ -136,10 +141,12 @@ def test_sigkill_then_resume_gives_byte_identical_parameters_and_optimizer_state
     assert child.wait() == -signal.SIGKILL, "the run finished before it could be killed"
     assert (work / "LATEST").read_text() == "step-200\n"
     assert not (tmp_path / "killed").exists()
-    extra = ["--resume", str(work)] if how == "--resume" else []
+    extra = ["--resume", str(work)] if how == "--resume" else start
     resumed = subprocess.run(resume_argv(corpus, tmp_path / "killed", *extra), env=env, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
-    assert ("resuming from" in resumed.stdout) == (how == "rerun")
+    assert ("resuming from" in resumed.stdout) == how.startswith("rerun")
+    manifest = json.loads((tmp_path / "killed/manifest.json").read_text())
+    assert any(entry["role"] == "load_params" for entry in manifest["inputs"]) == bool(start)
     assert (tmp_path / ".killed.work").exists() == (how == "--resume")  # kept only where --resume points
     assert (tmp_path / "whole/parameters.safetensors").read_bytes() == (tmp_path / "killed/parameters.safetensors").read_bytes()
     for name in ("optimizer.safetensors", "parameters.safetensors"):

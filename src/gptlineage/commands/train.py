@@ -99,11 +99,12 @@ def run(args: argparse.Namespace) -> int:
         return relaunch_with_torchrun(config.processes, args.argv)
     dist = setup(config.device)
     try:
+        given = config
         config = continue_interrupted(config, run_plan, work_directory(args.output.absolute()), dist)
         if not dist.is_main:
             run_training(config, None, None, Tracer(), dist)
             return 0
-        return write_artifact(args, config, run_plan, dist)
+        return write_artifact(args, config, run_plan, dist, given)
     finally:
         teardown(dist)
 
@@ -129,11 +130,16 @@ def continue_interrupted(config: TrainConfig, run_plan, work: Path, dist: Distri
     if dist.is_main:
         print(f"resuming from {latest}: an interrupted run of this same command left it")
     dist.barrier()
-    return replace(config, resume=str(latest))
+    return replace(config, resume=str(latest), load_params=None)  # the checkpoint holds the parameters
 
 
-def write_artifact(args: argparse.Namespace, config: TrainConfig, run_plan, dist: Distributed) -> int:
-    """Rank 0's part (the only part of a single-process run): train, and write the artifact."""
+def write_artifact(args: argparse.Namespace, config: TrainConfig, run_plan, dist: Distributed,
+                   given: TrainConfig) -> int:
+    """Rank 0's part (the only part of a single-process run): train, and write the artifact.
+
+    `config` is what runs; `given` is the command as typed, which the manifest records (so a
+    run continued after an interruption keeps its inputs, --load-params included).
+    """
     work = work_directory(args.output.absolute())
     resuming_from_work = config.resume and Path(config.resume).absolute().is_relative_to(work)
     if work.exists() and not resuming_from_work:
@@ -143,16 +149,16 @@ def write_artifact(args: argparse.Namespace, config: TrainConfig, run_plan, dist
     if config.checkpoint_dir and not config.resume and list_checkpoints(checkpoints):
         raise GptlineageError(f"{checkpoints} already holds checkpoints; pass --resume {checkpoints} to continue,"
                               " or choose another --checkpoint-dir")
-    inputs = {role: getattr(config, role) for role in ("train_bin", "val_bin", "train_mask", "val_mask",
-                                                         "train_records", "val_records", "load_params") if getattr(config, role)}
+    inputs = {role: getattr(given, role) for role in ("train_bin", "val_bin", "train_mask", "val_mask",
+                                                         "train_records", "val_records", "load_params") if getattr(given, role)}
     tracer = Tracer()
-    with ArtifactWriter(args.output, command=NAME, parameters=parameters_of(config, run_plan), inputs=inputs,
+    with ArtifactWriter(args.output, command=NAME, parameters=parameters_of(given, run_plan), inputs=inputs,
                         device=config.device) as artifact:
         result = run_training(config, artifact.path, work, tracer, dist)
         metrics = result["metrics"]
         write_json_atomic(artifact.path / "metrics.json", metrics.document())
         shutil.copy2(metrics.live_path, artifact.path / "metrics.jsonl")
-        write_json_atomic(artifact.path / "passport.json", passport(config, result))
+        write_json_atomic(artifact.path / "passport.json", passport(replace(given, resume=config.resume), result))
         tracer.write(artifact.path / "trace.json", artifact.path / "trace-summary.json")
         link_checkpoints(checkpoints, artifact.path)
         artifact.summary = training_summary(result)
