@@ -85,6 +85,15 @@ def test_a_two_process_checkpoint_resumes_in_one_process(runs, corpus, tmp_path,
     assert max_parameter_difference(runs / "one-float64", tmp_path / "resumed") <= 1e-6
 
 
+def test_a_two_process_checkpoint_resumes_in_two_processes(runs, corpus, tmp_path):
+    done = train_processes(corpus, tmp_path / "resumed", 2, "--precision", "float64",
+                           "--resume", str(runs / "two-float64/checkpoints/step-3"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "resuming a checkpoint written by" not in done.stdout  # same world size: nothing to say
+    assert max_parameter_difference(runs / "two-float64", tmp_path / "resumed") <= 1e-12
+    assert losses(runs / "two-float64")[3:] == losses(tmp_path / "resumed")[3:]
+
+
 def test_gradient_accumulation_equals_the_whole_batch(runs, corpus, tmp_path):
     assert main(["train", *TINY, "--data", str(corpus), *STEPS, "--precision", "float64", "--accumulate", "4",
                  "--output", str(tmp_path / "accumulated")]) == 0
