@@ -188,13 +188,9 @@ def run_arm(args: argparse.Namespace) -> dict:
             "torch": torch.__version__}
 
 
-def child(arm: str, args: argparse.Namespace, shard: Path) -> dict:
+def child(arm: str, shard: Path) -> dict:
     """Run one role in a fresh interpreter; its one JSON line of results."""
-    argv = [sys.executable, __file__, "--arm", arm, "--shard", str(shard)] + [
-        word for word in sys.argv[1:] if word not in ("--json",)]
-    if args.json:  # drop --json and its value: the parent writes the results
-        index = argv.index(str(args.json))
-        del argv[index]
+    argv = [sys.executable, __file__, "--arm", arm, "--shard", str(shard), *sys.argv[1:]]  # a child ignores --json
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         sys.exit(f"error: {arm} run failed:\n{done.stderr[-3000:]}")
@@ -289,7 +285,7 @@ def main() -> None:
         if args.device.startswith("cuda"):
             peak_tflops, peak_source = gpu_peak_tflops(args.device)
         else:
-            probe = child("probe", args, shard)
+            probe = child("probe", shard)
             peak_tflops = probe["matmul_tflops"]
             rates = ", ".join(f"{dtype} {tflops * 1000:.1f}" for dtype, tflops in probe["all_tflops"].items())
             peak_source = f"matmul probe on this CPU, the fastest of ({rates}) GFLOP/s"
@@ -297,7 +293,7 @@ def main() -> None:
         for round_index in range(args.rounds):
             order = ("ours", "peer") if round_index % 2 == 0 else ("peer", "ours")
             for arm in order:
-                results[arm].append(child(arm, args, shard))
+                results[arm].append(child(arm, shard))
     import torch
 
     summary = summarize(args, results, peak_tflops, peak_source)

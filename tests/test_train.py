@@ -10,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -20,7 +19,6 @@ from safetensors.torch import load_file
 from conftest import losses
 
 from gptlineage.cli import main
-from gptlineage.shards import ShardWriter
 
 GOLDEN = Path(__file__).parent / "golden" / "train_tiny.json"
 # A tiny model that trains in milliseconds a step: 1,024-token vocabulary, context 16.

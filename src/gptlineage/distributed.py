@@ -88,11 +88,16 @@ def teardown(dist: Distributed) -> None:
         torch_dist.destroy_process_group()
 
 
+def check_batch_split(batch: int, processes: int, accumulate: int) -> None:
+    """Refuse a global batch that does not split evenly over processes and micro-batches."""
+    if batch % (processes * accumulate):
+        raise GptlineageError(f"--batch {batch} must be divisible by processes × accumulate"
+                              f" = {processes} × {accumulate}")
+
+
 def rank_rows(batch: int, dist: Distributed, accumulate: int) -> slice:
     """The rows of the global batch this rank trains on: a contiguous block of batch / world."""
-    if batch % (dist.world * accumulate):
-        raise GptlineageError(f"--batch {batch} must be divisible by processes × accumulate"
-                              f" = {dist.world} × {accumulate}")
+    check_batch_split(batch, dist.world, accumulate)
     rows = batch // dist.world
     return slice(dist.rank * rows, (dist.rank + 1) * rows)
 

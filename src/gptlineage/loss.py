@@ -114,7 +114,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 grad_weight.add_((dlogits_mm.T @ h).to(accumulate))
         if wants_grad:
             ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype))
-        return total.to(hidden.dtype if hidden.dtype == torch.float64 else torch.float32)
+        return total  # float64 for float64 inputs, else float32
 
     @staticmethod
     def backward(ctx, grad_total):  # noqa: ANN001

@@ -42,12 +42,10 @@ from torch import nn
 from gptlineage.errors import GptlineageError
 from gptlineage.hf import hf_model, hf_to_ours
 from gptlineage.model import GPT, set_strict_float32
-from gptlineage.sampler import validation_seed
 from gptlineage.train import (
     Plan,
     Split,
     TrainConfig,
-    batch_for,
     build_optimizer,
     evaluate,
     load_split,
@@ -135,7 +133,7 @@ def ours_side(model: GPT, config: TrainConfig, run: Plan, val: Split, dtype: tor
     optimizer = build_optimizer(model, config, run.lr)
     loss_of = on_device(training_objective(model, config), config.device)
     return Side("gptlineage", model, optimizer, loss_of,
-                lambda: evaluate(loss_of, val, config, run, dtype, model=model))
+                lambda: evaluate(loss_of, val, config, run, dtype, model))
 
 
 def reference_loss(hf: nn.Module, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None,
@@ -162,15 +160,10 @@ def reference_side(model: GPT, config: TrainConfig, run: Plan, val: Split, dtype
                                   weight_decay=config.weight_decay)
     hf.train()  # every dropout is 0; train mode only mirrors ours
 
-    @torch.no_grad()
-    def validate() -> float:
-        hf.eval()
-        losses = [reference_loss(hf, *batch_for(val, validation_seed(config.seed), j, run, dtype), config.device).item()
-                  for j in range(config.eval_batches)]
-        hf.train()
-        return sum(losses) / len(losses)
+    def loss_of(x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+        return reference_loss(hf, x, y, weights, config.device)
 
-    return Side("reference", hf, optimizer, lambda x, y, w: reference_loss(hf, x, y, w, config.device), validate)
+    return Side("reference", hf, optimizer, loss_of, lambda: evaluate(loss_of, val, config, run, dtype, hf))
 
 
 def update(side: Side, t: int, train: Split, config: TrainConfig, run: Plan, dtype: torch.dtype) -> dict[str, Any]:

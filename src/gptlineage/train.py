@@ -26,9 +26,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm import tqdm
-
 from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
 
 from gptlineage.checkpoint import (
     list_checkpoints,
@@ -39,12 +38,12 @@ from gptlineage.checkpoint import (
     save_checkpoint,
     save_parameters,
 )
-from gptlineage.distributed import SINGLE, Distributed, rank_rows
+from gptlineage.distributed import SINGLE, Distributed, check_batch_split, rank_rows
 from gptlineage.errors import GptlineageError
 from gptlineage.hashing import sha256_file
 from gptlineage.identity import code_identity, environment_identity
-from gptlineage.model import GPT, GPTConfig, count_parameters, model_config, set_strict_float32
 from gptlineage.loss import LossModel
+from gptlineage.model import GPT, GPTConfig, count_parameters, model_config, set_strict_float32
 from gptlineage.sampler import dialogue_batch, plain_batch, validation_seed
 from gptlineage.schedule import learning_rate, steps_for_budget
 from gptlineage.shards import read_mask, read_records, read_tokens
@@ -161,9 +160,7 @@ def plan(config: TrainConfig) -> Plan:
     except (ValueError, TypeError) as error:
         raise GptlineageError(str(error)) from None
     batch = config.batch if config.batch is not None else (4 if large else 2)
-    if batch % (config.processes * config.accumulate):
-        raise GptlineageError(f"--batch {batch} must be divisible by processes × accumulate"
-                              f" = {config.processes} × {config.accumulate}")
+    check_batch_split(batch, config.processes, config.accumulate)
     if config.token_budget is not None:
         steps = steps_for_budget(config.token_budget, batch, dims.context)
     else:
@@ -246,11 +243,6 @@ def on_device(loss_model: torch.nn.Module, device: str):
     return loss_of
 
 
-def batch_loss(model: GPT, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None, config: TrainConfig) -> torch.Tensor:
-    """The training loss of one batch under `config` (chunked fused loss, precision)."""
-    return on_device(training_objective(model, config), config.device)(x, y, weights)
-
-
 def micro_batches(x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None, rows: slice, parts: int,
                   dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]:
     """`rows` of a global batch in `parts` pieces, each weighted as a part of the whole batch.
@@ -266,15 +258,14 @@ def micro_batches(x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None
 
 
 @torch.no_grad()
-def evaluate(loss_of, split: Split, config: TrainConfig, run: Plan, dtype: torch.dtype,
-             dist: Distributed = SINGLE, model: torch.nn.Module | None = None) -> float:
+def evaluate(loss_of, split: Split, config: TrainConfig, run: Plan, dtype: torch.dtype, model: torch.nn.Module,
+             dist: Distributed = SINGLE) -> float:
     """Mean loss over the fixed validation batches (seed + 1000003, step = batch index).
 
     Each rank scores its rows of every batch and the sums are added over ranks. `model` is
     put in eval mode meanwhile (dropout off).
     """
-    if model is not None:
-        model.eval()
+    model.eval()
     rows = rank_rows(run.batch, dist, 1)
     losses = []
     for j in range(config.eval_batches):
@@ -282,8 +273,7 @@ def evaluate(loss_of, split: Split, config: TrainConfig, run: Plan, dtype: torch
         pieces = micro_batches(x, y, weights, rows, 1, dtype)
         local = sum(loss_of(*piece).detach().double() for piece in pieces)
         losses.append(dist.all_reduce_sum(local).item())
-    if model is not None:
-        model.train()
+    model.train()
     return sum(losses) / len(losses) if losses else float("nan")
 
 
@@ -377,7 +367,7 @@ def run_training(config: TrainConfig, output: Path | None, work: Path | None, tr
     run = plan(config)
     dtype = PRECISIONS[config.precision]
     device = dist.device(config.device)
-    rank_rows(run.batch, dist, config.accumulate)  # refuse an indivisible batch before any work
+    check_batch_split(run.batch, dist.world, config.accumulate)  # the world torchrun gave, before any work
     set_strict_float32()
     # Snakemake exports OMP_NUM_THREADS=1 for a one-core job; the config's `threads` decides instead
     # (0 = every core, shared among this node's ranks), since the default profile is sized for the whole machine.
@@ -435,7 +425,7 @@ def run_training(config: TrainConfig, output: Path | None, work: Path | None, tr
 
     def validate(step: int) -> float:
         with tracer.phase("evaluation", step=step):
-            loss = evaluate(loss_of, val_split, config, run, dtype, dist, model=objective)
+            loss = evaluate(loss_of, val_split, config, run, dtype, objective, dist)
         metrics.add(validation_point(step, loss))
         return loss
 
