@@ -45,7 +45,7 @@ def run_prepare(scale: int, workdir: Path) -> dict:
 
 def peer_tokens_per_second() -> float:
     """The reference's way: one encode_ordinary call per document, one thread, nothing written."""
-    from gptlineage.tokenizer import gpt2_encoding
+    from gptlineage.corpus.tokenizer import gpt2_encoding
 
     encoding = gpt2_encoding()
     texts = [json.loads(line)["text"] for line in gzip.open(CORPUS, "rt", encoding="utf-8")]

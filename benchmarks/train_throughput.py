@@ -4,7 +4,7 @@ For one named configuration both trainers run the same batches (our stateless sa
 the same memory-mapped shard, same seed and steps) from the same weights: forward, backward
 and an AdamW step, timed from batch preparation until the loss reaches the host.
 
-- ours: `gptlineage.train`'s objective (fused chunked output projection + cross-entropy),
+- ours: `gptlineage.training.train`'s objective (fused chunked output projection + cross-entropy),
   its fused AdamW, optional torch.compile, bf16 autocast with --precision bf16;
 - peer: `transformers.GPT2LMHeadModel` (SDPA attention) holding the same weights, the loss
   as Hugging Face computes it (full logits, upcast to float32, cross-entropy), and
@@ -77,7 +77,7 @@ def shape(args: argparse.Namespace) -> dict:
 
 def flops_per_token(values: dict) -> float:
     """6N + 12·L·H·Q·T with N the parameters without position embeddings (tied wte counted once)."""
-    from gptlineage.model import GPT, count_parameters, model_config
+    from gptlineage.model.gpt import GPT, count_parameters, model_config
 
     dims = model_config("quick", **{k: values[k] for k in ("context", "width", "heads", "layers", "vocab")})
     n = count_parameters(GPT(dims, device="meta")) - dims.context * dims.width  # minus wpe
@@ -126,11 +126,11 @@ def run_arm(args: argparse.Namespace) -> dict:
     import torch
     import torch.nn.functional as F
 
-    from gptlineage.hf import hf_model
-    from gptlineage.model import GPT, set_strict_float32
-    from gptlineage.sampler import plain_batch
-    from gptlineage.shards import read_tokens
-    from gptlineage.train import TrainConfig, build_optimizer, on_device, plan, training_objective
+    from gptlineage.model.hf import hf_model
+    from gptlineage.model.gpt import GPT, set_strict_float32
+    from gptlineage.training.sampler import plain_batch
+    from gptlineage.corpus.shards import read_tokens
+    from gptlineage.training.train import TrainConfig, build_optimizer, on_device, plan, training_objective
 
     values = shape(args)
     set_strict_float32()
@@ -203,7 +203,7 @@ def child(arm: str, shard: Path) -> dict:
 def write_shard(path: Path, vocab: int) -> None:
     import numpy as np
 
-    from gptlineage.shards import ShardWriter
+    from gptlineage.corpus.shards import ShardWriter
 
     tokens = np.random.default_rng(0).integers(0, vocab, SHARD_TOKENS).astype(np.uint16)
     with ShardWriter(path, vocab_size=vocab) as writer:

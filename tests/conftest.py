@@ -30,7 +30,7 @@ def one_thread():
 def tiny_chain(tmp_path_factory) -> Path:
     """stage1 (5 steps) -> select-best -> stage2 (5 steps from those parameters): a real two-stage chain."""
     from gptlineage.cli import main
-    from gptlineage.shards import ShardWriter
+    from gptlineage.corpus.shards import ShardWriter
 
     root = tmp_path_factory.mktemp("chain")
     rng = np.random.default_rng(0)
@@ -50,7 +50,7 @@ def tiny_chain(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def corpus(tmp_path_factory) -> Path:
     """Token shards with structure a model can learn: a repeating ramp with noise, ids < 1024."""
-    from gptlineage.shards import ShardWriter
+    from gptlineage.corpus.shards import ShardWriter
 
     root = tmp_path_factory.mktemp("corpus")
     rng = np.random.default_rng(0)

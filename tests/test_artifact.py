@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from gptlineage.artifact import MANIFEST, ArtifactWriter, artifact_id, read_manifest
+from gptlineage.lineage.artifact import MANIFEST, ArtifactWriter, artifact_id, read_manifest
 from gptlineage.errors import GptlineageError
-from gptlineage.hashing import sha256_file
+from gptlineage.lineage.hashing import sha256_file
 
 
 def write_artifact(output: Path, text: str = "hello\n", inputs=None, parameters=None) -> dict:
@@ -22,7 +22,7 @@ def write_artifact(output: Path, text: str = "hello\n", inputs=None, parameters=
 
 def test_manifest_records_files_parameters_code_and_environment(tmp_path):
     manifest = write_artifact(tmp_path / "out")
-    assert manifest["schema"] == "gptlineage.artifact.v1"
+    assert manifest["schema"] == "gptlineage.lineage.artifact.v1"
     assert [entry["path"] for entry in manifest["files"]] == ["a.txt", "sub/b.bin"]
     assert manifest["files"][0] == {"path": "a.txt", "bytes": 6, "sha256": sha256_file(tmp_path / "out" / "a.txt")}
     assert manifest["parameters"] == {"k": 1}
@@ -96,5 +96,5 @@ def test_broken_manifest_is_one_clear_error(tmp_path):
     with pytest.raises(GptlineageError, match="manifest.json: not valid JSON"):
         read_manifest(tmp_path)
     (tmp_path / MANIFEST).write_text(json.dumps({"schema": "other"}))
-    with pytest.raises(GptlineageError, match="schema is not gptlineage.artifact.v1"):
+    with pytest.raises(GptlineageError, match="schema is not gptlineage.lineage.artifact.v1"):
         read_manifest(tmp_path)

@@ -16,7 +16,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from gptlineage.checkpoint import (
+from gptlineage.training.checkpoint import (
     list_checkpoints,
     load_checkpoint,
     load_parameters,
@@ -199,7 +199,7 @@ def test_checkpoint_layout_manifest_and_latest(tmp_path):
         "rng.safetensors", "state.json",
     ]
     manifest = json.loads((path / "manifest.json").read_text())
-    assert manifest["schema"] == "gptlineage.checkpoint.v1"
+    assert manifest["schema"] == "gptlineage.training.checkpoint.v1"
     assert manifest["completed_step"] == 3
     assert manifest["config"] == CONFIG
     assert sorted(manifest["files"]) == sorted(p.name for p in path.iterdir() if p.name != "manifest.json")
@@ -371,7 +371,7 @@ KILLED_SAVE = """
 import sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
-import gptlineage.checkpoint as checkpoint
+import gptlineage.training.checkpoint as checkpoint
 from test_checkpoint import CONFIG, make, train
 
 root = Path(sys.argv[1])
@@ -434,7 +434,7 @@ class Killed(BaseException):
 
 
 def test_a_save_killed_after_the_rename_but_before_latest_is_redone(tmp_path, monkeypatch):
-    import gptlineage.checkpoint as checkpoint
+    import gptlineage.training.checkpoint as checkpoint
 
     root = tmp_path / "checkpoints"
     model, optimizer = make(0)

@@ -11,7 +11,7 @@ import pytest
 
 import gptlineage
 from gptlineage.cli import COMMANDS
-from gptlineage.codedeps import module_files
+from gptlineage.lineage.codedeps import module_files
 
 SOURCE_ROOT = Path(gptlineage.__file__).resolve().parent.parent
 

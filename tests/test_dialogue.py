@@ -5,10 +5,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gptlineage.dialogue import encode_dialogue, slice_records, truncate_dialogue, usable_dialogue
+from gptlineage.corpus.dialogue import encode_dialogue, slice_records, truncate_dialogue, usable_dialogue
 from gptlineage.errors import GptlineageError
-from gptlineage.shards import RECORD_DTYPE, MaskWriter, RecordWriter, ShardWriter, read_mask, read_records, read_tokens
-from gptlineage.tokenizer import EOT_ID, gpt2_encoding
+from gptlineage.corpus.shards import RECORD_DTYPE, MaskWriter, RecordWriter, ShardWriter, read_mask, read_records, read_tokens
+from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
 
 ENC = gpt2_encoding()
 

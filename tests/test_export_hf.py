@@ -13,12 +13,12 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from gptlineage.checkpoint import save_parameters
+from gptlineage.training.checkpoint import save_parameters
 from gptlineage.cli import main
 from gptlineage.errors import GptlineageError
-from gptlineage.generate import FullPrefixDecoder, SamplingSettings, generate_tokens
-from gptlineage.hf import hf_model, hf_to_ours, ours_config, ours_to_hf, read_hf_config
-from gptlineage.model import GPT, GPTConfig
+from gptlineage.generation.decoding import FullPrefixDecoder, SamplingSettings, generate_tokens
+from gptlineage.model.hf import hf_model, hf_to_ours, ours_config, ours_to_hf, read_hf_config
+from gptlineage.model.gpt import GPT, GPTConfig
 
 transformers = pytest.importorskip("transformers")
 

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from gptlineage import cli
-from gptlineage.checkpoint import save_parameters
+from gptlineage.training.checkpoint import save_parameters
 from gptlineage.commands import cache_check
-from gptlineage.dialogue import encode_dialogue
+from gptlineage.corpus.dialogue import encode_dialogue
 from gptlineage.errors import GptlineageError
-from gptlineage.generate import (
+from gptlineage.generation.decoding import (
     FullPrefixDecoder,
     SamplingSettings,
     Turn,
@@ -29,10 +29,10 @@ from gptlineage.generate import (
     trim_text,
     uniform,
 )
-from gptlineage.kvcache import CachedDecoder
-from gptlineage.model import GPT, GPTConfig
-from gptlineage.sampler import key_of, sample_nat
-from gptlineage.tokenizer import EOT_ID, gpt2_encoding
+from gptlineage.model.kvcache import CachedDecoder
+from gptlineage.model.gpt import GPT, GPTConfig
+from gptlineage.splitmix import key_of, sample_nat
+from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py

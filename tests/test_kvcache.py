@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gptlineage.errors import GptlineageError
-from gptlineage.generate import FullPrefixDecoder, SamplingSettings, generate_tokens, greedy_token
-from gptlineage.kvcache import CachedDecoder, KVCache, cached_hidden, prefill_mask
-from gptlineage.model import GPT, GPTConfig
+from gptlineage.generation.decoding import FullPrefixDecoder, SamplingSettings, generate_tokens, greedy_token
+from gptlineage.model.kvcache import CachedDecoder, KVCache, cached_hidden, prefill_mask
+from gptlineage.model.gpt import GPT, GPTConfig
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from gptlineage.artifact import MANIFEST, ArtifactWriter
+from gptlineage.lineage.artifact import MANIFEST, ArtifactWriter
 from gptlineage.cli import main
-from gptlineage.lineage import prov_document, show_lines, verify, walk
+from gptlineage.lineage.walk import prov_document, show_lines, verify, walk
 
 
 @pytest.fixture

@@ -13,13 +13,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import pytest
 import torch
 
-from gptlineage import matched
-from gptlineage.checkpoint import save_parameters
+from gptlineage.reporting import matched
+from gptlineage.training.checkpoint import save_parameters
 from gptlineage.cli import main
-from gptlineage.model import GPT, GPTConfig
-from gptlineage.prepare import PrepareConfig, prepare
-from gptlineage.schedule import learning_rate
-from gptlineage.synth_chat import stage1_dataset, write_chat_dataset
+from gptlineage.model.gpt import GPT, GPTConfig
+from gptlineage.corpus.prepare import PrepareConfig, prepare
+from gptlineage.training.schedule import learning_rate
+from gptlineage.corpus.synth_chat import stage1_dataset, write_chat_dataset
 
 pytest.importorskip("transformers")
 
@@ -67,7 +67,7 @@ def test_both_trainers_agree_within_1e_5(result):
 
 def test_comparison_json_has_the_reference_keys(result):
     comparison = json.loads((result / "comparison.json").read_text())
-    assert comparison["schema"] == "gptlineage.matched-comparison.v1"
+    assert comparison["schema"] == "gptlineage.reporting.matched-comparison.v1"
     assert {"updates", "tokens_per_update", "scheduled_tokens", "max_absolute_train_loss_difference",
             "max_absolute_validation_loss_difference", "final_validation_loss", "median_tokens_per_second",
             "throughput_ratio", "threshold", "precision"} <= set(comparison)

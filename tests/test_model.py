@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from gptlineage.errors import GptlineageError
-from gptlineage.model import (
+from gptlineage.model.gpt import (
     GPT,
     PRESETS,
     GPTConfig,

@@ -10,7 +10,7 @@ import pytest
 
 from gptlineage import cli
 from gptlineage.errors import GptlineageError
-from gptlineage.plots import (loss_svg, overview_svg, profile_svg, read_metrics, run_figures, stage_offsets,
+from gptlineage.reporting.plots import (loss_svg, overview_svg, profile_svg, read_metrics, run_figures, stage_offsets,
                               wants_log_scale)
 
 SVG = "{http://www.w3.org/2000/svg}svg"
@@ -121,7 +121,7 @@ def test_comparison_is_drawn_when_present_and_skipped_when_absent(chain, tmp_pat
     comparison = tmp_path / "matched_comparison"
     comparison.mkdir()
     (comparison / "comparison.json").write_text(json.dumps({
-        "schema": "gptlineage.matched-comparison.v1", "max_absolute_train_loss_difference": 1.2e-5,
+        "schema": "gptlineage.reporting.matched-comparison.v1", "max_absolute_train_loss_difference": 1.2e-5,
         "max_absolute_validation_loss_difference": 2e-6, "throughput_ratio": 0.29}))
     for name, shift in (("metrics-gptlineage.json", 0.0), ("metrics-reference.json", 1e-5)):  # as matched-compare
         points = json.loads((chain["stage1"] / "metrics.json").read_text())["points"]

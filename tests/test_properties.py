@@ -18,16 +18,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from gptlineage.model import GPT, GPTConfig, causal_softmax
-from gptlineage.loss import masked_loss, weighted_total
-from gptlineage.sampler import (
+from gptlineage.model.gpt import GPT, GPTConfig, causal_softmax
+from gptlineage.model.loss import masked_loss, weighted_total
+from gptlineage.training.sampler import (
     batch_records,
     dialogue_batch,
     dialogue_row,
     plain_batch,
     plain_offsets,
 )
-from gptlineage.shards import as_records
+from gptlineage.corpus.shards import as_records
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 

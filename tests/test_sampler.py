@@ -6,20 +6,18 @@ import numpy as np
 import pytest
 import torch
 
-from gptlineage.dialogue import slice_records
-from gptlineage.loss import masked_loss, mean_loss
-from gptlineage.sampler import (
+from gptlineage.corpus.dialogue import slice_records
+from gptlineage.model.loss import masked_loss, mean_loss
+from gptlineage.training.sampler import (
     batch_records,
     dialogue_batch,
     dialogue_row,
-    key_of,
     plain_batch,
     plain_offsets,
-    sample_nat,
-    splitmix64,
     validation_seed,
 )
-from gptlineage.shards import as_records, read_tokens
+from gptlineage.corpus.shards import as_records, read_tokens
+from gptlineage.splitmix import key_of, sample_nat, splitmix64
 
 M = 2**64
 

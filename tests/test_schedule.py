@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from gptlineage.schedule import learning_rate, steps_for_budget
+from gptlineage.training.schedule import learning_rate, steps_for_budget
 
 PEAK, MIN = 6e-4, 6e-5
 

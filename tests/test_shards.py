@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gptlineage import shards
+from gptlineage.corpus import shards
 from gptlineage.errors import GptlineageError
-from gptlineage.shards import (
+from gptlineage.corpus.shards import (
     RECORD_DTYPE,
     MaskWriter,
     RecordWriter,

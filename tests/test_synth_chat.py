@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from gptlineage.cli import main
 from gptlineage.errors import GptlineageError
-from gptlineage.synth_chat import (
+from gptlineage.corpus.synth_chat import (
     CAPITALS,
     FAMILIES,
     STAGE2_SPLITS,

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gptlineage.errors import GptlineageError
-from gptlineage.tokenizer import (
+from gptlineage.corpus.tokenizer import (
     EOT_ID,
     RANKS_PATH,
     RANKS_SHA256,

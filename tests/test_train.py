@@ -213,8 +213,8 @@ def test_k_steps_then_save_restore_and_the_rest_equals_all_steps(corpus, tmp_pat
 
 
 def test_assistant_masked_training_uses_masks_and_records(tmp_path, capsys):
-    from gptlineage.prepare import PrepareConfig, prepare
-    from gptlineage.synth_chat import stage1_dataset, write_chat_dataset
+    from gptlineage.corpus.prepare import PrepareConfig, prepare
+    from gptlineage.corpus.synth_chat import stage1_dataset, write_chat_dataset
 
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     write_chat_dataset(tmp_path / "chats", stage1_dataset(200, seed=1), title="t", description="d")

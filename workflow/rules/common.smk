@@ -9,7 +9,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
-from gptlineage.codedeps import module_files  # noqa: E402  (needs the path above)
+from gptlineage.lineage.codedeps import module_files  # noqa: E402  (needs the path above)
 from gptlineage import workflow_support  # noqa: E402
 from gptlineage.workflow_support import config_error, flags, local_sources, producer  # noqa: E402
 

@@ -28,7 +28,8 @@ from typing import Any
 
 import torch
 
-from gptlineage.artifact import ArtifactWriter, write_json_atomic
+from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.jsonio import write_json_atomic
 from gptlineage.commands.cache_check import prompt_ids
 from gptlineage.commands.generate import (
     add_model_arguments,
@@ -40,9 +41,9 @@ from gptlineage.commands.generate import (
     sampling_settings,
 )
 from gptlineage.errors import GptlineageError
-from gptlineage.generate import FullPrefixDecoder, Generation, SamplingSettings, check_fits, generate_tokens
-from gptlineage.kvcache import CachedDecoder
-from gptlineage.model import GPT
+from gptlineage.generation.decoding import FullPrefixDecoder, Generation, SamplingSettings, check_fits, generate_tokens
+from gptlineage.model.kvcache import CachedDecoder
+from gptlineage.model.gpt import GPT
 
 NAME = "cache-bench"
 EXAMPLE = "gptlineage cache-bench --random-init --preset gpt2-small --prompt-tokens 32 --generate 64 --output results/cache_bench"

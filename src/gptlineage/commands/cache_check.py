@@ -35,7 +35,8 @@ from typing import Any
 
 import torch
 
-from gptlineage.artifact import ArtifactWriter, write_json_atomic
+from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.jsonio import finite_or_none, write_json_atomic
 from gptlineage.commands.generate import (
     add_model_arguments,
     add_system_argument,
@@ -44,7 +45,7 @@ from gptlineage.commands.generate import (
     model_source,
 )
 from gptlineage.errors import GptlineageError
-from gptlineage.generate import (
+from gptlineage.generation.decoding import (
     FullPrefixDecoder,
     chat_prompt,
     check_fits,
@@ -52,10 +53,10 @@ from gptlineage.generate import (
     greedy_token,
     penalized,
 )
-from gptlineage.kvcache import CachedDecoder
-from gptlineage.model import GPT
-from gptlineage.sampler import key_of, sample_nat
-from gptlineage.tokenizer import EOT_ID, gpt2_encoding
+from gptlineage.model.kvcache import CachedDecoder
+from gptlineage.model.gpt import GPT
+from gptlineage.splitmix import key_of, sample_nat
+from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
 
 NAME = "cache-check"
 EXAMPLE = 'gptlineage cache-check --run results/sft_stage2 --system "" --rollout 16 --output results/cache_check'
@@ -112,10 +113,6 @@ def margin_of(logits: torch.Tensor) -> float:
     """Top-1 minus top-2 logit: how far the greedy winner leads (inf with one entry)."""
     first, second = top_two(logits.double())
     return first - second
-
-
-def finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None
 
 
 @dataclass(frozen=True)

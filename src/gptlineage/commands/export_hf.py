@@ -3,7 +3,7 @@
 The artifact holds config.json (a GPT2Config with our dimensions, tanh GELU "gelu_new",
 our LayerNorm epsilon, no dropout, tied embeddings) and model.safetensors (float32, Hugging
 Face's tensor names, Conv1D weights transposed, the q/k/v projections fused into c_attn with
-a zero bias; see `gptlineage.hf`). Before the artifact is published the directory is loaded
+a zero bias; see `gptlineage.model.hf`). Before the artifact is published the directory is loaded
 back through transformers and its logits on a fixed probe sequence are compared with ours;
 a difference above 1e-4 fails the export.
 
@@ -18,11 +18,11 @@ from pathlib import Path
 
 import torch
 
-from gptlineage.artifact import ArtifactWriter
+from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.commands.generate import add_model_arguments, load_model, model_inputs, model_source
 from gptlineage.errors import GptlineageError
-from gptlineage.hf import load_hf_directory, write_hf_directory
-from gptlineage.model import GPT, count_parameters
+from gptlineage.model.hf import load_hf_directory, write_hf_directory
+from gptlineage.model.gpt import GPT, count_parameters
 
 NAME = "export-hf"
 EXAMPLE = "gptlineage export-hf --run results/sft_stage2 --output results/export_hf"

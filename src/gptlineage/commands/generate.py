@@ -24,10 +24,11 @@ from typing import Any
 
 import torch
 
-from gptlineage.artifact import ArtifactWriter, read_json, write_json_atomic
-from gptlineage.checkpoint import load_parameters
+from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.jsonio import read_json, write_json_atomic
+from gptlineage.training.checkpoint import load_parameters
 from gptlineage.errors import GptlineageError
-from gptlineage.generate import (
+from gptlineage.generation.decoding import (
     DECODERS,
     DEFAULT_SYSTEM,
     SamplingSettings,
@@ -37,8 +38,8 @@ from gptlineage.generate import (
     complete,
     make_decoder,
 )
-from gptlineage.model import GPT, GPTConfig, model_config
-from gptlineage.tokenizer import VOCAB_SIZE, gpt2_encoding, tokenizer_identity
+from gptlineage.model.gpt import GPT, GPTConfig, model_config
+from gptlineage.corpus.tokenizer import VOCAB_SIZE, gpt2_encoding, tokenizer_identity
 
 NAME = "generate"
 EXAMPLE = 'gptlineage generate --run results/sft_stage2 --system "" --message "What is two plus two?" --top-k 1'

@@ -13,9 +13,9 @@ import json
 import sys
 from pathlib import Path
 
-from gptlineage.artifact import write_json_atomic
+from gptlineage.jsonio import write_json_atomic
 from gptlineage.errors import GptlineageError
-from gptlineage.lineage import prov_document, show_lines, verify
+from gptlineage.lineage.walk import prov_document, show_lines, verify
 
 NAME = "lineage"
 EXAMPLE = "gptlineage lineage show results/data_csv"
@@ -52,14 +52,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"{verdict}: {len(nodes)} artifacts, {files} files checked, {len(problems)} problems")
         return 1 if problems else 0
     if args.action == "report":
-        from gptlineage.report import write_report  # matplotlib loads only for the report
+        from gptlineage.reporting.report import write_report  # matplotlib loads only for the report
 
         print(f"wrote {write_report(args.path, args.output)}")
         return 0
     if args.format == "ro-crate":
         if args.output is None:
             raise GptlineageError("--format ro-crate needs --output DIR (the crate is a directory)")
-        from gptlineage.rocrate import export_ro_crate
+        from gptlineage.lineage.rocrate import export_ro_crate
 
         print(f"wrote {export_ro_crate(args.path, args.output)}")
         return 0

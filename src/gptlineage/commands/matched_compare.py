@@ -2,7 +2,7 @@
 
 Both run `--updates` AdamW updates on the same batches of the prepared corpus `--data`, with
 the same warmup-cosine schedule, validation batches and strict float32 (see
-`gptlineage.matched`). The artifact holds metrics-gptlineage.json, metrics-reference.json
+`gptlineage.reporting.matched`). The artifact holds metrics-gptlineage.json, metrics-reference.json
 (points like the trainer's metrics.json), comparison.json and comparison.svg. When a train
 loss differs by more than `--threshold`, the command fails and writes no artifact.
 
@@ -16,9 +16,10 @@ import argparse
 from dataclasses import asdict
 from pathlib import Path
 
-from gptlineage.artifact import ArtifactWriter, write_json_atomic
+from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.jsonio import write_json_atomic
 from gptlineage.commands.generate import add_model_arguments, load_model, model_inputs, model_source
-from gptlineage.matched import (
+from gptlineage.reporting.matched import (
     ATTENTION,
     MatchedSettings,
     check_threshold,

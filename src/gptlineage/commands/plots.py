@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gptlineage.artifact import ArtifactWriter
+from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.errors import GptlineageError
-from gptlineage.plots import comparison_svg, overview_svg, read_metrics, run_figures
+from gptlineage.reporting.plots import comparison_svg, overview_svg, read_metrics, run_figures
 
 NAME = "plots"
 EXAMPLE = ("gptlineage plots --run results/pretrain --run results/continuation --run results/sft_stage1 "

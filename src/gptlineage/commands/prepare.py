@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gptlineage.artifact import ArtifactWriter
-from gptlineage.prepare import PrepareConfig, config_parameters, prepare
+from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.corpus.prepare import PrepareConfig, config_parameters, prepare
 
 NAME = "prepare"
 EXAMPLE = "gptlineage prepare --input data/shakespeare/plays.jsonl.gz --max-documents 260 --output results/corpus_pretrain"

@@ -24,7 +24,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gptlineage.artifact import ArtifactWriter, write_json_atomic
+from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.jsonio import write_json_atomic
 from gptlineage.commands.generate import (
     add_model_arguments,
     check_text_vocabulary,
@@ -33,7 +34,7 @@ from gptlineage.commands.generate import (
     model_source,
 )
 from gptlineage.errors import GptlineageError
-from gptlineage.generate import (
+from gptlineage.generation.decoding import (
     SamplingSettings,
     chat_prompt,
     check_fits,
@@ -42,8 +43,8 @@ from gptlineage.generate import (
     make_decoder,
     matches_expected,
 )
-from gptlineage.synth_chat import read_prompt_suite
-from gptlineage.tokenizer import gpt2_encoding, tokenizer_identity
+from gptlineage.corpus.synth_chat import read_prompt_suite
+from gptlineage.corpus.tokenizer import gpt2_encoding, tokenizer_identity
 
 NAME = "prompt-suite"
 EXAMPLE = ("gptlineage prompt-suite --run results/sft_stage2 --suite results/synth_chat/prompt-suite.json "

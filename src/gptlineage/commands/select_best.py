@@ -15,9 +15,10 @@ import os
 import shutil
 from pathlib import Path
 
-from gptlineage.artifact import ArtifactWriter, read_json, write_json_atomic
+from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.jsonio import read_json, write_json_atomic
 from gptlineage.errors import GptlineageError
-from gptlineage.train import best_checkpoint
+from gptlineage.training.train import best_checkpoint
 
 NAME = "select-best"
 EXAMPLE = "gptlineage select-best --run results/pretrain --output results/best_pretrain"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gptlineage.artifact import ArtifactWriter
+from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.tabular.regression import regression_table, write_npy, write_regression_csv
 
 NAME = "small-data"

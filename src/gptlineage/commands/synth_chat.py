@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gptlineage.artifact import ArtifactWriter
-from gptlineage.synth_chat import STAGE1_DIR, STAGE2_DIR, SUITE_FILE, write_synth_chat
+from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.corpus.synth_chat import STAGE1_DIR, STAGE2_DIR, SUITE_FILE, write_synth_chat
 
 NAME = "synth-chat"
 EXAMPLE = ("gptlineage synth-chat --stage1-dialogues 3000 --stage2-dialogues-per-split 1500 "

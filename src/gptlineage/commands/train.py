@@ -17,12 +17,13 @@ import shutil
 from dataclasses import fields, replace
 from pathlib import Path
 
-from gptlineage.artifact import ArtifactWriter, write_json_atomic
-from gptlineage.distributed import Distributed, launched_by_torchrun, relaunch_with_torchrun, setup, teardown
+from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.jsonio import write_json_atomic
+from gptlineage.training.distributed import Distributed, launched_by_torchrun, relaunch_with_torchrun, setup, teardown
 from gptlineage.errors import GptlineageError
-from gptlineage.trace import Tracer
-from gptlineage.checkpoint import checkpoint_directory, list_checkpoints, read_checkpoint_manifest, resume_compatibility
-from gptlineage.train import (
+from gptlineage.training.trace import Tracer
+from gptlineage.training.checkpoint import checkpoint_directory, list_checkpoints, read_checkpoint_manifest, resume_compatibility
+from gptlineage.training.train import (
     TrainConfig,
     checkpoint_root,
     data_hashes,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gptlineage.artifact import ArtifactWriter
+from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.tabular.dataset import Dataset
 from gptlineage.tabular.regression import (
     RegressionTrainConfig,

@@ -31,11 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from gptlineage.errors import GptlineageError
-from gptlineage.hashing import sha256_file, sha256_json, sha256_tree
-from gptlineage.identity import code_identity, environment_identity, git_state, host_name
+from gptlineage.jsonio import read_json, write_json_atomic
+from gptlineage.lineage.hashing import sha256_file, sha256_json, sha256_tree
+from gptlineage.lineage.identity import code_identity, environment_identity, git_state, host_name
 
 MANIFEST = "manifest.json"
-SCHEMA = "gptlineage.artifact.v1"
+SCHEMA = "gptlineage.lineage.artifact.v1"
 # Files other tools drop into artifact directories; they are neither hashed nor checked.
 FOREIGN_FILES = frozenset({".snakemake_timestamp"})
 VOLATILE_KEYS = ("id", "run")  # left out of the artifact id
@@ -61,16 +62,6 @@ def find_artifact_dir(path: str | Path) -> Path | None:
         if (candidate / MANIFEST).is_file() and is_artifact_dir(candidate):
             return candidate
     return None
-
-
-def read_json(path: str | Path, missing: str = "no such file") -> Any:
-    """Load a JSON file; a missing or broken file is one error line naming it (`missing` says why it matters)."""
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise GptlineageError(f"{path}: {missing}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise GptlineageError(f"{path}: not valid JSON ({error})") from None
 
 
 def read_manifest(artifact_dir: str | Path) -> dict[str, Any]:
@@ -184,17 +175,6 @@ class ArtifactWriter:
         manifest["id"] = artifact_id(manifest)
         manifest["run"] = {"started_utc": self.started, "finished_utc": utc_now(), "host": host_name(), **git_state()}
         return manifest
-
-
-def write_json_atomic(path: Path, value: Any) -> None:
-    """Write JSON through a temporary file and a rename, so readers never see half a file."""
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(value, handle, indent=2, ensure_ascii=False, allow_nan=False)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
 
 
 def replace_directory(source: Path, destination: Path) -> None:

@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from gptlineage.errors import GptlineageError
-from gptlineage.model import GPT, CausalSelfAttention
+from gptlineage.model.gpt import GPT, CausalSelfAttention
 
 
 class KVCache:

@@ -29,11 +29,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from gptlineage.artifact import MANIFEST, write_json_atomic
+from gptlineage.lineage.artifact import MANIFEST
+from gptlineage.jsonio import write_json_atomic
 from gptlineage.errors import GptlineageError
-from gptlineage.hashing import sha256_file
-from gptlineage.lineage import Node, input_artifact_dir, walk
-from gptlineage.report import refuse_inside
+from gptlineage.files import link_or_copy
+from gptlineage.lineage.hashing import sha256_file
+from gptlineage.lineage.walk import Node, input_artifact_dir, refuse_inside, walk
 
 METADATA = "ro-crate-metadata.json"
 WORKFLOW = "lineage-commands.sh"
@@ -255,14 +256,6 @@ def crate_metadata(nodes: list[Node], folders: dict[Path, str], crate: Crate, sc
     profiles = [{"@id": uri, "@type": "CreativeWork", "name": name, "version": version}
                 for uri, (name, version) in PROFILES.items()]
     return {"@context": CONTEXT, "@graph": [descriptor, root, *profiles, *crate.entities.values()]}
-
-
-def link_or_copy(source: Path, destination: Path) -> None:
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(source, destination)
-    except OSError:
-        shutil.copy2(source, destination)
 
 
 def export_ro_crate(path: str | Path, output: str | Path) -> Path:

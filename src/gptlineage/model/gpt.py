@@ -37,6 +37,8 @@ from torch import nn
 
 from gptlineage.errors import GptlineageError
 
+# Parameter dtype per precision name: bf16 keeps float32 parameters and computes under autocast.
+PRECISIONS = {"float32": torch.float32, "float64": torch.float64, "bf16": torch.float32}
 INIT_STD = 0.02  # GPT-2's standard deviation for embeddings and linear weights
 
 

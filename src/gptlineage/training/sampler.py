@@ -19,7 +19,7 @@ Two kinds of batch, both [B, T] with T = context:
 Example:
     tokens = read_tokens("train.bin")
     x, y = plain_batch(tokens, seed=0, step=7, batch=8, context=1024)
-    loss = mean_loss(model(x), y)                        # losses: gptlineage.loss
+    loss = mean_loss(model(x), y)                        # losses: gptlineage.model.loss
     x, y, w = dialogue_batch(tokens, mask, records, seed=0, step=7, batch=6, context=1024)
     loss = masked_loss(model(x), y, w)
     xv, yv = plain_batch(val_tokens, validation_seed(0), step=j, batch=8, context=1024)
@@ -30,34 +30,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gptlineage.shards import RECORD_DTYPE, as_records
+from gptlineage.corpus.shards import RECORD_DTYPE, as_records
+from gptlineage.splitmix import key_of, sample_nat
 
-MASK64 = (1 << 64) - 1
 PAD_ID = 0  # what padded x and y rows hold; their weight is 0, so the id itself never matters
 VALIDATION_SEED_OFFSET = 1000003
-
-
-# ---------------------------------------------------------------- random numbers
-
-
-def splitmix64(x: int) -> int:
-    """Steele, Lea and Flood's SplitMix64 finaliser, on Python ints taken mod 2**64."""
-    z = (x + 0x9E3779B97F4A7C15) & MASK64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
-    return z ^ (z >> 31)
-
-
-def key_of(seed: int, step: int) -> int:
-    """The random key of one batch."""
-    return splitmix64(seed + step)
-
-
-def sample_nat(key: int, i: int, n: int) -> int:
-    """The i-th draw under `key`, in [0, n). (Modulo bias is ≤ n/2**64: negligible, and the reference's.)"""
-    if n <= 0:
-        raise ValueError(f"cannot sample from an empty range (n = {n})")
-    return splitmix64(key + i) % n
 
 
 def validation_seed(seed: int) -> int:

@@ -42,8 +42,8 @@ import torch
 from safetensors.torch import save_file
 
 from gptlineage.errors import GptlineageError
-from gptlineage.model import GPT, GPTConfig
-from gptlineage.tokenizer import EOT_ID  # GPT-2's <|endoftext|>, Hugging Face's default bos/eos
+from gptlineage.model.gpt import GPT, GPTConfig
+from gptlineage.corpus.tokenizer import EOT_ID  # GPT-2's <|endoftext|>, Hugging Face's default bos/eos
 
 if TYPE_CHECKING:  # transformers is heavy; import it only where an object of it is built
     from transformers import GPT2Config, GPT2LMHeadModel

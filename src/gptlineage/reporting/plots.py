@@ -27,7 +27,7 @@ from matplotlib import rc_context  # noqa: E402  (after choosing the backend)
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
-from gptlineage.artifact import read_json  # noqa: E402
+from gptlineage.jsonio import read_json  # noqa: E402
 from gptlineage.errors import GptlineageError  # noqa: E402
 
 TRAIN_COLOR = "#2463a8"

@@ -29,7 +29,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from gptlineage.checkpoint import (
+from gptlineage.training.checkpoint import (
     list_checkpoints,
     load_checkpoint,
     load_parameters,
@@ -38,18 +38,19 @@ from gptlineage.checkpoint import (
     save_checkpoint,
     save_parameters,
 )
-from gptlineage.distributed import SINGLE, Distributed, check_batch_split, rank_rows
+from gptlineage.training.distributed import SINGLE, Distributed, check_batch_split, rank_rows
 from gptlineage.errors import GptlineageError
-from gptlineage.hashing import sha256_file
-from gptlineage.identity import code_identity, environment_identity
-from gptlineage.loss import LossModel
-from gptlineage.model import GPT, GPTConfig, count_parameters, model_config, set_strict_float32
-from gptlineage.sampler import dialogue_batch, plain_batch, validation_seed
-from gptlineage.schedule import learning_rate, steps_for_budget
-from gptlineage.shards import read_mask, read_records, read_tokens
-from gptlineage.trace import Tracer
+from gptlineage.files import link_or_copy
+from gptlineage.jsonio import finite_or_none
+from gptlineage.lineage.hashing import sha256_file
+from gptlineage.lineage.identity import code_identity, environment_identity
+from gptlineage.model.loss import LossModel
+from gptlineage.model.gpt import PRECISIONS, GPT, GPTConfig, count_parameters, model_config, set_strict_float32
+from gptlineage.training.sampler import dialogue_batch, plain_batch, validation_seed
+from gptlineage.training.schedule import learning_rate, steps_for_budget
+from gptlineage.corpus.shards import read_mask, read_records, read_tokens
+from gptlineage.training.trace import Tracer
 
-PRECISIONS = {"float32": torch.float32, "float64": torch.float64, "bf16": torch.float32}
 DATA_ROLES = ("train_bin", "val_bin", "train_mask", "val_mask", "train_records", "val_records")
 
 
@@ -302,10 +303,6 @@ def validation_point(step: int, loss: float) -> dict[str, Any]:
             "duration_ms": None, "tokens_per_second": None}
 
 
-def finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
 def best_checkpoint(points: list[dict[str, Any]], saved_steps: set[int]) -> int | None:
     """The saved step (after 0) with the lowest validation loss: what select_best picks later."""
     candidates = [(p["loss"], p["step"]) for p in points
@@ -506,13 +503,8 @@ def link_checkpoints(source: Path, output: Path) -> None:
     if not source.is_dir():
         return
     for _, step_dir in list_checkpoints(source):
-        target = output / "checkpoints" / step_dir.name
-        target.mkdir(parents=True)
         for path in step_dir.iterdir():
-            try:
-                os.link(path, target / path.name)
-            except OSError:
-                shutil.copy2(path, target / path.name)
+            link_or_copy(path, output / "checkpoints" / step_dir.name / path.name)
 
 
 def with_defaults_from_corpus(config: TrainConfig, data: str | None) -> TrainConfig:

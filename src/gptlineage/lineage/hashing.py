@@ -1,7 +1,7 @@
 """Hashes that identify files and JSON values, shared by manifests, lineage and checkpoints.
 
 Example:
-    >>> from gptlineage.hashing import sha256_json
+    >>> from gptlineage.lineage.hashing import sha256_json
     >>> sha256_json({"b": 1, "a": 2}) == sha256_json({"a": 2, "b": 1})
     True
 """

@@ -11,14 +11,14 @@ whole history is reached by following `inputs` from manifest to manifest.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gptlineage.artifact import MANIFEST, artifact_id, find_artifact_dir, list_files, read_manifest
+from gptlineage.lineage.artifact import MANIFEST, artifact_id, find_artifact_dir, list_files, read_manifest
 from gptlineage.errors import GptlineageError
-from gptlineage.hashing import sha256_file, sha256_tree
+from gptlineage.lineage.hashing import sha256_file, sha256_tree
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,14 @@ def walk(path: str | Path) -> Iterator[Node]:
                 yield from visit(upstream, depth + 1)
 
     yield from visit(resolve_artifact(path).resolve(), 0)
+
+
+def refuse_inside(output: Path, nodes: Iterable[Node], what: str) -> None:
+    """Writing into an artifact of the lineage would add files its manifest does not list."""
+    output = output.absolute().resolve()
+    for node in nodes:
+        if output == node.path or node.path in output.parents:
+            raise GptlineageError(f"{output}: inside the artifact {node.path}; write the {what} elsewhere")
 
 
 def short(digest: str | None) -> str:

@@ -45,12 +45,12 @@ from typing import Protocol, TextIO
 
 import torch
 
-from gptlineage.dialogue import CONTENT_WHITESPACE, ROLE_PREFIXES, OrdinaryEncoder
+from gptlineage.corpus.dialogue import CONTENT_WHITESPACE, ROLE_PREFIXES, OrdinaryEncoder
 from gptlineage.errors import GptlineageError
-from gptlineage.kvcache import CachedDecoder
-from gptlineage.model import GPT
-from gptlineage.sampler import key_of, sample_nat
-from gptlineage.tokenizer import EOT_ID
+from gptlineage.model.kvcache import CachedDecoder
+from gptlineage.model.gpt import GPT
+from gptlineage.splitmix import key_of, sample_nat
+from gptlineage.corpus.tokenizer import EOT_ID
 
 DEFAULT_SYSTEM = "A conversation between a user and a helpful assistant."
 EOT_TEXT = "<|endoftext|>"

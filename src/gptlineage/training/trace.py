@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gptlineage.artifact import write_json_atomic
+from gptlineage.jsonio import write_json_atomic
 
 PHASES = ("data loading", "initialization", "training steps", "evaluation", "checkpointing", "generation")
 
@@ -63,7 +63,7 @@ class Tracer:
             key=lambda row: -row["total_ns"],
         )
         return {
-            "schema": "gptlineage.trace-summary.v1",
+            "schema": "gptlineage.training.trace-summary.v1",
             "rows": rows,
             "event_count": len(self.events),
             "wall_ns": time.perf_counter_ns() - self.origin_ns,

@@ -24,8 +24,8 @@ from typing import Protocol
 import numpy as np
 
 from gptlineage.errors import GptlineageError
-from gptlineage.shards import RECORD_DTYPE
-from gptlineage.tokenizer import EOT_ID
+from gptlineage.corpus.shards import RECORD_DTYPE
+from gptlineage.corpus.tokenizer import EOT_ID
 
 ROLE_PREFIXES = {"system": "System: ", "user": "User: ", "assistant": "Assistant: "}
 # The reference strips exactly these characters (str.strip() alone would also strip

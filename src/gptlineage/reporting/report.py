@@ -5,7 +5,7 @@ Example:
 
 The page (index.html) needs nothing but a browser: CSS is inline, the lineage graph is an
 inline SVG laid out here (no Graphviz), the loss and profile figures of training runs are
-SVG data URIs drawn by `gptlineage.plots`, and there is no JavaScript. For each artifact it
+SVG data URIs drawn by `gptlineage.reporting.plots`, and there is no JavaScript. For each artifact it
 shows the command line, parameters, inputs (ids and hashes), files (sha256), run times, the
 recorded summary and, for training runs, key metrics. The report directory is itself an
 artifact whose input is the reported artifact, and the same lineage gives the same bytes.
@@ -26,10 +26,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gptlineage.artifact import ArtifactWriter
+from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.errors import GptlineageError
-from gptlineage.lineage import Node, input_artifact_dir, resolve_artifact, walk
-from gptlineage.plots import is_number, loss_points, loss_svg, profile_svg, read_metrics, read_trace_summary
+from gptlineage.lineage.walk import Node, input_artifact_dir, refuse_inside, resolve_artifact, walk
+from gptlineage.reporting.plots import is_number, loss_points, loss_svg, profile_svg, read_metrics, read_trace_summary
 
 REPORT_FILE = "index.html"
 NODE_WIDTH, NODE_HEIGHT, GAP_X, GAP_Y, MARGIN = 190, 46, 26, 58, 16
@@ -429,14 +429,6 @@ def report_html(path: str | Path) -> str:
         "</body></html>",
         "",
     ])
-
-
-def refuse_inside(output: Path, nodes: Iterable[Node], what: str) -> None:
-    """Writing into an artifact of the lineage would add files its manifest does not list."""
-    output = output.absolute().resolve()
-    for node in nodes:
-        if output == node.path or node.path in output.parents:
-            raise GptlineageError(f"{output}: inside the artifact {node.path}; write the {what} elsewhere")
 
 
 def write_report(path: str | Path, output: str | Path) -> Path:

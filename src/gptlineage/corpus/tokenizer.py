@@ -26,7 +26,7 @@ from gptlineage.errors import GptlineageError
 EOT_ID = 50256
 VOCAB_SIZE = 50257
 RANKS_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
-RANKS_PATH = Path(__file__).resolve().parent / "assets" / "gpt2.tiktoken"
+RANKS_PATH = Path(__file__).resolve().parent.parent / "assets" / "gpt2.tiktoken"
 RANKS_SOURCE = "openai-whisper==20250625 sdist: whisper/assets/gpt2.tiktoken"
 # r50k_base's pre-tokenizer split (contractions, letters, digits, punctuation, spaces).
 PAT_STR = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""

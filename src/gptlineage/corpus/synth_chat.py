@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gptlineage.artifact import read_json
+from gptlineage.jsonio import read_json
 from gptlineage.errors import GptlineageError
 
 SUITE_SCHEMA = "gptlineage.prompt-suite.v1"

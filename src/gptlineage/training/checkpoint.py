@@ -51,14 +51,14 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from gptlineage.artifact import read_json, write_json_atomic
+from gptlineage.jsonio import read_json, write_json_atomic
 from gptlineage.errors import GptlineageError
-from gptlineage.hashing import sha256_file
+from gptlineage.lineage.hashing import sha256_file
 
 PARAMETERS_SCHEMA = "gptlineage.parameters.v1"
 OPTIMIZER_SCHEMA = "gptlineage.optimizer.v1"
 RNG_SCHEMA = "gptlineage.rng.v1"
-CHECKPOINT_SCHEMA = "gptlineage.checkpoint.v1"
+CHECKPOINT_SCHEMA = "gptlineage.training.checkpoint.v1"
 
 PARAMETERS_FILE = "parameters.safetensors"
 OPTIMIZER_TENSORS_FILE = "optimizer.safetensors"

@@ -1,7 +1,7 @@
 """Who made an artifact: the code (package version, source hash, git state) and the environment.
 
 Example:
-    >>> from gptlineage.identity import code_identity
+    >>> from gptlineage.lineage.identity import code_identity
     >>> sorted(code_identity())
     ['package', 'source_sha256', 'version']
 """

@@ -9,7 +9,7 @@ Outputs (in the artifact directory):
 - `train.bin`, `val.bin`: llm.c token shards (256 int32 header, then uint16 tokens);
 - with `messages_column` (assistant-masked instruction tuning) also `train.mask`, `val.mask`
   (one byte per token: 1 = assistant target) and `train.records`, `val.records` (bounded
-  dialogue windows with their target intervals; see `gptlineage.dialogue`).
+  dialogue windows with their target intervals; see `gptlineage.corpus.dialogue`).
 
 Example:
     gptlineage prepare --input data/shakespeare/plays.jsonl.gz --max-documents 260 --output results/corpus_pretrain
@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from gptlineage.dialogue import encode_dialogue, slice_records, usable_dialogue
+from gptlineage.corpus.dialogue import encode_dialogue, slice_records, usable_dialogue
 from gptlineage.errors import GptlineageError
-from gptlineage.shards import MaskWriter, RecordWriter, ShardWriter
-from gptlineage.tokenizer import EOT_ID, gpt2_encoding, tokenizer_identity
+from gptlineage.corpus.shards import MaskWriter, RecordWriter, ShardWriter
+from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding, tokenizer_identity
 
 TEXT_SUFFIXES = (".txt",)
 JSON_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")

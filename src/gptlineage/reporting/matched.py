@@ -6,7 +6,7 @@ From one checkpoint and one prepared corpus, two trainers run the same N updates
   chunked loss, assistant-row weights or the mean CE) and the trainer's fused AdamW
   (`train.build_optimizer`), step by step as `train.run_training` does it;
 - reference: `transformers.GPT2LMHeadModel` holding the same weights through the export
-  mapping (`gptlineage.hf`), its fused q|k|v bias held at zero and frozen, the loss computed
+  mapping (`gptlineage.model.hf`), its fused q|k|v bias held at zero and frozen, the loss computed
   here from its logits, and its own `torch.optim.AdamW` with the same hyper-parameters.
 
 Both see the same batches (`train.batch_for`, same seed and step), the same warmup-cosine
@@ -40,9 +40,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from gptlineage.errors import GptlineageError
-from gptlineage.hf import hf_model, hf_to_ours
-from gptlineage.model import GPT, set_strict_float32
-from gptlineage.train import (
+from gptlineage.model.hf import hf_model, hf_to_ours
+from gptlineage.model.gpt import GPT, set_strict_float32
+from gptlineage.training.train import (
     Plan,
     Split,
     TrainConfig,
@@ -57,7 +57,7 @@ from gptlineage.train import (
     with_defaults_from_corpus,
 )
 
-SCHEMA = "gptlineage.matched-comparison.v1"
+SCHEMA = "gptlineage.reporting.matched-comparison.v1"
 METRICS_SCHEMA = "gptlineage.training-metrics.v1"  # the trainer's metrics.json, so the same tools read both
 PRECISIONS = {"float32": torch.float32, "float64": torch.float64}
 ADAM_BETAS = (0.9, 0.999)  # train.run_training's AdamW settings

@@ -37,7 +37,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from gptlineage.errors import GptlineageError
-from gptlineage.tokenizer import VOCAB_SIZE
+from gptlineage.corpus.tokenizer import VOCAB_SIZE
 
 ShardFormat = Literal["llmc", "raw"]
 

@@ -5,7 +5,7 @@ code its command runs changes, and not otherwise.
 
 Example:
     >>> from pathlib import Path
-    >>> from gptlineage.codedeps import module_files
+    >>> from gptlineage.lineage.codedeps import module_files
     >>> "gptlineage/errors.py" in module_files("gptlineage.commands.lineage", Path("src"))  # doctest: +SKIP
     True
 """

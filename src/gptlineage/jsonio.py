@@ -1,0 +1,43 @@
+"""Reading and writing JSON files: broken files become one error line, writes are atomic.
+
+Example:
+    >>> from gptlineage.jsonio import read_json
+    >>> read_json("no/such.json")  # doctest: +SKIP
+    gptlineage.errors.GptlineageError: no/such.json: no such file
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from gptlineage.errors import GptlineageError
+
+
+def read_json(path: str | Path, missing: str = "no such file") -> Any:
+    """Load a JSON file; a missing or broken file is one error line naming it (`missing` says why it matters)."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise GptlineageError(f"{path}: {missing}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise GptlineageError(f"{path}: not valid JSON ({error})") from None
+
+
+def write_json_atomic(path: Path, value: Any) -> None:
+    """Write JSON through a temporary file and a rename, so readers never see half a file."""
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(value, handle, indent=2, ensure_ascii=False, allow_nan=False)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def finite_or_none(value: float) -> float | None:
+    """A float for JSON: NaN and infinities (which JSON cannot hold) become null."""
+    return value if math.isfinite(value) else None

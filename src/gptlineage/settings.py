@@ -1,0 +1,249 @@
+"""Typed settings: each stage's configuration is one frozen dataclass, and this module turns it
+into command-line flags, back into the dataclass, and checks a workflow config slice against it.
+
+A field declared with `setting(...)` carries everything about one setting: its type (the
+annotation), default, help text and range. Nothing else writes them down: `add_flags` makes
+`--name` flags whose help shows the default, `from_args` builds the dataclass from parsed
+flags, `from_mapping` builds it from a config slice (refusing unknown keys), and
+`check_settings` (called from `__post_init__`) checks every field's type and range. A field
+whose type is itself a settings dataclass is a part: its fields are flags of their own, with
+no prefix, so a config slice stays flat (`pretrain: {steps: 300, preset: cpu-small}`).
+
+Example:
+    @dataclass(frozen=True)
+    class ScheduleConfig:
+        steps: int = setting(10, "optimizer updates", minimum=0)
+        def __post_init__(self): check_settings(self)
+
+    add_flags(parser, ScheduleConfig)          # --steps STEPS  optimizer updates (default: 10)
+    config = from_args(ScheduleConfig, parser.parse_args(["--steps", "5"]))
+    from_mapping(ScheduleConfig, {"steps": -1})   # SettingError: steps: must be >= 0, got -1
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gptlineage.errors import GptlineageError
+
+SCALARS = (bool, int, float, str, Path)
+
+
+class SettingError(GptlineageError):
+    """A bad setting: `name` is the field (flag `--name-with-dashes`, config key `name`)."""
+
+    def __init__(self, name: str, detail: str) -> None:
+        super().__init__(f"--{name.replace('_', '-')}: {detail}")
+        self.name, self.detail = name, detail
+
+
+def setting(default: Any = dataclasses.MISSING, help: str = "", *, choices: tuple | None = None,
+            minimum: float | None = None, maximum: float | None = None, above: float | None = None,
+            below: float | None = None, group: str | None = None, flag: bool = True) -> Any:
+    """A dataclass field with its help text and range (`above`/`below` are strict bounds).
+
+    `flag=False` keeps a field out of the command line (a part filled in by the command)."""
+    metadata = {"help": help, "choices": choices, "minimum": minimum, "maximum": maximum, "above": above,
+                "below": below, "group": group, "flag": flag}
+    if isinstance(default, (list, dict, set)):
+        raise TypeError("mutable defaults are not settings; use a tuple")
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+@functools.cache
+def field_types(cls: type) -> dict[str, Any]:
+    """The resolved annotation of every field (modules use `from __future__ import annotations`)."""
+    return typing.get_type_hints(cls)
+
+
+def unwrap(annotation: Any) -> tuple[Any, bool]:
+    """(the type without None, whether None is allowed): `int | None` -> (int, True)."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        members = [member for member in typing.get_args(annotation) if member is not type(None)]
+        return (members[0] if len(members) == 1 else annotation), len(members) < len(typing.get_args(annotation))
+    return annotation, False
+
+
+def is_part(annotation: Any) -> bool:
+    return isinstance(annotation, type) and dataclasses.is_dataclass(annotation)
+
+
+def is_sequence(annotation: Any) -> bool:
+    return typing.get_origin(annotation) is tuple
+
+
+def setting_fields(cls: type) -> list[tuple[dataclasses.Field, Any]]:
+    """Every leaf setting of `cls`, parts flattened, with its resolved type (no None)."""
+    found = []
+    for field in dataclasses.fields(cls):
+        annotation, _ = unwrap(field_types(cls)[field.name])
+        if is_part(annotation):
+            found.extend(setting_fields(annotation))
+        else:
+            found.append((field, annotation))
+    return found
+
+
+# ---------------------------------------------------------------- checking
+
+
+def describe(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def check_value(name: str, annotation: Any, value: Any) -> None:
+    """Type check one value against its (None-free) annotation; raise SettingError if it does not fit."""
+    if is_sequence(annotation):
+        if not isinstance(value, tuple):
+            raise SettingError(name, f"expected a list, got {describe(value)}")
+        for item in value:
+            check_value(name, typing.get_args(annotation)[0], item)
+        return
+    expected = {int: "an integer", float: "a number", bool: "true or false", str: "a string", Path: "a path"}
+    ok = {
+        bool: isinstance(value, bool),
+        int: isinstance(value, int) and not isinstance(value, bool),
+        float: isinstance(value, (int, float)) and not isinstance(value, bool),
+        str: isinstance(value, str),
+        Path: isinstance(value, (str, Path)),
+    }.get(annotation, True)
+    if not ok:
+        raise SettingError(name, f"expected {expected[annotation]}, got {describe(value)}")
+
+
+def check_range(field: dataclasses.Field, value: Any) -> None:
+    meta, name = field.metadata, field.name
+    values = value if isinstance(value, tuple) else (value,)
+    for item in values:
+        if meta.get("choices") is not None and item not in meta["choices"]:
+            raise SettingError(name, f"{describe(item)} is not one of {', '.join(map(str, meta['choices']))}")
+        bounds = (("minimum", lambda v, b: v >= b, ">="), ("maximum", lambda v, b: v <= b, "<="),
+                  ("above", lambda v, b: v > b, ">"), ("below", lambda v, b: v < b, "<"))
+        for key, holds, sign in bounds:
+            bound = meta.get(key)
+            if bound is not None and not holds(item, bound):
+                raise SettingError(name, f"must be {sign} {bound:g}, got {describe(item)}")
+
+
+def check_settings(instance: Any) -> None:
+    """Check every field of a settings dataclass: type, None only where allowed, choices, range."""
+    for field in dataclasses.fields(instance):
+        annotation, optional = unwrap(field_types(type(instance))[field.name])
+        value = getattr(instance, field.name)
+        if value is None:
+            if not optional:
+                raise SettingError(field.name, "is required")
+            continue
+        if is_part(annotation):
+            continue  # a part checked itself when it was built
+        check_value(field.name, annotation, value)
+        check_range(field, value)
+
+
+# ---------------------------------------------------------------- building from a mapping
+
+
+def normalized(annotation: Any, value: Any) -> Any:
+    """YAML and argparse give lists and ints where the dataclass wants tuples and floats."""
+    if value is None:
+        return None
+    if is_sequence(annotation) and isinstance(value, list):
+        return tuple(value)
+    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if annotation is Path and isinstance(value, str):
+        return Path(value)
+    return value
+
+
+def from_mapping(cls: type, values: Mapping[str, Any]) -> Any:
+    """Build `cls` from flat keys (parts filled from the same keys); unknown keys are refused."""
+    known = {field.name for field, _ in setting_fields(cls)}
+    for key in values:
+        if key not in known:
+            raise SettingError(str(key), "unknown setting")
+    return build(cls, values)
+
+
+def build(cls: type, values: Mapping[str, Any]) -> Any:
+    arguments = {}
+    for field in dataclasses.fields(cls):
+        annotation, _ = unwrap(field_types(cls)[field.name])
+        if is_part(annotation):
+            arguments[field.name] = build(annotation, values)
+        elif field.name in values:
+            arguments[field.name] = normalized(annotation, values[field.name])
+    return cls(**arguments)
+
+
+def from_args(cls: type, args: argparse.Namespace) -> Any:
+    """Build `cls` from parsed flags (made by `add_flags`); a repeatable flag never given keeps its default."""
+    names = {field.name for field, _ in setting_fields(cls)}
+    return build(cls, {name: value for name, value in vars(args).items() if name in names and value is not None})
+
+
+def as_mapping(instance: Any) -> dict[str, Any]:
+    """The flat JSON-ready values of a settings dataclass (parts merged, paths as strings)."""
+    flat: dict[str, Any] = {}
+    for field in dataclasses.fields(instance):
+        value = getattr(instance, field.name)
+        if dataclasses.is_dataclass(value):
+            flat.update(as_mapping(value))
+        elif isinstance(value, Path):
+            flat[field.name] = str(value)
+        elif isinstance(value, tuple):
+            flat[field.name] = [str(item) if isinstance(item, Path) else item for item in value]
+        else:
+            flat[field.name] = value
+    return flat
+
+
+# ---------------------------------------------------------------- command-line flags
+
+
+def add_flags(parser: argparse.ArgumentParser, cls: type) -> None:
+    """One flag per leaf setting of `cls`; the help shows the default, groups follow `group=`."""
+    groups: dict[str, Any] = {}
+    for field, annotation in setting_fields(cls):
+        if not field.metadata.get("flag", True):
+            continue
+        group_name = field.metadata.get("group")
+        target = parser
+        if group_name:
+            target = groups.setdefault(group_name, parser.add_argument_group(group_name))
+        target.add_argument(f"--{field.name.replace('_', '-')}", **flag_options(field, annotation))
+
+
+def flag_options(field: dataclasses.Field, annotation: Any) -> dict[str, Any]:
+    """argparse keyword arguments for one setting."""
+    meta = field.metadata
+    default = None if field.default is dataclasses.MISSING else field.default
+    shown = "required" if field.default is dataclasses.MISSING else f"default: {default_text(default)}"
+    options: dict[str, Any] = {"help": f"{meta.get('help', '')} ({shown})".strip(), "dest": field.name}
+    if field.default is dataclasses.MISSING:
+        options["required"] = True
+    if annotation is bool:
+        return {**options, "action": argparse.BooleanOptionalAction, "default": default}
+    if is_sequence(annotation):
+        item = typing.get_args(annotation)[0]
+        return {**options, "action": "append", "type": item, "default": None}
+    if meta.get("choices") is not None:
+        options["choices"] = meta["choices"]
+    return {**options, "type": annotation, "default": default}
+
+
+def default_text(default: Any) -> str:
+    if default is None:
+        return "none"
+    if isinstance(default, tuple):
+        return " ".join(map(str, default)) or "none"
+    if isinstance(default, str):
+        return repr(default) if default == "" else default
+    return str(default)
