@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from gptlineage.model.loss import LossModel, linear_cross_entropy, masked_loss, mean_loss
 from gptlineage.model.gpt import GPT, model_config
 from gptlineage.training.sampler import dialogue_batch
-from gptlineage.training.train import micro_batches
+from gptlineage.training.data import micro_batches
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

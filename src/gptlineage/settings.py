@@ -39,8 +39,9 @@ SCALARS = (bool, int, float, str, Path)
 class SettingError(GptlineageError):
     """A bad setting: `name` is the field (flag `--name-with-dashes`, config key `name`)."""
 
-    def __init__(self, name: str, detail: str) -> None:
-        super().__init__(f"--{name.replace('_', '-')}: {detail}")
+    def __init__(self, name: str, detail: str, *, whole: bool = False) -> None:
+        """`detail` follows the flag (`--steps must be >= 0`), or stands alone with `whole=True`."""
+        super().__init__(detail if whole else f"--{name.replace('_', '-')} {detail}")
         self.name, self.detail = name, detail
 
 
@@ -102,7 +103,7 @@ def check_value(name: str, annotation: Any, value: Any) -> None:
     """Type check one value against its (None-free) annotation; raise SettingError if it does not fit."""
     if is_sequence(annotation):
         if not isinstance(value, tuple):
-            raise SettingError(name, f"expected a list, got {describe(value)}")
+            raise SettingError(name, f"must be a list, got {describe(value)}")
         for item in value:
             check_value(name, typing.get_args(annotation)[0], item)
         return
@@ -115,7 +116,7 @@ def check_value(name: str, annotation: Any, value: Any) -> None:
         Path: isinstance(value, (str, Path)),
     }.get(annotation, True)
     if not ok:
-        raise SettingError(name, f"expected {expected[annotation]}, got {describe(value)}")
+        raise SettingError(name, f"must be {expected[annotation]}, got {describe(value)}")
 
 
 def check_range(field: dataclasses.Field, value: Any) -> None:
@@ -123,13 +124,14 @@ def check_range(field: dataclasses.Field, value: Any) -> None:
     values = value if isinstance(value, tuple) else (value,)
     for item in values:
         if meta.get("choices") is not None and item not in meta["choices"]:
-            raise SettingError(name, f"{describe(item)} is not one of {', '.join(map(str, meta['choices']))}")
+            raise SettingError(name, f"must be one of {', '.join(map(str, meta['choices']))}, got {describe(item)}")
         bounds = (("minimum", lambda v, b: v >= b, ">="), ("maximum", lambda v, b: v <= b, "<="),
                   ("above", lambda v, b: v > b, ">"), ("below", lambda v, b: v < b, "<"))
         for key, holds, sign in bounds:
             bound = meta.get(key)
             if bound is not None and not holds(item, bound):
-                raise SettingError(name, f"must be {sign} {bound:g}, got {describe(item)}")
+                wanted = "positive" if (key, bound) == ("above", 0) else f"{sign} {bound:g}"
+                raise SettingError(name, f"must be {wanted}, got {describe(item)}")
 
 
 def check_settings(instance: Any) -> None:
@@ -168,8 +170,9 @@ def from_mapping(cls: type, values: Mapping[str, Any]) -> Any:
     known = {field.name for field, _ in setting_fields(cls)}
     for key in values:
         if key not in known:
-            raise SettingError(str(key), "unknown setting")
-    return build(cls, values)
+            raise SettingError(str(key), "is not a setting of this stage")
+    # null means "not set": a profile merged over config.yaml turns a key off with it, like a flag left out
+    return build(cls, {key: value for key, value in values.items() if value is not None})
 
 
 def build(cls: type, values: Mapping[str, Any]) -> Any:
@@ -205,6 +208,15 @@ def as_mapping(instance: Any) -> dict[str, Any]:
     return flat
 
 
+def work_parameters(instance: Any) -> dict[str, Any]:
+    """The settings that define the work: every field but file locations (typed Path).
+
+    Locations are where the inputs and outputs happen to be; an artifact records its inputs
+    by hash instead, so the same work has the same parameters wherever its files live."""
+    locations = {field.name for field, annotation in setting_fields(type(instance)) if annotation is Path}
+    return {name: value for name, value in as_mapping(instance).items() if name not in locations}
+
+
 # ---------------------------------------------------------------- command-line flags
 
 
@@ -234,14 +246,14 @@ def flag_options(field: dataclasses.Field, annotation: Any) -> dict[str, Any]:
     if is_sequence(annotation):
         item = typing.get_args(annotation)[0]
         return {**options, "action": "append", "type": item, "default": None}
-    if meta.get("choices") is not None:
-        options["choices"] = meta["choices"]
+    if meta.get("choices") is not None:  # checked by the dataclass, so a bad value is one line like any other
+        options["metavar"] = "{" + ",".join(map(str, meta["choices"])) + "}"
     return {**options, "type": annotation, "default": default}
 
 
 def default_text(default: Any) -> str:
     if default is None:
-        return "none"
+        return "unset"
     if isinstance(default, tuple):
         return " ".join(map(str, default)) or "none"
     if isinstance(default, str):

@@ -18,7 +18,7 @@ from pathlib import Path
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.jsonio import read_json, write_json_atomic
 from gptlineage.errors import GptlineageError
-from gptlineage.training.train import best_checkpoint
+from gptlineage.training.metrics import best_checkpoint
 
 NAME = "select-best"
 EXAMPLE = "gptlineage select-best --run results/pretrain --output results/best_pretrain"

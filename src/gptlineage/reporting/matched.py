@@ -42,26 +42,24 @@ from torch import nn
 from gptlineage.errors import GptlineageError
 from gptlineage.model.hf import hf_model, hf_to_ours
 from gptlineage.model.gpt import GPT, set_strict_float32
-from gptlineage.training.train import (
-    Plan,
-    Split,
-    TrainConfig,
+from gptlineage.settings import from_mapping
+from gptlineage.training.config import Plan, TrainConfig, plan, with_corpus_files
+from gptlineage.training.data import Split, load_split
+from gptlineage.training.metrics import validation_point
+from gptlineage.training.step import (
+    ADAM_BETAS,
+    ADAM_EPS,
+    Updater,
     build_optimizer,
     evaluate,
-    load_split,
     on_device,
-    plan,
     timed_update,
     training_objective,
-    validation_point,
-    with_defaults_from_corpus,
 )
 
 SCHEMA = "gptlineage.reporting.matched-comparison.v1"
 METRICS_SCHEMA = "gptlineage.training-metrics.v1"  # the trainer's metrics.json, so the same tools read both
 PRECISIONS = {"float32": torch.float32, "float64": torch.float64}
-ADAM_BETAS = (0.9, 0.999)  # train.run_training's AdamW settings
-ADAM_EPS = 1e-8
 ATTENTION = ("sdpa", "eager")
 SIDES = ("gptlineage", "reference")
 
@@ -111,29 +109,30 @@ class Side:
 
     name: str
     model: nn.Module
-    optimizer: torch.optim.Optimizer
-    loss: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
+    updater: Updater
     validate: Callable[[], float]
 
 
 def train_config(settings: MatchedSettings, model: GPT, data: str | Path, device: str) -> TrainConfig:
     """Our trainer's configuration for these settings: what batch_for, training_objective and evaluate read."""
     dims = model.config
-    config = TrainConfig(preset="quick", context=dims.context, vocab=dims.vocab, width=dims.width, heads=dims.heads,
-                         layers=dims.layers, dropout=0.0, layer_norm_eps=dims.layer_norm_eps, steps=settings.updates,
-                         batch=settings.batch, lr=settings.lr, min_lr=settings.min_lr,
-                         warmup_steps=settings.warmup_steps, weight_decay=settings.weight_decay,
-                         eval_every=settings.eval_every, eval_batches=settings.eval_batches, seed=settings.seed,
-                         precision=settings.precision, device=device)
-    return with_defaults_from_corpus(config, str(data))
+    config = from_mapping(TrainConfig, {
+        "preset": "quick", "context": dims.context, "vocab": dims.vocab, "width": dims.width, "heads": dims.heads,
+        "layers": dims.layers, "dropout": 0.0, "layer_norm_eps": dims.layer_norm_eps, "steps": settings.updates,
+        "batch": settings.batch, "lr": settings.lr, "min_lr": settings.min_lr, "warmup_steps": settings.warmup_steps,
+        "weight_decay": settings.weight_decay, "eval_every": settings.eval_every,
+        "eval_batches": settings.eval_batches, "seed": settings.seed, "precision": settings.precision,
+        "device": device, "data": Path(data)})
+    return with_corpus_files(config)
 
 
 def ours_side(model: GPT, config: TrainConfig, run: Plan, val: Split, dtype: torch.dtype) -> Side:
     """Our trainer, as run_training builds it: its objective (fused loss) and its AdamW."""
-    optimizer = build_optimizer(model, config, run.lr)
-    loss_of = on_device(training_objective(model, config), config.device)
-    return Side("gptlineage", model, optimizer, loss_of,
-                lambda: evaluate(loss_of, val, config, run, dtype, model))
+    optimizer = build_optimizer(model, config.schedule.weight_decay, config.runtime.device, run.lr)
+    loss_of = on_device(training_objective(model, config.runtime), config.runtime.device)
+    updater = Updater(optimizer, loss_of, run, config.schedule.seed, dtype=dtype)
+    return Side("gptlineage", model, updater,
+                lambda: evaluate(updater, val, config.evaluation.eval_batches, model))
 
 
 def reference_loss(hf: nn.Module, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None,
@@ -157,18 +156,14 @@ def reference_side(model: GPT, config: TrainConfig, run: Plan, val: Split, dtype
         block.attn.c_attn.bias.requires_grad_(False)  # GPT-2 has the bias, ours does not: keep it 0
     trainable = [p for p in hf.parameters() if p.requires_grad]  # parameters() lists the tied wte once
     optimizer = torch.optim.AdamW(trainable, lr=run.lr, betas=ADAM_BETAS, eps=ADAM_EPS,
-                                  weight_decay=config.weight_decay)
+                                  weight_decay=config.schedule.weight_decay)
     hf.train()  # every dropout is 0; train mode only mirrors ours
 
     def loss_of(x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
-        return reference_loss(hf, x, y, weights, config.device)
+        return reference_loss(hf, x, y, weights, config.runtime.device)
 
-    return Side("reference", hf, optimizer, loss_of, lambda: evaluate(loss_of, val, config, run, dtype, hf))
-
-
-def update(side: Side, t: int, train: Split, config: TrainConfig, run: Plan, dtype: torch.dtype) -> dict[str, Any]:
-    """Update t (0-based) of one trainer, exactly as `gptlineage train` does it; returns its train point."""
-    return timed_update(t, side.optimizer, side.loss, train, config, run, dtype)
+    updater = Updater(optimizer, loss_of, run, config.schedule.seed, dtype=dtype)
+    return Side("reference", hf, updater, lambda: evaluate(updater, val, config.evaluation.eval_batches, hf))
 
 
 def train_sides(sides: list[Side], train: Split, config: TrainConfig, run: Plan,
@@ -181,7 +176,7 @@ def train_sides(sides: list[Side], train: Split, config: TrainConfig, run: Plan,
     points = {side.name: [validation_point(0, side.validate())] for side in sides}
     for t in range(run.steps):
         for side in sides:
-            points[side.name].append(update(side, t, train, config, run, dtype))
+            points[side.name].append(timed_update(side.updater, train, t))
         completed = t + 1
         if run.eval_every and (completed % run.eval_every == 0 or completed == run.steps):
             for side in sides:
@@ -259,8 +254,8 @@ def run_matched(model: GPT, data: str | Path, settings: MatchedSettings, *, devi
     run = plan(config)
     if run.model != model.config:
         raise GptlineageError(f"the plan's model {run.model} is not the loaded model {model.config}")
-    train = load_split(config, "train", run.model.context, run.model.vocab)
-    val = load_split(config, "val", run.model.context, run.model.vocab)
+    train = load_split(config.data, "train", run.model.context, run.model.vocab)
+    val = load_split(config.data, "val", run.model.context, run.model.vocab)
     ours = model.to(device=device, dtype=dtype).train()
     reference = reference_side(ours, config, run, val, dtype, settings.attn_implementation)  # copies the start weights
     torch.manual_seed(settings.seed)  # as the trainer does; only dropout (here 0) draws from it

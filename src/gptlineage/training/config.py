@@ -1,0 +1,246 @@
+"""The settings of one training run (`TrainConfig`, every field a `gptlineage train` flag and a
+config key of a training stage) and the plan they resolve to.
+
+`TrainConfig` is composed of parts: the model's shape, the schedule, evaluation, the data files,
+checkpoints, and the runtime (device, precision, parallelism). Settings left unset (None) take
+the reference experiment's defaults, which depend on the preset; `plan` resolves them, once,
+and the resolved values are recorded in the artifact.
+
+Example:
+    gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --eval-every 5 --output results/pretrain
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from gptlineage.errors import GptlineageError
+from gptlineage.model.gpt import PRECISIONS, PRESETS, GPTConfig, model_config
+from gptlineage.settings import SettingError, check_settings, setting
+from gptlineage.training.distributed import check_batch_split
+from gptlineage.training.schedule import steps_for_budget
+
+LARGE_PRESET = "gpt2-small"  # the reference experiment's model; its defaults differ from the small presets'
+DATA_ROLES = ("train_bin", "val_bin", "train_mask", "val_mask", "train_records", "val_records")
+DIALOGUE_ROLES = DATA_ROLES[2:]
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """The model's shape: a preset with optional overrides."""
+
+    preset: str = setting("quick", f"model preset: {', '.join(PRESETS)}", group="model")
+    context: int | None = setting(None, "override the preset's context (tokens)", minimum=1, group="model")
+    vocab: int | None = setting(None, "override the preset's vocabulary size", minimum=1, group="model")
+    width: int | None = setting(None, "override the preset's residual width", minimum=1, group="model")
+    heads: int | None = setting(None, "override the preset's attention heads", minimum=1, group="model")
+    layers: int | None = setting(None, "override the preset's layers", minimum=1, group="model")
+    dropout: float | None = setting(None, "override the preset's dropout", minimum=0, below=1, group="model")
+    layer_norm_eps: float = setting(1e-5, "LayerNorm epsilon", above=0, group="model")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        self.dimensions()  # an unknown preset, or heads that do not divide the width, are refused now
+
+    def dimensions(self) -> GPTConfig:
+        overrides = {name: getattr(self, name) for name in ("context", "vocab", "width", "heads", "layers", "dropout")}
+        try:
+            return model_config(self.preset, layer_norm_eps=self.layer_norm_eps, **overrides)
+        except GptlineageError as error:
+            raise SettingError("preset" if "preset" in str(error) else "heads", str(error), whole=True) from None
+
+
+@dataclass(frozen=True)
+class ScheduleSettings:
+    """How long and how fast: updates, batch, the warmup-cosine learning rate, AdamW's decay, the seed."""
+
+    steps: int | None = setting(None, "optimizer updates; unset: 1000 for gpt2-small, else 2", minimum=0, group="schedule")
+    token_budget: int | None = setting(None, "steps = ceil(budget / (batch x context)); not with --steps", above=0,
+                                       group="schedule")
+    batch: int | None = setting(None, "rows per update across all processes; unset: 4 for gpt2-small, else 2", minimum=1,
+                                group="schedule")
+    lr: float | None = setting(None, "peak learning rate; unset: 6e-4 for gpt2-small, else 3e-4", above=0, group="schedule")
+    min_lr: float | None = setting(None, "final learning rate; unset: 0.1 x lr", minimum=0, group="schedule")
+    warmup_steps: int | None = setting(None, "linear warmup updates; unset: min(2000, steps/10) for gpt2-small, else 0",
+                                       minimum=0, group="schedule")
+    weight_decay: float = setting(0.1, "AdamW decoupled weight decay", minimum=0, group="schedule")
+    seed: int = setting(0, "initialization and batch stream seed", minimum=0, group="schedule")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        for name in ("lr", "min_lr", "weight_decay"):
+            if getattr(self, name) is not None and not math.isfinite(getattr(self, name)):
+                raise SettingError(name, "must be finite")
+        if self.steps is not None and self.token_budget is not None:
+            raise SettingError("steps", "cannot go with --token-budget: pass either --steps or --token-budget, not both")
+        if self.lr is not None and self.min_lr is not None and self.min_lr > self.lr:
+            raise SettingError("min_lr", f"cannot exceed --lr ({self.min_lr} > {self.lr})")
+
+
+@dataclass(frozen=True)
+class EvaluationSettings:
+    """Validation on fixed batches."""
+
+    eval_every: int | None = setting(None, "validate every N updates, 0 = only at start and end;"
+                                           " unset: 1 if steps <= 10, else 100", minimum=0, group="evaluation")
+    eval_batches: int = setting(4, "fixed validation batches", minimum=0, group="evaluation")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
+@dataclass(frozen=True)
+class DataSettings:
+    """The token shards; for instruction tuning also the assistant masks and dialogue records."""
+
+    data: Path | None = setting(None, "a prepared corpus directory (sets the six paths below)", group="data")
+    train_bin: Path | None = setting(None, "training token shard", group="data")
+    val_bin: Path | None = setting(None, "validation token shard", group="data")
+    train_mask: Path | None = setting(None, "training assistant mask", group="data")
+    val_mask: Path | None = setting(None, "validation assistant mask", group="data")
+    train_records: Path | None = setting(None, "training dialogue records", group="data")
+    val_records: Path | None = setting(None, "validation dialogue records", group="data")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        given = [getattr(self, role) is not None for role in DIALOGUE_ROLES]
+        if any(given) and not all(given):
+            raise SettingError(DIALOGUE_ROLES[given.index(False)],
+                               "is missing: training masks and dialogue records must be supplied as paired sets")
+
+    @property
+    def dialogue(self) -> bool:
+        return self.train_mask is not None
+
+    def files(self) -> dict[str, Path]:
+        """The data files given, by role."""
+        return {role: getattr(self, role) for role in DATA_ROLES if getattr(self, role) is not None}
+
+
+@dataclass(frozen=True)
+class CheckpointSettings:
+    """Where training starts from and what it keeps."""
+
+    load_params: Path | None = setting(None, "start from these parameters (safetensors)", group="checkpoints")
+    resume: Path | None = setting(None, "continue from a checkpoint (a step-N directory or a directory with LATEST)",
+                                  group="checkpoints")
+    checkpoint_dir: Path | None = setting(None, "where resumable checkpoints go; unset: .<output>.work/checkpoints beside the output",
+                                          group="checkpoints")
+    checkpoint_every: int = setting(0, "save a resumable checkpoint every N updates; 0 = none", minimum=0,
+                                    group="checkpoints")
+    keep_last: int = setting(0, "keep the newest K checkpoints (and LATEST and the best); 0 keeps all", minimum=0,
+                             group="checkpoints")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        if self.load_params is not None and self.resume is not None:
+            raise SettingError("load_params", "and --resume are mutually exclusive")
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """Where and how the numbers are computed; none of it changes the schedule or the data stream."""
+
+    precision: str = setting("float32", "float32 (no TF32), float64 or bf16 (autocast)", choices=tuple(PRECISIONS),
+                             group="runtime")
+    device: str = setting("cpu", "cpu or cuda", group="runtime")
+    threads: int = setting(0, "torch CPU threads per process; 0 = every core, shared among this node's processes",
+                           minimum=0, group="runtime")
+    compile: bool = setting(False, "torch.compile the model and its loss", group="runtime")
+    loss_chunk: int = setting(256, "rows per chunk of the fused output projection + cross-entropy; 0 = full logits",
+                              minimum=0, group="runtime")
+    processes: int = setting(1, "data-parallel processes on this node; > 1 relaunches under torchrun", minimum=1,
+                             group="runtime")
+    accumulate: int = setting(1, "micro-batches per update (gradient accumulation)", minimum=1, group="runtime")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Every setting of one training run."""
+
+    model: ModelSettings = ModelSettings()
+    schedule: ScheduleSettings = ScheduleSettings()
+    evaluation: EvaluationSettings = EvaluationSettings()
+    data: DataSettings = DataSettings()
+    checkpoints: CheckpointSettings = CheckpointSettings()
+    runtime: RuntimeSettings = RuntimeSettings()
+
+
+@dataclass(frozen=True)
+class TrainOutputs:
+    """Where a training run writes: the artifact, and optional copies of three of its files."""
+
+    output: Path = setting(help="artifact directory to write", group="outputs")
+    save_params: Path | None = setting(None, "also copy the final parameters here", group="outputs")
+    metrics: Path | None = setting(None, "also copy metrics.json here", group="outputs")
+    passport: Path | None = setting(None, "also copy passport.json here", group="outputs")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The settings after the preset's defaults are resolved: what the run actually does."""
+
+    model: GPTConfig
+    steps: int
+    batch: int
+    lr: float
+    min_lr: float
+    warmup_steps: int
+    eval_every: int
+    dialogue: bool
+
+    @property
+    def tokens_per_update(self) -> int:
+        return self.batch * self.model.context
+
+    def resolved(self) -> dict[str, int | float]:
+        """The defaults this plan filled in, as the artifact records them."""
+        return {"steps": self.steps, "batch": self.batch, "lr": self.lr, "min_lr": self.min_lr,
+                "warmup_steps": self.warmup_steps, "eval_every": self.eval_every}
+
+
+def plan(config: TrainConfig) -> Plan:
+    """Resolve the preset and the reference experiment's defaults: the only place they are decided."""
+    schedule, data = config.schedule, config.data
+    if data.train_bin is None or data.val_bin is None:
+        raise SettingError("train_bin", "and --val-bin (or --data) are required")
+    large = config.model.preset == LARGE_PRESET
+    dims = config.model.dimensions()
+    batch = schedule.batch if schedule.batch is not None else (4 if large else 2)
+    check_batch_split(batch, config.runtime.processes, config.runtime.accumulate)
+    if schedule.token_budget is not None:
+        steps = steps_for_budget(schedule.token_budget, batch, dims.context)
+    else:
+        steps = schedule.steps if schedule.steps is not None else (1000 if large else 2)
+    lr = schedule.lr if schedule.lr is not None else (6e-4 if large else 3e-4)
+    min_lr = schedule.min_lr if schedule.min_lr is not None else 0.1 * lr
+    if min_lr > lr:
+        raise SettingError("min_lr", f"cannot exceed --lr ({min_lr} > {lr})")
+    warmup = schedule.warmup_steps if schedule.warmup_steps is not None else (min(2000, steps // 10) if large else 0)
+    eval_every = config.evaluation.eval_every
+    if eval_every is None:
+        eval_every = 1 if steps <= 10 else 100
+    return Plan(dims, steps, batch, lr, min_lr, warmup, eval_every, data.dialogue)
+
+
+def with_corpus_files(config: TrainConfig) -> TrainConfig:
+    """Fill the shard paths from a prepared corpus directory (`--data`): masks and records too for dialogues."""
+    root = config.data.data
+    if root is None:
+        return config
+    if not (root / "train.bin").is_file():
+        raise GptlineageError(f"{root}: not a prepared corpus (no train.bin); make it with gptlineage prepare")
+    names = {"train_bin": "train.bin", "val_bin": "val.bin"}
+    if (root / "train.mask").is_file():
+        names |= {"train_mask": "train.mask", "val_mask": "val.mask", "train_records": "train.records",
+                  "val_records": "val.records"}
+    filled = {role: root / name for role, name in names.items() if getattr(config.data, role) is None}
+    return replace(config, data=replace(config.data, **filled))

@@ -1,0 +1,240 @@
+"""The training loop: AdamW on a warmup-cosine schedule over stateless batches, with exact resume.
+
+`run_training` loads the shards, builds or loads the model, validates at the start step, then
+trains: step t (0-based) uses the learning rate of update t and batch t of the seed's stream;
+a point is logged as step t+1; validation and checkpoints happen when the completed step is a
+multiple of their period or the last one. Metrics are appended to a JSONL file as training
+goes, so a crash keeps what was measured, and resumable checkpoints go to a work directory
+that survives the crash. Under data parallelism every rank runs this; only rank 0 writes.
+
+Example:
+    gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --output results/pretrain
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from gptlineage.errors import GptlineageError
+from gptlineage.model.gpt import GPT, PRECISIONS, count_parameters, set_strict_float32
+from gptlineage.training.checkpoint import (
+    list_checkpoints,
+    load_checkpoint,
+    load_parameters,
+    prune_checkpoints,
+    resume_compatibility,
+    save_checkpoint,
+    save_parameters,
+)
+from gptlineage.training.config import Plan, TrainConfig
+from gptlineage.training.data import Split, data_hashes, load_split
+from gptlineage.training.distributed import SINGLE, Distributed, check_batch_split
+from gptlineage.training.metrics import Metrics, best_checkpoint, validation_point
+from gptlineage.training.step import Updater, build_optimizer, evaluate, on_device, timed_update, training_objective
+from gptlineage.training.trace import Tracer
+
+
+@dataclass
+class TrainingResult:
+    """What a finished run hands to the artifact: its plan, size, metrics and where it started."""
+
+    plan: Plan
+    parameters: int  # trainable parameters of the model
+    metrics: Metrics
+    start_step: int  # 0, or the completed step of the checkpoint it resumed from
+    hashes: dict[str, str | None]  # sha256 of each data file
+    model: GPT
+    world_size: int
+
+
+@dataclass
+class Run:
+    """The live state of one run on this rank."""
+
+    config: TrainConfig
+    plan: Plan
+    dist: Distributed
+    tracer: Tracer
+    model: GPT
+    optimizer: torch.optim.Optimizer
+    train: Split
+    val: Split
+    metrics: Metrics
+    identity: dict[str, Any]  # what a resume must match
+    checkpoints: Path | None  # rank 0's checkpoint root
+    updater: Updater | None = None  # set by `wrap`, after a resume has loaded the parameters
+
+    def say(self, line: str) -> None:
+        if self.dist.is_main:
+            tqdm.write(line)
+
+
+def resume_config(config: TrainConfig, run: Plan, hashes: dict[str, str | None]) -> dict[str, Any]:
+    """Everything that changes the trained numbers; a resume must match it exactly."""
+    return {
+        "model": asdict(run.model),
+        "batch": run.batch, "steps": run.steps, "lr": run.lr, "min_lr": run.min_lr,
+        "warmup_steps": run.warmup_steps, "weight_decay": config.schedule.weight_decay, "seed": config.schedule.seed,
+        "precision": config.runtime.precision, "device": config.runtime.device, "objective": objective_name(run),
+        "data": hashes,
+    }
+
+
+def objective_name(run: Plan) -> str:
+    return "dialogue-bounded-assistant-next-token" if run.dialogue else "next-token-mean"
+
+
+def checkpoint_root(config: TrainConfig, work: Path) -> Path:
+    """Where resumable checkpoints go: --checkpoint-dir, else the work directory beside the output."""
+    return config.checkpoints.checkpoint_dir or work / "checkpoints"
+
+
+def prepare_process(config: TrainConfig, dist: Distributed) -> None:
+    """Device check, strict float32, thread count and the dropout seed of this process."""
+    runtime = config.runtime
+    if runtime.device.startswith("cuda") and not torch.cuda.is_available():
+        raise GptlineageError(f"--device {runtime.device}: CUDA is not available on this machine")
+    set_strict_float32()
+    # Snakemake exports OMP_NUM_THREADS=1 for a one-core job; `threads` decides instead (0 = every core,
+    # shared among this node's ranks), since the default profile is sized for the whole machine.
+    torch.set_num_threads(runtime.threads or max(1, (os.cpu_count() or 1) // dist.local_world))
+    torch.manual_seed(config.schedule.seed)  # only dropout draws from it; recorded and restored with checkpoints
+
+
+def start(config: TrainConfig, run: Plan, work: Path | None, tracer: Tracer, dist: Distributed) -> Run:
+    """Load the data and the model, build the optimizer and the loss: everything before step one."""
+    dtype, device = PRECISIONS[config.runtime.precision], dist.device(config.runtime.device)
+    with tracer.phase("data loading"):
+        train = load_split(config.data, "train", run.model.context, run.model.vocab)
+        val = load_split(config.data, "val", run.model.context, run.model.vocab)
+        hashes = data_hashes(config.data)
+    with tracer.phase("initialization"):
+        model = GPT(run.model, seed=config.schedule.seed).to(device=device, dtype=dtype)
+        if config.checkpoints.load_params:
+            load_parameters(config.checkpoints.load_params, model)
+        optimizer = build_optimizer(model, config.schedule.weight_decay, config.runtime.device, run.lr)
+    metrics = Metrics(work / "metrics.jsonl" if dist.is_main else None)
+    checkpoints = checkpoint_root(config, work) if dist.is_main else None
+    return Run(config, run, dist, tracer, model, optimizer, train, val, metrics, resume_config(config, run, hashes),
+               checkpoints)
+
+
+def wrap(state: Run) -> None:
+    """The loss every update runs: the model's objective, under DDP across ranks, compiled if asked."""
+    runtime, dist = state.config.runtime, state.dist
+    device = dist.device(runtime.device)
+    objective = training_objective(state.model, runtime)
+    no_sync = None
+    if dist.world > 1:
+        objective = DistributedDataParallel(objective, device_ids=[dist.local_rank] if device.startswith("cuda") else None)
+        no_sync = objective.no_sync
+    if runtime.compile:
+        objective = torch.compile(objective)
+    state.updater = Updater(state.optimizer, on_device(objective, device), state.plan, state.config.schedule.seed,
+                            runtime.accumulate, PRECISIONS[runtime.precision], dist, no_sync)
+
+
+def resume(state: Run) -> int:
+    """Load --resume's checkpoint (parameters, optimizer, metrics so far); return its completed step."""
+    path = state.config.checkpoints.resume
+    if path is None:
+        return 0
+    with state.tracer.phase("checkpointing", action="resume"):
+        saved = load_checkpoint(path, state.model, state.optimizer)
+    resume_compatibility(saved["manifest"]["config"], state.identity)
+    completed = saved["completed_step"]
+    if completed > state.plan.steps:
+        raise GptlineageError(f"{path}: checkpoint completed step {completed}, beyond --steps {state.plan.steps}")
+    state.metrics.points = list(saved["training_state"].get("metrics", []))
+    saved_world = saved["training_state"].get("world_size", 1)
+    if saved_world != state.dist.world:
+        state.say(f"note: resuming a checkpoint written by {saved_world} process(es) with {state.dist.world}: every"
+                  " update still uses the same global batch, so only the order of floating-point sums changes")
+    return completed
+
+
+def checkpoint(state: Run, completed: int) -> None:
+    """Rank 0 saves a resumable checkpoint and prunes old ones (never the best); every rank waits for it."""
+    if state.dist.is_main:
+        settings = state.config.checkpoints
+        with state.tracer.phase("checkpointing", step=completed):
+            training_state = {"metrics": state.metrics.points, "world_size": state.dist.world}
+            path = save_checkpoint(state.checkpoints, completed, state.model, state.optimizer, training_state,
+                                   state.identity)
+            best = best_checkpoint(state.metrics.points, {step for step, _ in list_checkpoints(state.checkpoints)})
+            if settings.keep_last:
+                prune_checkpoints(state.checkpoints, settings.keep_last, protect={f"step-{best}"} if best else set())
+        tqdm.write(f"wrote checkpoint: {path}")
+    state.dist.barrier()  # no rank runs ahead of a checkpoint it might be asked to resume from
+
+
+def validate(state: Run, step: int) -> float:
+    with state.tracer.phase("evaluation", step=step):
+        loss = evaluate(state.updater, state.val, state.config.evaluation.eval_batches, state.model)
+    state.metrics.add(validation_point(step, loss))
+    return loss
+
+
+def header_lines(state: Run, parameters: int) -> list[str]:
+    run, m = state.plan, state.plan.model
+    return [
+        f"preset={state.config.model.preset}",
+        f"model=context {m.context}, vocab {m.vocab}, width {m.width}, heads {m.heads}, layers {m.layers}",
+        f"parameters={parameters}",
+        f"tokens=train {len(state.train.tokens)}, validation {len(state.val.tokens)}",
+        f"schedule=steps {run.steps}, tokens/update {run.tokens_per_update}, total {run.steps * run.tokens_per_update},"
+        f" lr {run.lr} -> {run.min_lr}, warmup {run.warmup_steps}",
+        f"processes={state.dist.world}",
+    ]
+
+
+def train_steps(state: Run, first: int) -> None:
+    """Updates first..steps-1, validating and checkpointing on their periods."""
+    run, every = state.plan, state.config.checkpoints.checkpoint_every
+    progress = tqdm(total=run.steps, initial=first, desc="train", unit="step", dynamic_ncols=True,
+                    disable=None if state.dist.is_main else True)
+    for t in range(first, run.steps):
+        with state.tracer.phase("training steps", step=t + 1):
+            point = timed_update(state.updater, state.train, t)
+        state.metrics.add(point)
+        completed = t + 1
+        train_loss = point["loss"] if point["loss"] is not None else float("nan")
+        line = f"step={completed} train_loss={train_loss:.6f}"
+        if run.eval_every and (completed % run.eval_every == 0 or completed == run.steps):
+            line += f" validation_loss={validate(state, completed):.6f}"
+        state.say(f"{line} learning_rate={point['learning_rate']:.6g} step_ms={point['duration_ms']:.1f}"
+                  f" tokens_per_second={point['tokens_per_second'] or 0:.0f}")
+        progress.update(1)
+        if every and (completed % every == 0 or completed == run.steps):
+            checkpoint(state, completed)
+    progress.close()
+
+
+def run_training(config: TrainConfig, run: Plan, output: Path | None, work: Path | None, tracer: Tracer,
+                 dist: Distributed = SINGLE) -> TrainingResult:
+    """Train into `output` (the artifact being built); checkpoints and live metrics go to `work`.
+
+    Ranks other than 0 pass None for `output` and `work`.
+    """
+    check_batch_split(run.batch, dist.world, config.runtime.accumulate)  # the world torchrun gave, before any work
+    prepare_process(config, dist)
+    state = start(config, run, work, tracer, dist)
+    first = resume(state)
+    wrap(state)
+    parameters = count_parameters(state.model)
+    for line in header_lines(state, parameters):
+        state.say(line)
+    if first == 0 or not any(p["phase"] == "validation" and p["step"] == first for p in state.metrics.points):
+        state.say(f"step={first} validation_loss={validate(state, first):.6f}")
+    train_steps(state, first)
+    if dist.is_main:
+        with tracer.phase("checkpointing", action="final parameters"):
+            save_parameters(output / "parameters.safetensors", state.model)
+    return TrainingResult(run, parameters, state.metrics, first, state.identity["data"], state.model, dist.world)

@@ -1,0 +1,76 @@
+"""A training run's passport (what a reader needs to trust it) and the summary its manifest carries.
+
+Example:
+    write_json_atomic(Path("results/pretrain/passport.json"), passport(config, result))
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from gptlineage.errors import GptlineageError
+from gptlineage.lineage.identity import code_identity, environment_identity
+from gptlineage.training.config import DATA_ROLES, TrainConfig
+from gptlineage.training.loop import TrainingResult, objective_name
+from gptlineage.training.metrics import validation_summary
+from gptlineage.training.sampler import validation_seed
+from gptlineage.training.step import ADAM_BETAS, ADAM_EPS
+
+PASSPORT_SCHEMA = "gptlineage.training-passport.v1"
+
+
+def as_text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def schedule_block(config: TrainConfig, result: TrainingResult) -> dict[str, Any]:
+    run = result.plan
+    return {"kind": "linear-warmup-cosine", "optimizer_steps": run.steps, "batch": run.batch,
+            "tokens_per_update": run.tokens_per_update, "requested_token_budget": config.schedule.token_budget,
+            "scheduled_training_tokens": run.steps * run.tokens_per_update, "peak_learning_rate": run.lr,
+            "minimum_learning_rate": run.min_lr, "warmup_steps": run.warmup_steps,
+            "weight_decay": config.schedule.weight_decay,
+            "optimizer": f"torch.optim.AdamW(betas={ADAM_BETAS}, eps={ADAM_EPS})",
+            "accumulate": config.runtime.accumulate}
+
+
+def passport(config: TrainConfig, result: TrainingResult, resumed: Path | None = None) -> dict[str, Any]:
+    """Dimensions, schedule, data, seeds, runtime and code of one run; `resumed` is the checkpoint it continued."""
+    run, runtime, seed = result.plan, config.runtime, config.schedule.seed
+    return {
+        "schema": PASSPORT_SCHEMA,
+        "preset": config.model.preset,
+        "model": asdict(run.model),
+        "parameters": result.parameters,
+        "objective": objective_name(run),
+        "schedule": schedule_block(config, result),
+        "parallelism": {"processes": result.world_size, "rows_per_process": run.batch // result.world_size},
+        "loss": {"kind": "fused-chunked" if runtime.loss_chunk else "full-logits", "loss_chunk": runtime.loss_chunk},
+        "compiled": runtime.compile,
+        "initialization": {"seed": seed, "standard_deviation": 0.02,
+                           "residual_projection_standard_deviation": run.model.residual_std},
+        "data": {role: {"path": as_text(getattr(config.data, role)), "sha256": result.hashes[f"{role}_sha256"]}
+                 for role in DATA_ROLES if getattr(config.data, role)},
+        "seeds": {"initialization_and_batches": seed, "validation_batches": validation_seed(seed)},
+        "loaded_parameters": as_text(config.checkpoints.load_params),
+        "resumed_checkpoint": as_text(resumed or config.checkpoints.resume),
+        "resumed_at_step": result.start_step,
+        "validation": validation_summary(result.metrics.points),
+        "device": runtime.device,
+        "precision": runtime.precision,
+        "environment": environment_identity(runtime.device),
+        "code": code_identity(),
+    }
+
+
+def training_summary(result: TrainingResult) -> dict[str, Any]:
+    """The manifest's summary: size, steps, validation losses and the median training speed."""
+    rates = sorted(p["tokens_per_second"] for p in result.metrics.points
+                   if p["phase"] == "train" and p["tokens_per_second"])
+    validation = validation_summary(result.metrics.points)
+    if validation["best"] is None:
+        raise GptlineageError("no validation loss was measured")
+    return {"parameters": result.parameters, "steps": result.plan.steps, "validation_loss": validation,
+            "median_tokens_per_second": rates[len(rates) // 2] if rates else None}
