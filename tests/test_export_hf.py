@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from gptlineage.training.checkpoint import save_parameters
+from gptlineage.training.parameters import save_parameters
 from gptlineage.cli import main
 from gptlineage.errors import GptlineageError
 from gptlineage.generation.decoding import FullPrefixDecoder, SamplingSettings, generate_tokens

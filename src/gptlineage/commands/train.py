@@ -22,7 +22,7 @@ from gptlineage.jsonio import write_json_atomic
 from gptlineage.training.distributed import Distributed, launched_by_torchrun, relaunch_with_torchrun, setup, teardown
 from gptlineage.errors import GptlineageError
 from gptlineage.training.trace import Tracer
-from gptlineage.training.checkpoint import checkpoint_directory, list_checkpoints, read_checkpoint_manifest, resume_compatibility
+from gptlineage.training.checkpoints import checkpoint_directory, list_checkpoints, read_checkpoint_manifest, resume_compatibility
 from gptlineage.training.train import (
     TrainConfig,
     checkpoint_root,

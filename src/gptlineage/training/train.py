@@ -29,15 +29,14 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from gptlineage.training.checkpoint import (
+from gptlineage.training.checkpoints import (
     list_checkpoints,
     load_checkpoint,
-    load_parameters,
     prune_checkpoints,
     resume_compatibility,
     save_checkpoint,
-    save_parameters,
 )
+from gptlineage.training.parameters import load_parameters, save_parameters
 from gptlineage.training.distributed import SINGLE, Distributed, check_batch_split, rank_rows
 from gptlineage.errors import GptlineageError
 from gptlineage.files import link_or_copy
