@@ -16,16 +16,14 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from gptlineage.training.checkpoint import (
+from gptlineage.training.checkpoints import (
     list_checkpoints,
     load_checkpoint,
-    load_parameters,
     prune_checkpoints,
-    read_parameters,
     resume_compatibility,
     save_checkpoint,
-    save_parameters,
 )
+from gptlineage.training.parameters import load_parameters, read_parameters, save_parameters
 from gptlineage.errors import GptlineageError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -371,17 +369,19 @@ KILLED_SAVE = """
 import sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
-import gptlineage.training.checkpoint as checkpoint
+import gptlineage.training.optimizer_state as optimizer_state
+from gptlineage.training.checkpoints import save_checkpoint
+from gptlineage.training.parameters import save_parameters
 from test_checkpoint import CONFIG, make, train
 
 root = Path(sys.argv[1])
 model, optimizer = make(0)
 train(model, optimizer, 1)
-checkpoint.save_checkpoint(root, 1, model, optimizer, {"completed_step": 1}, CONFIG)
-checkpoint.save_parameters(root.parent / "step-1-reference.safetensors", model)
+save_checkpoint(root, 1, model, optimizer, {"completed_step": 1}, CONFIG)
+save_parameters(root.parent / "step-1-reference.safetensors", model)
 train(model, optimizer, 1)
 
-original_write = checkpoint._write_safetensors
+original_write = optimizer_state.write_safetensors
 def write_half_then_hang(path, tensors, metadata):
     if path.name == "optimizer.safetensors":
         path.write_bytes(b"half a file")
@@ -389,8 +389,8 @@ def write_half_then_hang(path, tensors, metadata):
         time.sleep(120)
     original_write(path, tensors, metadata)
 
-checkpoint._write_safetensors = write_half_then_hang
-checkpoint.save_checkpoint(root, 2, model, optimizer, {"completed_step": 2}, CONFIG)
+optimizer_state.write_safetensors = write_half_then_hang
+save_checkpoint(root, 2, model, optimizer, {"completed_step": 2}, CONFIG)
 """
 
 
@@ -434,7 +434,7 @@ class Killed(BaseException):
 
 
 def test_a_save_killed_after_the_rename_but_before_latest_is_redone(tmp_path, monkeypatch):
-    import gptlineage.training.checkpoint as checkpoint
+    import gptlineage.training.checkpoints as checkpoints
 
     root = tmp_path / "checkpoints"
     model, optimizer = make(0)
@@ -446,7 +446,7 @@ def test_a_save_killed_after_the_rename_but_before_latest_is_redone(tmp_path, mo
     def killed(root, name):
         raise Killed
 
-    monkeypatch.setattr(checkpoint, "_write_latest", killed)
+    monkeypatch.setattr(checkpoints, "_write_latest", killed)
     with pytest.raises(Killed):
         save_checkpoint(root, 2, model, optimizer, {"completed_step": 2}, CONFIG)
     monkeypatch.undo()

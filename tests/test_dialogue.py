@@ -5,7 +5,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gptlineage.corpus.dialogue import encode_dialogue, slice_records, truncate_dialogue, usable_dialogue
+from gptlineage.corpus.dialogue import encode_dialogue, slice_records, usable_dialogue
 from gptlineage.errors import GptlineageError
 from gptlineage.corpus.shards import RECORD_DTYPE, MaskWriter, RecordWriter, ShardWriter, read_mask, read_records, read_tokens
 from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
@@ -98,7 +98,7 @@ def test_message_not_an_object() -> None:
     assert text == "dialogue 3 message 1 is not an object with role and content"
 
 
-# ---------------------------------------------------------------- usable and truncated dialogues
+# ---------------------------------------------------------------- usable dialogues
 
 
 def test_usable_dialogue() -> None:
@@ -108,15 +108,10 @@ def test_usable_dialogue() -> None:
     assert not usable_dialogue(np.array([1, 2, 3]), np.array([1, 0, 0]))  # index 0 cannot be a target
 
 
-def test_truncate_dialogue() -> None:
+def test_a_dialogue_cut_before_the_reply_is_not_usable() -> None:
     tokens, mask = encode_dialogue([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}], ENC, 0)
-    cut_tokens, cut_mask = truncate_dialogue(tokens, mask, 5)
-    assert cut_tokens.tolist() == tokens[:5].tolist() and cut_mask.tolist() == mask[:5].tolist()
-    assert not usable_dialogue(cut_tokens, cut_mask)  # the cut removed every assistant target
-    whole = truncate_dialogue(tokens, mask, 1000)
-    assert whole[0].tolist() == tokens.tolist()
-    with pytest.raises(ValueError):
-        truncate_dialogue(tokens, mask, -1)
+    assert usable_dialogue(tokens, mask)
+    assert not usable_dialogue(tokens[:5], mask[:5])  # the cut removed every assistant target
 
 
 # ---------------------------------------------------------------- record slicing

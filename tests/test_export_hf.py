@@ -13,11 +13,11 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from gptlineage.training.checkpoint import save_parameters
+from gptlineage.training.parameters import save_parameters
 from gptlineage.cli import main
 from gptlineage.errors import GptlineageError
 from gptlineage.generation.decoding import FullPrefixDecoder, SamplingSettings, generate_tokens
-from gptlineage.model.hf import hf_model, hf_to_ours, ours_config, ours_to_hf, read_hf_config
+from gptlineage.model.hf import hf_model, hf_to_ours, ours_config, ours_to_hf
 from gptlineage.model.gpt import GPT, GPTConfig
 
 transformers = pytest.importorskip("transformers")
@@ -67,7 +67,7 @@ def test_export_writes_a_directory_from_pretrained_loads_offline(exported):
     assert config["layer_norm_epsilon"] == 1e-6 and config["activation_function"] == "gelu_new"
     assert config["resid_pdrop"] == config["embd_pdrop"] == config["attn_pdrop"] == 0.0
     assert config["tie_word_embeddings"] is True
-    assert read_hf_config(directory) == CONFIG
+    assert ours_config(config) == CONFIG  # our dimensions read back from the exported config.json
     hf, info = load_exported(directory)
     assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
     assert hf.lm_head.weight is hf.transformer.wte.weight

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gptlineage import cli
-from gptlineage.training.checkpoint import save_parameters
+from gptlineage.training.parameters import save_parameters
 from gptlineage.commands import cache_check
 from gptlineage.corpus.dialogue import encode_dialogue
 from gptlineage.errors import GptlineageError

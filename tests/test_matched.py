@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from gptlineage.reporting import matched
-from gptlineage.training.checkpoint import save_parameters
+from gptlineage.training.parameters import save_parameters
 from gptlineage.cli import main
 from gptlineage.model.gpt import GPT, GPTConfig
 from gptlineage.corpus.prepare import PrepareConfig, prepare

@@ -26,7 +26,7 @@ import torch
 
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.jsonio import read_json, write_json_atomic
-from gptlineage.training.checkpoint import load_parameters
+from gptlineage.training.parameters import load_parameters
 from gptlineage.errors import GptlineageError
 from gptlineage.generation.decoding import (
     DECODERS,

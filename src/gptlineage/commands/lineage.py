@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{verdict}: {len(nodes)} artifacts, {files} files checked, {len(problems)} problems")
         return 1 if problems else 0
     if args.action == "report":
-        from gptlineage.reporting.report import write_report  # matplotlib loads only for the report
+        from gptlineage.reporting.page import write_report  # matplotlib loads only for the report
 
         print(f"wrote {write_report(args.path, args.output)}")
         return 0

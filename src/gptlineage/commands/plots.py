@@ -17,6 +17,7 @@ from pathlib import Path
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.errors import GptlineageError
 from gptlineage.reporting.plots import comparison_svg, overview_svg, read_metrics, run_figures
+from gptlineage.training.layout import RunDir
 
 NAME = "plots"
 EXAMPLE = ("gptlineage plots --run results/pretrain --run results/continuation --run results/sft_stage1 "
@@ -51,14 +52,14 @@ def run(args: argparse.Namespace) -> int:
     # Draw everything before the artifact opens: a bad input leaves no half-written artifact.
     figures = {f"{name}/{file}": svg for run_dir, name in zip(args.run, names)
                for file, svg in run_figures(run_dir, name, args.top).items()}
-    figures["overview.svg"] = overview_svg([(name, read_metrics(run_dir / "metrics.json"))
+    figures["overview.svg"] = overview_svg([(name, read_metrics(RunDir(run_dir).metrics))
                                             for run_dir, name in zip(args.run, names)])
     if comparison is not None:
         figures["comparison.svg"] = comparison_svg(comparison)
     inputs = {}
     for run_dir, name in zip(args.run, names):
-        inputs[f"{name}_metrics"] = run_dir / "metrics.json"
-        inputs[f"{name}_trace_summary"] = run_dir / "trace-summary.json"
+        inputs[f"{name}_metrics"] = RunDir(run_dir).metrics
+        inputs[f"{name}_trace_summary"] = RunDir(run_dir).trace_summary
     if comparison is not None:
         inputs["comparison"] = comparison
     parameters = {"runs": names, "top": args.top, "comparison": comparison is not None}

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 from pathlib import Path
 
-from gptlineage.lineage.artifact import ArtifactWriter
-from gptlineage.jsonio import read_json, write_json_atomic
 from gptlineage.errors import GptlineageError
+from gptlineage.files import link_or_copy
+from gptlineage.jsonio import read_json, write_json_atomic
+from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.training.checkpoints import list_checkpoints
+from gptlineage.training.layout import PARAMETERS_FILE, PASSPORT_FILE, RunDir
 from gptlineage.training.metrics import best_checkpoint
 
 NAME = "select-best"
@@ -31,27 +33,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    points = read_json(args.run / "metrics.json", "missing; --run must be a training artifact")["points"]
-    saved = {int(path.name.removeprefix("step-")) for path in (args.run / "checkpoints").glob("step-*")}
+    run_dir = RunDir(args.run)
+    points = read_json(run_dir.metrics, "missing; --run must be a training artifact")["points"]
+    saved = {step for step, _ in list_checkpoints(run_dir.checkpoints)}
     step = best_checkpoint(points, saved)
     if step is None:
         raise GptlineageError(f"{args.run}: no saved checkpoint after step 0 has a validation loss"
                               " (set --checkpoint-every to a multiple of --eval-every)")
     loss = next(p["loss"] for p in points if p["phase"] == "validation" and p["step"] == step)
-    chosen = args.run / "checkpoints" / f"step-{step}" / "parameters.safetensors"
-    passport = args.run / "passport.json"
+    chosen = run_dir.checkpoint(step) / PARAMETERS_FILE
+    passport = run_dir.passport
     with ArtifactWriter(args.output, command=NAME, parameters={"selection": SELECTION},
                         inputs={"checkpoint": chosen, "passport": passport}) as artifact:
         # The run's passport comes along, so `--run results/best_pretrain` gives dimensions and weights.
-        for source, name in ((chosen, "parameters.safetensors"), (passport, "passport.json")):
-            try:
-                os.link(source, artifact.path / name)
-            except OSError:
-                shutil.copy2(source, artifact.path / name)
+        for source, name in ((chosen, PARAMETERS_FILE), (passport, PASSPORT_FILE)):
+            link_or_copy(source, artifact.path / name)
         write_json_atomic(artifact.path / "selected-checkpoint.json", {
             "schema": "gptlineage.selected-checkpoint.v1", "checkpoint": os.path.relpath(chosen.absolute(), args.output.absolute()),
             "loss": loss, "selection": SELECTION, "step": step,
         })
         artifact.summary = {"step": step, "validation_loss": loss}
-    print(f"selected step {step} (validation loss {loss:.6f}) of {args.run}: {args.output / 'parameters.safetensors'}")
+    print(f"selected step {step} (validation loss {loss:.6f}) of {args.run}: {RunDir(args.output).parameters}")
     return 0

@@ -20,6 +20,7 @@ from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.settings import add_flags, from_args, work_parameters
 from gptlineage.training.config import Plan, TrainConfig, TrainOutputs, plan, with_corpus_files
 from gptlineage.training.distributed import Distributed, launched_by_torchrun, relaunch_with_torchrun, setup, teardown
+from gptlineage.training.layout import RunDir
 from gptlineage.training.loop import run_training
 from gptlineage.training.passport import passport, training_summary
 from gptlineage.training.trace import Tracer
@@ -33,7 +34,6 @@ from gptlineage.training.workdir import (
 
 NAME = "train"
 EXAMPLE = "gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --eval-every 5 --output results/pretrain"
-COPIES = {"save_params": "parameters.safetensors", "metrics": "metrics.json", "passport": "passport.json"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,19 +75,22 @@ def write_artifact(given: TrainConfig, config: TrainConfig, run_plan: Plan, outp
     with ArtifactWriter(outputs.output, command=NAME, parameters=parameters, inputs=inputs,
                         device=config.runtime.device) as artifact:
         result = run_training(config, run_plan, artifact.path, work, tracer, dist)
-        write_json_atomic(artifact.path / "metrics.json", result.metrics.document())
-        shutil.copy2(result.metrics.live_path, artifact.path / "metrics.jsonl")
-        write_json_atomic(artifact.path / "passport.json", passport(given, result, config.checkpoints.resume))
-        tracer.write(artifact.path / "trace.json", artifact.path / "trace-summary.json")
+        built = RunDir(artifact.path)
+        write_json_atomic(built.metrics, result.metrics.document())
+        shutil.copy2(result.metrics.live_path, built.metrics_log)
+        write_json_atomic(built.passport, passport(given, result, config.checkpoints.resume))
+        tracer.write(built.trace, built.trace_summary)
         link_checkpoints(checkpoints, artifact.path)
         artifact.summary = training_summary(result)
-    for field, name in COPIES.items():
-        if (copy := getattr(outputs, field)) is not None:
+    written = RunDir(outputs.output)
+    for copy, source in ((outputs.save_params, written.parameters), (outputs.metrics, written.metrics),
+                         (outputs.passport, written.passport)):
+        if copy is not None:
             copy.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(outputs.output / name, copy)
+            shutil.copy2(source, copy)
     if not resumes_from(given, work):  # keep what --resume named
         shutil.rmtree(work, ignore_errors=True)
-    for what, name in (("checkpoint", "parameters.safetensors"), ("metrics", "metrics.json"),
-                       ("passport", "passport.json")):
-        print(f"wrote {what}: {outputs.output / name}")
+    for what, path in (("checkpoint", written.parameters), ("metrics", written.metrics),
+                       ("passport", written.passport)):
+        print(f"wrote {what}: {path}")
     return 0

@@ -89,13 +89,6 @@ def usable_dialogue(tokens: np.ndarray, mask: np.ndarray) -> bool:
     return len(tokens) >= 2 and bool(np.any(np.asarray(mask[1:]) != 0))
 
 
-def truncate_dialogue(tokens: np.ndarray, mask: np.ndarray, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
-    """The first `max_tokens` ids and mask entries (views); whether to keep them is the caller's call."""
-    if max_tokens < 0:
-        raise ValueError(f"max_tokens must be ≥ 0, got {max_tokens}")
-    return tokens[:max_tokens], mask[:max_tokens]
-
-
 def _active_runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """[start, end) of each maximal run of active entries at index ≥ 1 (end exclusive)."""
     active = np.asarray(mask) != 0

@@ -26,18 +26,17 @@ Example:
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Iterable
 from pathlib import Path
-from types import TracebackType
-from typing import BinaryIO, Literal, Self
+from typing import BinaryIO, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from gptlineage.errors import GptlineageError
+from gptlineage.corpus.binary_files import PartialFileWriter, file_size, integer_array, read_only_map, read_prefix
 from gptlineage.corpus.tokenizer import VOCAB_SIZE
+from gptlineage.errors import GptlineageError
 
 ShardFormat = Literal["llmc", "raw"]
 
@@ -61,99 +60,6 @@ RECORD_DTYPE = np.dtype(
 RECORD_BYTES = RECORD_DTYPE.itemsize  # 32
 
 
-# ---------------------------------------------------------------- shared helpers
-
-
-def _file_size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError as exc:
-        raise GptlineageError(f"{path}: cannot read ({exc.strerror})") from exc
-
-
-def _read_prefix(path: Path, count: int) -> bytes:
-    """The first `count` bytes of `path` (fewer if the file is shorter)."""
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(count)
-    except OSError as exc:
-        raise GptlineageError(f"{path}: cannot read ({exc.strerror})") from exc
-
-
-def _memmap(path: Path, dtype: np.dtype, count: int, offset: int = 0) -> np.ndarray:
-    """A read-only map of `count` items; mmap refuses empty maps, so 0 gives an empty array."""
-    if count == 0:
-        empty = np.empty(0, dtype=dtype)
-        empty.flags.writeable = False
-        return empty
-    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=(count,))
-
-
-def _integer_array(values: ArrayLike, what: str) -> np.ndarray:
-    """A 1-D integer array; floats or strings are a caller bug, not a data problem."""
-    array = np.asarray(values)
-    if array.size == 0:
-        return array.reshape(0).astype(np.int64)
-    if array.ndim != 1 or not np.issubdtype(array.dtype, np.integer):
-        raise TypeError(f"{what} must be a 1-D integer array, got {array.dtype} with shape {array.shape}")
-    return array
-
-
-class _PartialFileWriter:
-    """Appends bytes to `<path>.partial`, renamed to `path` only by a clean `close()`."""
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self._partial = self.path.with_name(self.path.name + ".partial")
-        try:
-            self._handle: BinaryIO | None = open(self._partial, "wb")
-        except OSError as exc:
-            raise GptlineageError(f"{self.path}: cannot write ({exc.strerror})") from exc
-
-    def _append(self, data: bytes) -> None:
-        if self._handle is None:
-            raise ValueError(f"{self.path}: writer is already closed")
-        self._handle.write(data)
-
-    def _finish(self, handle: BinaryIO) -> None:
-        """Last writes before the rename (subclasses patch headers here)."""
-
-    def close(self) -> None:
-        """Finish the file and move it into place."""
-        if self._handle is None:
-            return
-        handle, self._handle = self._handle, None
-        try:
-            self._finish(handle)
-        except BaseException:
-            handle.close()
-            self._partial.unlink(missing_ok=True)
-            raise
-        handle.close()
-        os.replace(self._partial, self.path)
-
-    def abort(self) -> None:
-        """Drop the partial file; `path` is left as it was."""
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
-        self._partial.unlink(missing_ok=True)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-
-
 # ---------------------------------------------------------------- token shards
 
 
@@ -174,7 +80,7 @@ def _check_token_range(tokens: np.ndarray, start: int, path: Path, vocab_size: i
         )
 
 
-class ShardWriter(_PartialFileWriter):
+class ShardWriter(PartialFileWriter):
     """Writes a token shard piece by piece; only the piece being written is in memory.
 
     `fmt="llmc"` reserves the header and fills in the count on close; `fmt="raw"` writes
@@ -195,7 +101,7 @@ class ShardWriter(_PartialFileWriter):
 
     def write(self, tokens: ArrayLike) -> None:
         """Append ids (any integer array); each must be in [0, vocab_size)."""
-        array = _integer_array(tokens, "tokens")
+        array = integer_array(tokens, "tokens")
         _check_token_range(array, self.tokens, self.path, self.vocab_size)
         if self.fmt == "llmc" and self.tokens + len(array) > LLMC_MAX_TOKENS:
             raise GptlineageError(f"{self.path}: an llm.c shard holds at most {LLMC_MAX_TOKENS} tokens")
@@ -218,15 +124,15 @@ class ShardWriter(_PartialFileWriter):
 def shard_format(path: str | Path) -> ShardFormat:
     """"llmc" when the file is at least a header long and starts with the llm.c magic, else "raw"."""
     path = Path(path)
-    if _file_size(path) < LLMC_HEADER_BYTES:
+    if file_size(path) < LLMC_HEADER_BYTES:
         return "raw"
-    (magic,) = struct.unpack("<i", _read_prefix(path, 4))
+    (magic,) = struct.unpack("<i", read_prefix(path, 4))
     return "llmc" if magic == LLMC_MAGIC else "raw"
 
 
 def _llmc_token_count(path: Path, size: int) -> int:
     """The token count an llm.c header declares, checked against the file size."""
-    _magic, version, count = struct.unpack("<3i", _read_prefix(path, 12))
+    _magic, version, count = struct.unpack("<3i", read_prefix(path, 12))
     if version != LLMC_VERSION:
         raise GptlineageError(f"{path}: llm.c shard version {version} is not supported (expected {LLMC_VERSION})")
     if count < 0 or count * TOKEN_DTYPE.itemsize + LLMC_HEADER_BYTES != size:
@@ -243,14 +149,14 @@ def read_tokens(path: str | Path, vocab_size: int = VOCAB_SIZE, check_range: boo
     if vocab_size <= 0:
         raise ValueError(f"vocabulary size must be positive, got {vocab_size}")
     path = Path(path)
-    size = _file_size(path)
+    size = file_size(path)
     if shard_format(path) == "llmc":
         count = _llmc_token_count(path, size)
-        tokens = _memmap(path, TOKEN_DTYPE, count, offset=LLMC_HEADER_BYTES)
+        tokens = read_only_map(path, TOKEN_DTYPE, count, offset=LLMC_HEADER_BYTES)
     else:
         if size % TOKEN_DTYPE.itemsize:
             raise GptlineageError(f"{path} has an odd byte count")
-        tokens = _memmap(path, TOKEN_DTYPE, size // TOKEN_DTYPE.itemsize)
+        tokens = read_only_map(path, TOKEN_DTYPE, size // TOKEN_DTYPE.itemsize)
     if check_range and vocab_size < UINT16_LIMIT:
         for start in range(0, len(tokens), CHECK_CHUNK):
             chunk = tokens[start : start + CHECK_CHUNK]
@@ -271,7 +177,7 @@ def _check_mask_bytes(mask: np.ndarray, start: int, path: Path) -> None:
         raise GptlineageError(f"{path}: mask byte {int(mask[i])} at position {start + i} is not 0 or 1")
 
 
-class MaskWriter(_PartialFileWriter):
+class MaskWriter(PartialFileWriter):
     """Writes a target mask piece by piece; `tokens` entries written, `active` of them 1."""
 
     def __init__(self, path: str | Path) -> None:
@@ -284,7 +190,7 @@ class MaskWriter(_PartialFileWriter):
         array = np.asarray(mask)
         if array.dtype == np.bool_:
             array = array.astype(MASK_DTYPE)
-        array = _integer_array(array, "mask")
+        array = integer_array(array, "mask")
         _check_mask_bytes(array, self.tokens, self.path)
         self._append(array.astype(MASK_DTYPE, copy=False).tobytes())
         self.tokens += len(array)
@@ -294,10 +200,10 @@ class MaskWriter(_PartialFileWriter):
 def read_mask(path: str | Path, token_count: int) -> np.ndarray:
     """The mask as a read-only uint8 memory map, one 0/1 byte per token of the paired shard."""
     path = Path(path)
-    size = _file_size(path)
+    size = file_size(path)
     if size != token_count:
         raise GptlineageError(f"{path} has {size} mask bytes for {token_count} tokens")
-    mask = _memmap(path, MASK_DTYPE, size)
+    mask = read_only_map(path, MASK_DTYPE, size)
     for start in range(0, size, CHECK_CHUNK):
         chunk = mask[start : start + CHECK_CHUNK]
         if int(chunk.max()) > 1:
@@ -315,7 +221,7 @@ def as_records(records: np.ndarray | Iterable[tuple[int, int, int, int]]) -> np.
     return np.array([tuple(int(v) for v in record) for record in records], dtype=RECORD_DTYPE)
 
 
-class RecordWriter(_PartialFileWriter):
+class RecordWriter(PartialFileWriter):
     """Writes dialogue records piece by piece; `records` written, covering `targets` tokens."""
 
     def __init__(self, path: str | Path) -> None:
@@ -406,12 +312,12 @@ def read_records(path: str | Path, token_count: int, context: int, mask: np.ndar
     if len(mask) != token_count:
         raise ValueError(f"mask has {len(mask)} entries for {token_count} tokens")
     path = Path(path)
-    size = _file_size(path)
+    size = file_size(path)
     if size % RECORD_BYTES:
         raise GptlineageError(f"{path} size is not a multiple of {RECORD_BYTES} bytes")
     if size == 0:
         raise GptlineageError(f"{path} has no dialogue records")
-    records = _memmap(path, RECORD_DTYPE, size // RECORD_BYTES)
+    records = read_only_map(path, RECORD_DTYPE, size // RECORD_BYTES)
     _check_record_shapes(records, path, token_count, context)
     _check_records_against_mask(records, path, mask)
     return records

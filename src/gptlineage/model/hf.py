@@ -32,7 +32,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -246,13 +245,3 @@ def load_hf_directory(directory: str | Path, *, attn_implementation: str = "sdpa
     if problems:
         raise GptlineageError(f"{directory}: loading the Hugging Face model reported {problems[0]}")
     return model.eval()
-
-
-def read_hf_config(directory: str | Path) -> GPTConfig:
-    """Our dimensions from an exported directory's config.json."""
-    path = Path(directory) / CONFIG_FILE
-    try:
-        values = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise GptlineageError(f"{path}: no such file") from None
-    return ours_config(values)

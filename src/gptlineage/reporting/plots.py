@@ -12,7 +12,6 @@ figure can be an artifact file whose sha256 means something.
 from __future__ import annotations
 
 import io
-import json
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -29,6 +28,7 @@ from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
 from gptlineage.jsonio import read_json  # noqa: E402
 from gptlineage.errors import GptlineageError  # noqa: E402
+from gptlineage.training.layout import RunDir  # noqa: E402
 
 TRAIN_COLOR = "#2463a8"
 VALIDATION_COLOR = "#d66a2c"
@@ -224,31 +224,14 @@ def overview_svg(stages: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> byte
 # ---------------------------------------------------------------- matched comparison
 
 def comparison_series(directory: Path) -> list[tuple[str, list[dict[str, Any]]]]:
-    """Every metrics file in a comparison artifact: a JSON with `points`, or JSONL of points."""
+    """Each side's points with a finite loss, from matched-compare's metrics-{side}.json, labelled by side."""
     found: list[tuple[str, list[dict[str, Any]]]] = []
-    for path in sorted(directory.rglob("*.json*")):
-        if path.name in ("manifest.json", "comparison.json") or path.suffix not in (".json", ".jsonl"):
-            continue
-        if path.suffix == ".jsonl" and path.with_suffix(".json").is_file():
-            continue  # the JSONL log duplicates the JSON document beside it
-        points = read_points(path)
-        if loss_points(points):
-            # matched-compare writes metrics-gptlineage.json and metrics-reference.json: label them by side
-            name = path.relative_to(directory).with_suffix("").as_posix()
-            found.append((name.removeprefix("metrics-"), points))
+    for path in sorted(directory.glob("metrics-*.json")):
+        document = read_json(path)
+        points = document.get("points") if isinstance(document, dict) else None
+        if loss_points(points if isinstance(points, list) else []):
+            found.append((path.stem.removeprefix("metrics-"), points))
     return found
-
-
-def read_points(path: Path) -> list[Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-        if path.suffix == ".jsonl":
-            return [json.loads(line) for line in text.splitlines() if line.strip()]
-        document = json.loads(text)
-    except (OSError, ValueError):
-        return []  # not a metrics file: the comparison artifact may hold other JSON
-    points = document.get("points") if isinstance(document, dict) else None
-    return points if isinstance(points, list) else []
 
 
 def comparison_title(comparison: Any) -> str:
@@ -258,23 +241,18 @@ def comparison_title(comparison: Any) -> str:
     parts = []
     for key, label in (("max_absolute_train_loss_difference", "max |Δ train|"),
                        ("max_absolute_validation_loss_difference", "max |Δ validation|"),
-                       ("throughput_ratio", "throughput ratio"), ("pytorch_throughput_ratio", "throughput ratio")):
-        if is_number(comparison.get(key)) and not any(part.startswith(label) for part in parts):
+                       ("throughput_ratio", "throughput ratio")):
+        if is_number(comparison.get(key)):
             parts.append(f"{label} {comparison[key]:.3g}")
     return "matched comparison" + (f": {', '.join(parts)}" if parts else "")
 
 
 def comparison_svg(directory: str | Path) -> bytes:
-    """Loss curves of each compared run (train solid, validation dashed), headline numbers on top.
-
-    A comparison artifact with no metrics files but its own comparison.svg gets that SVG copied.
-    """
+    """Loss curves of each compared run (train solid, validation dashed), headline numbers on top."""
     directory = Path(directory)
     comparison = read_json(directory / "comparison.json", "missing; expected a matched-comparison artifact")
     series = comparison_series(directory)
     if not series:
-        if (directory / "comparison.svg").is_file():
-            return (directory / "comparison.svg").read_bytes()
         raise GptlineageError(f"{directory}: metrics artifact has no finite loss points")
     colors = [TRAIN_COLOR, VALIDATION_COLOR, "#3a8a3a", "#7a4cab", "#a83a5a", "#555555"]
     with rc_context(DETERMINISTIC_RC):
@@ -303,6 +281,6 @@ def comparison_svg(directory: str | Path) -> bytes:
 
 def run_figures(run: Path, name: str, top: int = 10) -> dict[str, bytes]:
     """`loss.svg` and `profile.svg` of one training artifact."""
-    points = read_metrics(run / "metrics.json")
-    summary = read_trace_summary(run / "trace-summary.json")
+    points = read_metrics(RunDir(run).metrics)
+    summary = read_trace_summary(RunDir(run).trace_summary)
     return {"loss.svg": loss_svg(points, f"{name}: loss"), "profile.svg": profile_svg(summary, name, top)}

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from gptlineage.corpus.layout import CorpusDir
 from gptlineage.errors import GptlineageError
 from gptlineage.model.gpt import PRECISIONS, PRESETS, GPTConfig, model_config
 from gptlineage.settings import SettingError, check_settings, setting
@@ -233,14 +234,12 @@ def plan(config: TrainConfig) -> Plan:
 
 def with_corpus_files(config: TrainConfig) -> TrainConfig:
     """Fill the shard paths from a prepared corpus directory (`--data`): masks and records too for dialogues."""
-    root = config.data.data
-    if root is None:
+    if config.data.data is None:
         return config
-    if not (root / "train.bin").is_file():
-        raise GptlineageError(f"{root}: not a prepared corpus (no train.bin); make it with gptlineage prepare")
-    names = {"train_bin": "train.bin", "val_bin": "val.bin"}
-    if (root / "train.mask").is_file():
-        names |= {"train_mask": "train.mask", "val_mask": "val.mask", "train_records": "train.records",
-                  "val_records": "val.records"}
-    filled = {role: root / name for role, name in names.items() if getattr(config.data, role) is None}
+    corpus = CorpusDir(config.data.data)
+    if not corpus.train_bin.is_file():
+        raise GptlineageError(f"{corpus.path}: not a prepared corpus (no {corpus.train_bin.name}); make it with"
+                              " gptlineage prepare")
+    roles = DATA_ROLES if corpus.is_dialogue else DATA_ROLES[:2]
+    filled = {role: getattr(corpus, role) for role in roles if getattr(config.data, role) is None}
     return replace(config, data=replace(config.data, **filled))

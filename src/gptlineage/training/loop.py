@@ -24,19 +24,19 @@ from tqdm import tqdm
 
 from gptlineage.errors import GptlineageError
 from gptlineage.model.gpt import GPT, PRECISIONS, count_parameters, set_strict_float32
-from gptlineage.training.checkpoint import (
+from gptlineage.training.checkpoints import (
     list_checkpoints,
     load_checkpoint,
-    load_parameters,
     prune_checkpoints,
     resume_compatibility,
     save_checkpoint,
-    save_parameters,
 )
 from gptlineage.training.config import Plan, TrainConfig
 from gptlineage.training.data import Split, data_hashes, load_split
 from gptlineage.training.distributed import SINGLE, Distributed, check_batch_split
+from gptlineage.training.layout import RunDir, checkpoint_name
 from gptlineage.training.metrics import Metrics, best_checkpoint, validation_point
+from gptlineage.training.parameters import load_parameters, save_parameters
 from gptlineage.training.step import Updater, build_optimizer, evaluate, on_device, timed_update, training_objective
 from gptlineage.training.trace import Tracer
 
@@ -93,7 +93,7 @@ def objective_name(run: Plan) -> str:
 
 def checkpoint_root(config: TrainConfig, work: Path) -> Path:
     """Where resumable checkpoints go: --checkpoint-dir, else the work directory beside the output."""
-    return config.checkpoints.checkpoint_dir or work / "checkpoints"
+    return config.checkpoints.checkpoint_dir or RunDir(work).checkpoints
 
 
 def prepare_process(config: TrainConfig, dist: Distributed) -> None:
@@ -120,7 +120,7 @@ def start(config: TrainConfig, run: Plan, work: Path | None, tracer: Tracer, dis
         if config.checkpoints.load_params:
             load_parameters(config.checkpoints.load_params, model)
         optimizer = build_optimizer(model, config.schedule.weight_decay, config.runtime.device, run.lr)
-    metrics = Metrics(work / "metrics.jsonl" if dist.is_main else None)
+    metrics = Metrics(RunDir(work).metrics_log if dist.is_main else None)
     checkpoints = checkpoint_root(config, work) if dist.is_main else None
     return Run(config, run, dist, tracer, model, optimizer, train, val, metrics, resume_config(config, run, hashes),
                checkpoints)
@@ -170,7 +170,7 @@ def checkpoint(state: Run, completed: int) -> None:
                                    state.identity)
             best = best_checkpoint(state.metrics.points, {step for step, _ in list_checkpoints(state.checkpoints)})
             if settings.keep_last:
-                prune_checkpoints(state.checkpoints, settings.keep_last, protect={f"step-{best}"} if best else set())
+                prune_checkpoints(state.checkpoints, settings.keep_last, protect={checkpoint_name(best)} if best else set())
         tqdm.write(f"wrote checkpoint: {path}")
     state.dist.barrier()  # no rank runs ahead of a checkpoint it might be asked to resume from
 
@@ -236,5 +236,5 @@ def run_training(config: TrainConfig, run: Plan, output: Path | None, work: Path
     train_steps(state, first)
     if dist.is_main:
         with tracer.phase("checkpointing", action="final parameters"):
-            save_parameters(output / "parameters.safetensors", state.model)
+            save_parameters(RunDir(output).parameters, state.model)
     return TrainingResult(run, parameters, state.metrics, first, state.identity["data"], state.model, dist.world)

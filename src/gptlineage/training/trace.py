@@ -25,9 +25,6 @@ from typing import Any
 
 from gptlineage.jsonio import write_json_atomic
 
-PHASES = ("data loading", "initialization", "training steps", "evaluation", "checkpointing", "generation")
-
-
 def peak_rss_kib() -> int:
     """Peak resident set size of this process so far, in KiB (Linux reports ru_maxrss in KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from gptlineage.errors import GptlineageError
 from gptlineage.files import link_or_copy
-from gptlineage.training.checkpoint import (
+from gptlineage.training.checkpoints import (
     checkpoint_directory,
     list_checkpoints,
     read_checkpoint_manifest,
@@ -23,6 +23,7 @@ from gptlineage.training.checkpoint import (
 from gptlineage.training.config import Plan, TrainConfig
 from gptlineage.training.data import data_hashes
 from gptlineage.training.distributed import Distributed
+from gptlineage.training.layout import RunDir
 from gptlineage.training.loop import checkpoint_root, resume_config
 
 
@@ -39,7 +40,7 @@ def continue_interrupted(config: TrainConfig, run: Plan, work: Path, dist: Distr
     goes on where it stopped. Leftovers of a different command are discarded by
     `prepare_work`. Every rank decides alike, from the same files, before rank 0 changes any.
     """
-    root = work / "checkpoints"
+    root = RunDir(work).checkpoints
     if config.checkpoints.resume or config.checkpoints.checkpoint_dir or not list_checkpoints(root):
         return config
     try:
@@ -76,6 +77,6 @@ def link_checkpoints(source: Path, output: Path) -> None:
     """Hard-link the kept checkpoints into the artifact (no copy), so lineage covers them."""
     if not source.is_dir():
         return
-    for _, step_dir in list_checkpoints(source):
+    for step, step_dir in list_checkpoints(source):
         for path in step_dir.iterdir():
-            link_or_copy(path, output / "checkpoints" / step_dir.name / path.name)
+            link_or_copy(path, RunDir(output).checkpoint(step) / path.name)

@@ -1,0 +1,76 @@
+"""The on-disk layout of a training run, defined once: file names and checkpoint directory names.
+
+A training artifact holds the final parameters, the metrics (a JSON document and the live
+JSONL log), the passport (dimensions and what was trained), the trace with its summary and
+the kept checkpoints, one `step-N` directory each.
+
+Example (after `gptlineage train ... --output results/pretrain`):
+    run = RunDir(Path("results/pretrain"))
+    run.metrics               # results/pretrain/metrics.json
+    run.checkpoint(400)       # results/pretrain/checkpoints/step-400
+    checkpoint_step("step-400")  # 400
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+PARAMETERS_FILE = "parameters.safetensors"  # a run's final parameters, and each checkpoint's
+METRICS_FILE = "metrics.json"
+METRICS_LOG_FILE = "metrics.jsonl"
+PASSPORT_FILE = "passport.json"
+TRACE_FILE = "trace.json"
+TRACE_SUMMARY_FILE = "trace-summary.json"
+CHECKPOINTS_DIR = "checkpoints"
+STEP_DIR = re.compile(r"step-(\d+)")
+
+
+def checkpoint_name(step: int) -> str:
+    """The directory name of the checkpoint saved after `step` completed updates."""
+    return f"step-{step}"
+
+
+def checkpoint_step(name: str) -> int | None:
+    """The step a `step-N` directory name stands for, or None for any other name."""
+    match = STEP_DIR.fullmatch(name)
+    return int(match.group(1)) if match else None
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """The files of one training run (an artifact directory, or the work directory of a live run)."""
+
+    path: Path
+
+    @property
+    def parameters(self) -> Path:
+        return self.path / PARAMETERS_FILE
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / METRICS_FILE
+
+    @property
+    def metrics_log(self) -> Path:
+        return self.path / METRICS_LOG_FILE
+
+    @property
+    def passport(self) -> Path:
+        return self.path / PASSPORT_FILE
+
+    @property
+    def trace(self) -> Path:
+        return self.path / TRACE_FILE
+
+    @property
+    def trace_summary(self) -> Path:
+        return self.path / TRACE_SUMMARY_FILE
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / CHECKPOINTS_DIR
+
+    def checkpoint(self, step: int) -> Path:
+        return self.checkpoints / checkpoint_name(step)

@@ -1,0 +1,137 @@
+"""Check the package's shape: module and function sizes, and which layer may import which.
+
+Rules, for every module under src/gptlineage/:
+- a module has at most 400 lines, a function or method at most 60 (from `def` to its last line);
+- a command module (gptlineage/commands/*.py) imports no other command module: shared code
+  lives below the commands;
+- nothing under gptlineage/lineage/ imports torch (or transformers, which loads torch), so
+  `gptlineage lineage ...` starts fast and works where torch is absent;
+- imports point down the layers: lineage/ imports nothing from corpus, model, training,
+  generation, reporting, tabular or commands; model/ nothing from training, generation,
+  reporting or commands; training/ nothing from generation, reporting or commands.
+
+Imports are read with `ast`, function-level imports included; nothing is imported or run.
+Prints one line per finding and exits 1 when there is any, else prints nothing and exits 0.
+
+Example:
+    python tools/check_code_shape.py            # the package in this checkout
+    python tools/check_code_shape.py --src src  # another source tree
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+PACKAGE = "gptlineage"
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+TORCH_MODULES = ("torch", "transformers")  # transformers imports torch when it is imported
+# Layer (the first folder under gptlineage/) -> layers it must not import from.
+FORBIDDEN_LAYERS = {
+    "lineage": ("corpus", "model", "training", "generation", "reporting", "tabular", "commands"),
+    "model": ("training", "generation", "reporting", "commands"),
+    "training": ("generation", "reporting", "commands"),
+}
+DEFAULT_SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+def module_name(path: Path, src: Path) -> str:
+    """The dotted name of a module file: src/gptlineage/corpus/shards.py -> gptlineage.corpus.shards."""
+    parts = list(path.relative_to(src).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_modules(tree: ast.Module, name: str, is_package: bool) -> Iterator[tuple[int, str]]:
+    """(line, dotted name) of every import anywhere in the module, relative ones made absolute.
+
+    `from a.b import c` yields `a.b.c`: c may be a module or a name, and the checks treat a
+    name inside a module like the module (its layer is the same).
+    """
+    package = name if is_package else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                yield node.lineno, f"{base}.{alias.name}" if alias.name != "*" else base
+
+
+def layer_of(dotted: str) -> str | None:
+    """The first folder under gptlineage/ (gptlineage.training.train -> training), or None."""
+    parts = dotted.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == PACKAGE else None
+
+
+def size_findings(relative: str, text: str, tree: ast.Module) -> list[str]:
+    findings = []
+    lines = len(text.splitlines())
+    if lines > MAX_MODULE_LINES:
+        findings.append(f"{relative}: module has {lines} lines (limit {MAX_MODULE_LINES})")
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = node.end_lineno - node.lineno + 1
+            if length > MAX_FUNCTION_LINES:
+                findings.append(f"{relative}:{node.lineno}: function {node.name} has {length} lines "
+                                f"(limit {MAX_FUNCTION_LINES})")
+    return findings
+
+
+def import_findings(relative: str, name: str, imports: list[tuple[int, str]], commands: set[str]) -> list[str]:
+    findings = []
+    layer = layer_of(name)
+    for line, imported in imports:
+        where = f"{relative}:{line}: imports {imported}"
+        if layer == "commands" and name != f"{PACKAGE}.commands":
+            parts = imported.split(".")
+            other = ".".join(parts[:3])
+            if parts[:2] == [PACKAGE, "commands"] and other in commands and other != name:
+                findings.append(f"{relative}:{line}: imports {other} (a command module imports no other command module)")
+        if layer == "lineage" and imported.split(".")[0] in TORCH_MODULES:
+            findings.append(f"{where} (lineage/ never imports torch)")
+        if layer_of(imported) in FORBIDDEN_LAYERS.get(layer, ()):
+            findings.append(f"{where} ({layer}/ imports nothing from {layer_of(imported)}/)")
+    return list(dict.fromkeys(findings))  # `from m import a, b` is one finding, not two
+
+
+def check(src: Path = DEFAULT_SRC) -> list[str]:
+    """Every finding under `src`/gptlineage, one line each, in file order."""
+    root = src / PACKAGE
+    if not root.is_dir():
+        return [f"{root}: no such package directory"]
+    paths = sorted(root.rglob("*.py"))
+    commands = {module_name(path, src) for path in (root / "commands").glob("*.py") if path.name != "__init__.py"}
+    findings = []
+    for path in paths:
+        relative = path.relative_to(src.parent).as_posix() if src.parent in path.parents else str(path)
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text, filename=str(path))
+        name = module_name(path, src)
+        imports = list(imported_modules(tree, name, path.name == "__init__.py"))
+        findings += size_findings(relative, text, tree)
+        findings += import_findings(relative, name, imports, commands)
+    return findings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--src", type=Path, default=DEFAULT_SRC, help="the source tree holding gptlineage/")
+    args = parser.parse_args(argv)
+    findings = check(args.src.resolve())
+    for finding in findings:
+        print(finding)
+    return 1 if findings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
