@@ -60,11 +60,6 @@ def invocation(module: str, argv: Sequence[str]) -> Iterator[Invocation]:
         _INVOCATION.reset(token)
 
 
-def set_invocation(module: str, argv: Sequence[str]) -> None:
-    """Record the invocation until it is replaced (prefer `with invocation(...)`, which also undoes it)."""
-    _INVOCATION.set(Invocation(module, tuple(argv)))
-
-
 def current_invocation() -> Invocation | None:
     return _INVOCATION.get()
 
