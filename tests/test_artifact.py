@@ -22,15 +22,17 @@ def write_artifact(output: Path, text: str = "hello\n", inputs=None, parameters=
 
 def test_manifest_records_files_parameters_code_and_environment(tmp_path):
     manifest = write_artifact(tmp_path / "out")
-    assert manifest["schema"] == "gptlineage.lineage.artifact.v1"
+    assert manifest["schema"] == "gptlineage.artifact.v2"
     assert [entry["path"] for entry in manifest["files"]] == ["a.txt", "sub/b.bin"]
     assert manifest["files"][0] == {"path": "a.txt", "bytes": 6, "sha256": sha256_file(tmp_path / "out" / "a.txt")}
     assert manifest["parameters"] == {"k": 1}
     assert len(manifest["parameters_sha256"]) == 64
     assert manifest["command"]["name"] == "test"
     assert manifest["command"]["argv"][0] == "gptlineage"
-    assert set(manifest["code"]) == {"package", "version", "source_sha256"}
-    assert {"python", "torch", "numpy", "device", "threads"} <= set(manifest["environment"])
+    assert set(manifest["code"]) == {"package", "version", "module", "closure_sha256", "files"}
+    assert manifest["code"]["module"] == "gptlineage"  # no gptlineage.commands.test: the whole package
+    assert "gptlineage/lineage/artifact.py" in {entry["path"] for entry in manifest["code"]["files"]}
+    assert {"python", "torch", "numpy", "platform", "device", "threads"} <= set(manifest["environment"])
     assert manifest["run"]["started_utc"] <= manifest["run"]["finished_utc"]
     assert manifest["id"] == artifact_id(manifest)
 
@@ -96,5 +98,5 @@ def test_broken_manifest_is_one_clear_error(tmp_path):
     with pytest.raises(GptlineageError, match="manifest.json: not valid JSON"):
         read_manifest(tmp_path)
     (tmp_path / MANIFEST).write_text(json.dumps({"schema": "other"}))
-    with pytest.raises(GptlineageError, match="schema is not gptlineage.lineage.artifact.v1"):
+    with pytest.raises(GptlineageError, match="schema is not gptlineage.artifact.v2"):
         read_manifest(tmp_path)

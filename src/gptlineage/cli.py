@@ -18,6 +18,7 @@ from types import ModuleType
 
 from gptlineage import __version__
 from gptlineage.errors import GptlineageError
+from gptlineage.lineage.identity import invocation
 
 # Command modules, imported only when chosen so `gptlineage lineage ...` does not load torch.
 COMMANDS = {
@@ -93,7 +94,7 @@ def build_parser(chosen: str | None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = sys.argv[1:] if argv is None else list(argv)
     chosen = next((word for word in argv if word in COMMANDS), None)
     parser = build_parser(chosen)
     args = parser.parse_args(argv)
@@ -102,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.command_handler(args) or 0)
+        # Artifacts record these words as their argv and this command module's code closure.
+        with invocation(COMMANDS[args.command], argv):
+            return int(args.command_handler(args) or 0)
     except GptlineageError as error:
         sys.stdout.flush()
         print(f"error: {args.command}: {error}", file=sys.stderr)

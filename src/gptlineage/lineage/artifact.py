@@ -11,12 +11,19 @@ block ends without an exception, the manifest is written and the directory is re
 place; when it raises, the temporary directory is removed, so a failed command leaves no
 artifact and no half-written manifest (an older artifact at the same path stays untouched).
 
-The manifest records: every file (path, bytes, sha256), the command (argv), the resolved
-parameters and their hash, each input (path, and the id of the artifact holding it, or the
-file's own sha256 for a plain source file), a `summary` of what the command measured (set
-`artifact.summary` inside the block), code and environment identity, and a `run`
-block (times, host, git commit). The artifact id is the sha256 of everything except `id`
-and `run`, so identical inputs, parameters and code give the identical id.
+The manifest records: every file (path, bytes, sha256), the command (name and argv), the
+resolved parameters and their hash, each input (role, path, and the id of the artifact
+holding it, or the file's own sha256 for a plain source file), a `summary` of what the
+command measured (set `artifact.summary` inside the block), the command's code closure
+(its module and every package file it imports, each with its sha256), the environment
+(library versions, device, threads, platform) and a `run` block (times, host, git commit).
+
+The artifact id means "the same work": it is the sha256 of `identity_payload(manifest)`,
+which keeps only the schema, the command name, the parameters, the inputs by content (role
+and artifact id or sha256, not their paths), the output files, the code closure's hash and
+the environment class (python, torch, numpy versions and the device kind). The argv (so
+flag order), input and output paths, thread count, platform, host, times and edits to
+package files the command does not import do not change it.
 """
 
 from __future__ import annotations
@@ -24,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,18 +39,52 @@ from typing import Any
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json, write_json_atomic
 from gptlineage.lineage.hashing import sha256_file, sha256_json, sha256_tree
-from gptlineage.lineage.identity import code_identity, environment_identity, git_state, host_name
+from gptlineage.lineage.identity import (
+    code_closure,
+    code_module_for,
+    environment_class,
+    environment_identity,
+    git_state,
+    host_name,
+    recorded_argv,
+)
 
 MANIFEST = "manifest.json"
-SCHEMA = "gptlineage.lineage.artifact.v1"
+SCHEMA = "gptlineage.artifact.v2"
 # Files other tools drop into artifact directories; they are neither hashed nor checked.
 FOREIGN_FILES = frozenset({".snakemake_timestamp"})
-VOLATILE_KEYS = ("id", "run")  # left out of the artifact id
+# What identifies an input: its role and its content, never where it lies.
+INPUT_IDENTITY_KEYS = ("role", "artifact_id", "sha256", "tree_sha256")
+SEAL_KEY = "manifest_sha256"
+
+
+def identity_payload(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a manifest that says which work was done; the artifact id is its sha256.
+
+    Left out on purpose: argv (flag order), input and output paths, threads, platform,
+    host, times, git state, the summary, and package files outside the command's closure.
+    """
+    inputs = [{key: entry[key] for key in INPUT_IDENTITY_KEYS if key in entry} for entry in manifest["inputs"]]
+    return {
+        "schema": manifest["schema"],
+        "command": manifest["command"]["name"],
+        "parameters": manifest["parameters"],
+        "inputs": sorted(inputs, key=lambda entry: entry["role"]),
+        "files": [{key: entry[key] for key in ("path", "bytes", "sha256")} for entry in manifest["files"]],
+        "code_closure_sha256": manifest["code"]["closure_sha256"],
+        "environment": environment_class(manifest["environment"]),
+    }
 
 
 def artifact_id(manifest: Mapping[str, Any]) -> str:
-    """The sha256 of the manifest's deterministic part (everything but `id` and `run`)."""
-    return sha256_json({key: value for key, value in manifest.items() if key not in VOLATILE_KEYS})
+    """The sha256 of `identity_payload(manifest)`: equal ids mean the same work with the same result."""
+    return sha256_json(identity_payload(manifest))
+
+
+def manifest_sha256(manifest: Mapping[str, Any]) -> str:
+    """The sha256 of the whole manifest but this seal itself: `lineage verify` notices an edit to
+    what the id leaves out (argv, paths, summary, environment, run)."""
+    return sha256_json({key: value for key, value in manifest.items() if key != SEAL_KEY})
 
 
 def is_artifact_dir(directory: Path) -> bool:
@@ -124,12 +164,18 @@ class ArtifactWriter:
         parameters: Mapping[str, Any],
         inputs: Mapping[str, str | Path] | None = None,
         device: str = "cpu",
+        code_module: str | None = None,
     ) -> None:
+        """`code_module` names the module whose code closure is recorded (default: the command the
+        CLI is running, else gptlineage.commands.<command>, else the whole package)."""
         self.output = Path(output).absolute()
         self.command = command
         self.parameters = dict(parameters)
         self.inputs = dict(inputs or {})
         self.device = device
+        self.code_module = code_module_for(command, code_module)
+        self.argv = recorded_argv()
+        self.code: dict[str, Any] = {}
         self.path = self.output.parent / f".{self.output.name}.tmp-{os.getpid()}"
         self.started = ""
         self.input_entries: list[dict[str, Any]] = []
@@ -139,7 +185,8 @@ class ArtifactWriter:
     def __enter__(self) -> ArtifactWriter:
         if self.output.exists() and not (self.output / MANIFEST).is_file() and any(self.output.iterdir()):
             raise GptlineageError(f"{self.output}: exists and is not an artifact; refusing to replace it")
-        # Inputs are hashed before the command reads them: the manifest records what was used.
+        # Inputs and code are hashed before the command runs: the manifest records what was used.
+        self.code = code_closure(self.code_module)
         self.input_entries = [describe_input(role, path, self.output) for role, path in self.inputs.items()]
         self.output.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists():
@@ -163,17 +210,18 @@ class ArtifactWriter:
     def _build_manifest(self) -> dict[str, Any]:
         manifest: dict[str, Any] = {
             "schema": SCHEMA,
-            "command": {"name": self.command, "argv": ["gptlineage", *sys.argv[1:]]},
+            "command": {"name": self.command, "argv": self.argv},
             "parameters": self.parameters,
             "parameters_sha256": sha256_json(self.parameters),
             "inputs": self.input_entries,
             "files": [describe_file(self.path, relative) for relative in list_files(self.path)],
             "summary": self.summary,
-            "code": code_identity(),
+            "code": self.code,
             "environment": environment_identity(self.device),
         }
         manifest["id"] = artifact_id(manifest)
         manifest["run"] = {"started_utc": self.started, "finished_utc": utc_now(), "host": host_name(), **git_state()}
+        manifest[SEAL_KEY] = manifest_sha256(manifest)
         return manifest
 
 

@@ -1,9 +1,13 @@
-"""Who made an artifact: the code (package version, source hash, git state) and the environment.
+"""Who made an artifact: the code a command ran, the environment, and how it was invoked.
 
 Example:
-    >>> from gptlineage.lineage.identity import code_identity
-    >>> sorted(code_identity())
-    ['package', 'source_sha256', 'version']
+    >>> from gptlineage.lineage.identity import code_closure
+    >>> sorted(code_closure("gptlineage.commands.small_data"))
+    ['closure_sha256', 'files', 'module', 'package', 'version']
+
+The code closure of a command is its module and every package module that module imports,
+transitively (the same files the Snakemake workflow lists as a rule's code inputs), so
+editing a module a command does not use leaves that command's artifact ids alone.
 """
 
 from __future__ import annotations
@@ -15,13 +19,97 @@ import platform
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import gptlineage
+from gptlineage.lineage.codedeps import PACKAGE, module_files, module_path
+from gptlineage.lineage.hashing import sha256_file
 
 PACKAGE_DIR = Path(gptlineage.__file__).resolve().parent
+SOURCE_ROOT = PACKAGE_DIR.parent  # the directory holding gptlineage/; closure paths are relative to it
+COMMANDS_PACKAGE = f"{PACKAGE}.commands"
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """The command line being run: the module of the chosen subcommand and the words given to `gptlineage`."""
+
+    module: str
+    argv: tuple[str, ...]
+
+
+_INVOCATION: ContextVar[Invocation | None] = ContextVar("gptlineage_invocation", default=None)
+
+
+@contextmanager
+def invocation(module: str, argv: Sequence[str]) -> Iterator[Invocation]:
+    """Within the block, artifacts record `module`'s code closure and `gptlineage *argv` as their command.
+
+    `cli.main` wraps each command in this, so commands never need to import the CLI.
+    """
+    token = _INVOCATION.set(Invocation(module, tuple(argv)))
+    try:
+        yield _INVOCATION.get()  # type: ignore[misc]
+    finally:
+        _INVOCATION.reset(token)
+
+
+def current_invocation() -> Invocation | None:
+    return _INVOCATION.get()
+
+
+def recorded_argv() -> list[str]:
+    """The command line to record: the CLI's own arguments, else this process's (a library call)."""
+    current = current_invocation()
+    return ["gptlineage", *(current.argv if current is not None else sys.argv[1:])]
+
+
+def code_module_for(command: str, explicit: str | None = None) -> str:
+    """Whose code closure an artifact of `command` records.
+
+    An explicit module wins; then the module the CLI is running; then the command module named
+    like the command (`data-csv` -> gptlineage.commands.data_csv) if there is one; else the
+    whole package (`gptlineage`), for library calls with no command module of their own.
+    """
+    if explicit:
+        return explicit
+    current = current_invocation()
+    if current is not None:
+        return current.module
+    guess = f"{COMMANDS_PACKAGE}.{command.replace('-', '_')}"
+    return guess if module_path(guess, SOURCE_ROOT) is not None else PACKAGE
+
+
+def closure_paths(module: str, source_root: Path = SOURCE_ROOT) -> list[str]:
+    """Paths (relative to `source_root`) of the files `module` runs; `gptlineage` alone means every file."""
+    if module == PACKAGE:
+        package_dir = source_root / PACKAGE
+        return sorted(path.relative_to(source_root).as_posix() for path in package_dir.rglob("*.py")
+                      if "__pycache__" not in path.parts)
+    if module_path(module, source_root) is None:
+        raise ValueError(f"{module}: no such module under {source_root}")
+    return module_files(module, source_root)
+
+
+def closure_sha256(files: Sequence[dict[str, str]]) -> str:
+    """One hash over a closure's files: each relative path with the sha256 of its bytes, in path order."""
+    digest = hashlib.sha256()
+    for entry in sorted(files, key=lambda entry: entry["path"]):
+        digest.update(f"{entry['path']}\0{entry['sha256']}\n".encode())
+    return digest.hexdigest()
+
+
+def code_closure(module: str, source_root: Path = SOURCE_ROOT) -> dict[str, Any]:
+    """The manifest's `code` block: package, version, module, its files with their sha256, and their hash."""
+    files = [{"path": path, "sha256": sha256_file(source_root / path)} for path in closure_paths(module, source_root)]
+    return {"package": PACKAGE, "version": gptlineage.__version__, "module": module,
+            "closure_sha256": closure_sha256(files), "files": files}
 
 
 def package_source_files() -> list[Path]:
@@ -31,7 +119,7 @@ def package_source_files() -> list[Path]:
 
 @functools.cache
 def source_sha256() -> str:
-    """One hash over the package's source files: their relative paths and their bytes."""
+    """One hash over ALL the package's source files (training records it; artifact ids use `code_closure`)."""
     digest = hashlib.sha256()
     for path in package_source_files():
         digest.update(path.relative_to(PACKAGE_DIR).as_posix().encode())
@@ -41,8 +129,8 @@ def source_sha256() -> str:
 
 
 def code_identity() -> dict[str, Any]:
-    """The deterministic part of the code's identity (it enters the artifact id)."""
-    return {"package": "gptlineage", "version": gptlineage.__version__, "source_sha256": source_sha256()}
+    """The whole package's version and source hash (the training metrics record it)."""
+    return {"package": PACKAGE, "version": gptlineage.__version__, "source_sha256": source_sha256()}
 
 
 @functools.cache
@@ -77,6 +165,21 @@ def environment_identity(device: str = "cpu") -> dict[str, Any]:
         "device": device,
         "threads": torch.get_num_threads() if torch is not None else None,
     }
+
+
+def device_kind(device: str) -> str:
+    """The kind of a device name: "cuda:1" -> "cuda", "cpu" -> "cpu"."""
+    return str(device).split(":", 1)[0]
+
+
+def environment_class(environment: dict[str, Any]) -> dict[str, Any]:
+    """The part of a recorded environment that enters the artifact id: versions and the device kind.
+
+    Thread count, platform and which GPU of a node are left out: they are recorded, but the same
+    work on another core count or card is still the same work.
+    """
+    return {"python": environment.get("python"), "torch": environment.get("torch"),
+            "numpy": environment.get("numpy"), "device": device_kind(environment.get("device", "cpu"))}
 
 
 def host_name() -> str:

@@ -151,14 +151,15 @@ def add_input(crate: Crate, node: Node, entry: dict[str, Any], folders: dict[Pat
 
 
 def instrument(crate: Crate, manifest: dict[str, Any]) -> str:
-    """The gptlineage command as a SoftwareApplication, one per command and source version."""
+    """The gptlineage command as a SoftwareApplication, one per command and code closure."""
     code = manifest["code"]
     command = manifest["command"]["name"]
     return crate.add({
-        "@id": f"#gptlineage-{command}-{code['source_sha256'][:12]}", "@type": "SoftwareApplication",
+        "@id": f"#gptlineage-{command}-{code['closure_sha256'][:12]}", "@type": "SoftwareApplication",
         "name": f"gptlineage {command}", "softwareVersion": code["version"],
-        "identifier": f"sha256:{code['source_sha256']}",
-        "description": "the gptlineage command line; identifier is the sha256 over the package's source files",
+        "identifier": f"sha256:{code['closure_sha256']}",
+        "description": (f"the gptlineage command line; identifier is the sha256 over the {len(code['files'])}"
+                        f" package source files {code['module']} runs (paths and bytes)"),
     })["@id"]
 
 

@@ -16,9 +16,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gptlineage.lineage.artifact import MANIFEST, artifact_id, find_artifact_dir, list_files, read_manifest
 from gptlineage.errors import GptlineageError
+from gptlineage.lineage.artifact import (
+    MANIFEST,
+    SEAL_KEY,
+    artifact_id,
+    find_artifact_dir,
+    list_files,
+    manifest_sha256,
+    read_manifest,
+)
 from gptlineage.lineage.hashing import sha256_file, sha256_tree
+from gptlineage.lineage.identity import closure_sha256
 
 
 @dataclass(frozen=True)
@@ -85,7 +94,8 @@ def show_lines(path: str | Path) -> list[str]:
         code = manifest["code"]
         run = manifest.get("run", {})
         lines.append(
-            f"{pad}  code: {code['package']} {code['version']} source {short(code['source_sha256'])}"
+            f"{pad}  code: {code['package']} {code['version']} {code['module']} ({len(code['files'])} files)"
+            f" closure {short(code['closure_sha256'])}"
             f" git {short(run.get('git_commit'))}{' (dirty)' if run.get('git_dirty') else ''}"
         )
         lines.append(f"{pad}  ran: {run.get('started_utc')} -> {run.get('finished_utc')} on {run.get('host')}")
@@ -103,6 +113,10 @@ def verify_artifact(directory: Path, manifest: dict[str, Any]) -> list[str]:
     problems: list[str] = []
     if artifact_id(manifest) != manifest.get("id"):
         problems.append(f"{directory / MANIFEST}: manifest changed (its content no longer hashes to its id)")
+    elif manifest_sha256(manifest) != manifest.get(SEAL_KEY):
+        problems.append(f"{directory / MANIFEST}: manifest changed (its record no longer hashes to its {SEAL_KEY})")
+    if closure_sha256(manifest["code"]["files"]) != manifest["code"]["closure_sha256"]:
+        problems.append(f"{directory / MANIFEST}: manifest changed (its code files no longer hash to closure_sha256)")
     recorded = {entry["path"]: entry for entry in manifest["files"]}
     for relative, entry in recorded.items():
         full = directory / relative
@@ -169,7 +183,8 @@ def prov_document(path: str | Path) -> dict[str, Any]:
             "prov:startTime": run.get("started_utc"),
             "prov:endTime": run.get("finished_utc"),
             "gptl:parameters_sha256": manifest["parameters_sha256"],
-            "gptl:source_sha256": manifest["code"]["source_sha256"],
+            "gptl:code_module": manifest["code"]["module"],
+            "gptl:code_closure_sha256": manifest["code"]["closure_sha256"],
         }
         document["wasGeneratedBy"][f"_:gen/{manifest['id']}"] = {"prov:entity": entity, "prov:activity": activity}
         for index, entry in enumerate(manifest["inputs"]):

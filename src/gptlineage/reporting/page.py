@@ -150,7 +150,7 @@ def artifact_html(node: Node, graph: Graph, root: Path) -> str:
         ("host", esc(run.get("host"))),
         ("git commit", code(git)),
         ("code", f"{esc(code_id.get('package'))} {esc(code_id.get('version'))}, "
-                 f"source sha256 {code(code_id.get('source_sha256'))}"),
+                 f"{esc(code_id.get('module'))} closure sha256 {code(code_id.get('closure_sha256'))}"),
         ("environment", esc(", ".join(f"{k} {v}" for k, v in manifest.get("environment", {}).items()))),
     ])
     return "\n".join([
@@ -231,7 +231,7 @@ def write_report(path: str | Path, output: str | Path) -> Path:
     refuse_inside(output, walk(artifact_dir), "report")
     page = report_html(path)  # built first: an error leaves no half-written artifact
     with ArtifactWriter(output, command="lineage-report", parameters={"format": "html"},
-                        inputs={"artifact": path}) as artifact:
+                        inputs={"artifact": path}, code_module="gptlineage.commands.lineage") as artifact:
         (artifact.path / REPORT_FILE).write_text(page, encoding="utf-8")
         artifact.summary = {"artifacts": page.count('<section class="artifact"'), "report": REPORT_FILE}
     return output / REPORT_FILE
