@@ -40,11 +40,12 @@ def run(args: argparse.Namespace) -> int:
 def summary_lines(summary: dict[str, Any], output: Path, dialogue: bool) -> list[str]:
     """What was written: token counts, and for dialogues the assistant targets and records."""
     shards = summary["shards"]
-    lines = [f"wrote {shards['train']['tokens']:,} training tokens and {shards['validation']['tokens']:,} validation"
-             f" tokens to {output} ({summary['documents']['read']:,} documents read)"]
+    lines = [(f"wrote {shards['train']['tokens']:,} training tokens and {shards['validation']['tokens']:,}"
+              f" validation tokens to {output} ({summary['documents']['read']:,} documents read)")]
     if dialogue:
-        lines.append(f"assistant targets: train={shards['train']['mask']['active_tokens']:,}"
-                     f" validation={shards['validation']['mask']['active_tokens']:,}")
-        lines.append(f"dialogue records: train={shards['train']['records']['records']:,}"
-                     f" validation={shards['validation']['records']['records']:,}")
+        train, validation = shards["train"], shards["validation"]
+        lines.append(f"assistant targets: train={train['mask']['active_tokens']:,}"
+                     f" validation={validation['mask']['active_tokens']:,}")
+        lines.append(f"dialogue records: train={train['records']['records']:,}"
+                     f" validation={validation['records']['records']:,}")
     return lines

@@ -29,9 +29,9 @@ import numpy as np
 from tqdm import tqdm
 
 from gptlineage.corpus.dialogue import encode_dialogue, slice_records, usable_dialogue
-from gptlineage.errors import GptlineageError
 from gptlineage.corpus.shards import MaskWriter, RecordWriter, ShardWriter
 from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding, tokenizer_identity
+from gptlineage.errors import GptlineageError
 from gptlineage.settings import SettingError, check_settings, setting
 
 TEXT_SUFFIXES = (".txt",)
