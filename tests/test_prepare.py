@@ -14,7 +14,13 @@ import yaml
 from gptlineage.cli import main
 from gptlineage.commands import prepare as prepare_command
 from gptlineage.corpus.dialogue import encode_dialogue
-from gptlineage.corpus.prepare import PrepareConfig, hub_calls, is_validation, prepare, round_robin_rows
+from gptlineage.corpus.prepare import (
+    PrepareConfig,
+    hub_calls,
+    is_validation,
+    prepare,
+    round_robin_rows,
+)
 from gptlineage.corpus.shards import read_mask, read_records, read_tokens
 from gptlineage.corpus.synth_chat import write_chat_dataset
 from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding

@@ -16,8 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gptlineage.cli import main
-from gptlineage.errors import GptlineageError
-from gptlineage.corpus.chat_families import CAPITALS, FAMILIES, TASK_FAMILIES, make_dialogue
+from gptlineage.corpus.chat_families import (
+    CAPITALS,
+    FAMILIES,
+    TASK_FAMILIES,
+    make_dialogue,
+)
 from gptlineage.corpus.synth_chat import (
     STAGE2_SPLITS,
     SUITE_SCHEMA,
@@ -30,6 +34,7 @@ from gptlineage.corpus.synth_chat import (
     write_chat_dataset,
     write_synth_chat,
 )
+from gptlineage.errors import GptlineageError
 
 SIZES = {"stage1_dialogues": 400, "stage2_dialogues_per_split": 120, "suite_prompts": 40}
 

@@ -16,7 +16,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gptlineage.corpus.synth_chat import STAGE1_DIR, STAGE2_DIR, SUITE_FILE, SynthChatConfig, write_synth_chat
+from gptlineage.corpus.synth_chat import (
+    STAGE1_DIR,
+    STAGE2_DIR,
+    SUITE_FILE,
+    SynthChatConfig,
+    write_synth_chat,
+)
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.settings import add_flags, as_mapping, from_args
 
