@@ -14,10 +14,17 @@ import yaml
 from gptlineage.cli import main
 from gptlineage.commands import prepare as prepare_command
 from gptlineage.corpus.dialogue import encode_dialogue
-from gptlineage.corpus.prepare import PrepareConfig, hub_calls, is_validation, prepare, round_robin_rows
+from gptlineage.corpus.prepare import (
+    PrepareConfig,
+    hub_calls,
+    is_validation,
+    prepare,
+    round_robin_rows,
+)
 from gptlineage.corpus.shards import read_mask, read_records, read_tokens
 from gptlineage.corpus.synth_chat import write_chat_dataset
 from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
+from gptlineage.settings import from_args, from_mapping
 from gptlineage.workflow_support import flags
 
 REPO = Path(__file__).resolve().parent.parent
@@ -54,14 +61,14 @@ def documents_of(path: Path) -> list[str]:
 
 
 def test_splits_are_read_round_robin_and_skip_documents_drops_the_interleaved_prefix(multi_split):
-    config = PrepareConfig(hf_dataset=str(multi_split), hf_splits=("alpha", "beta", "gamma"))
+    config = PrepareConfig(hf_dataset=str(multi_split), hf_split=("alpha", "beta", "gamma"))
     assert [row["text"][9:] for row in round_robin_rows(config)] == ["a0", "b0", "c0", "a1", "c1", "a2"]
-    skipping = PrepareConfig(hf_dataset=str(multi_split), hf_splits=("alpha", "beta", "gamma"), skip_documents=2)
+    skipping = PrepareConfig(hf_dataset=str(multi_split), hf_split=("alpha", "beta", "gamma"), skip_documents=2)
     assert [row["text"][9:] for row in round_robin_rows(skipping)] == ["c0", "a1", "c1", "a2"]
 
 
 def test_per_document_split_follows_the_seeded_hash_rule(multi_split, tmp_path):
-    config = PrepareConfig(hf_dataset=str(multi_split), hf_splits=("alpha", "beta", "gamma"),
+    config = PrepareConfig(hf_dataset=str(multi_split), hf_split=("alpha", "beta", "gamma"),
                            validation_fraction=0.5, seed=3, skip_documents=1)
     summary = prepare(config, tmp_path)
     order = ["b0", "c0", "a1", "c1", "a2"]  # after skipping a0; the index counts after the skip
@@ -86,10 +93,10 @@ def test_a_fixed_seed_gives_a_fixed_split():
 
 
 def test_max_tokens_and_skip_tokens_count_across_documents(multi_split, tmp_path):
-    every = prepare(PrepareConfig(hf_dataset=str(multi_split), hf_splits=("alpha", "beta", "gamma"),
+    every = prepare(PrepareConfig(hf_dataset=str(multi_split), hf_split=("alpha", "beta", "gamma"),
                                   validation_fraction=0.5, seed=3), tmp_path / "all")
     total = every["tokens"]["train"] + every["tokens"]["validation"]
-    limited = prepare(PrepareConfig(hf_dataset=str(multi_split), hf_splits=("alpha", "beta", "gamma"),
+    limited = prepare(PrepareConfig(hf_dataset=str(multi_split), hf_split=("alpha", "beta", "gamma"),
                                     validation_fraction=0.5, seed=3, skip_tokens=2, max_tokens=total - 4),
                       tmp_path / "limited")
     assert limited["tokens"]["train"] + limited["tokens"]["validation"] == total - 4
@@ -100,7 +107,7 @@ def test_text_files_are_one_corpus_split_contiguously(tmp_path):
     first, second = tmp_path / "one.txt", tmp_path / "two.txt"
     first.write_text("To be, or not to be, that is the question.")
     second.write_text("Whether 'tis nobler in the mind to suffer.")
-    summary = prepare(PrepareConfig(inputs=(str(first), str(second)), validation_fraction=0.25), tmp_path)
+    summary = prepare(PrepareConfig(input=(str(first), str(second)), validation_fraction=0.25), tmp_path)
     train = np.asarray(read_tokens(tmp_path / "train.bin")).tolist()
     validation = np.asarray(read_tokens(tmp_path / "val.bin")).tolist()
     encoding = gpt2_encoding()
@@ -113,7 +120,7 @@ def test_text_files_are_one_corpus_split_contiguously(tmp_path):
 def test_local_jsonl_input_streams_through_datasets(tmp_path):
     path = tmp_path / "docs.jsonl"
     path.write_text("".join(json.dumps({"body": f"text number {i}"}) + "\n" for i in range(40)))
-    summary = prepare(PrepareConfig(inputs=(str(path),), text_column="body", validation_fraction=0.2, seed=1), tmp_path / "out")
+    summary = prepare(PrepareConfig(input=(str(path),), text_column="body", validation_fraction=0.2, seed=1), tmp_path / "out")
     assert summary["documents"]["read"] == 40
     docs = documents_of(tmp_path / "out" / "train.bin") + documents_of(tmp_path / "out" / "val.bin")
     assert sorted(docs) == sorted(f"text number {i}" for i in range(40))
@@ -134,7 +141,7 @@ def chats(tmp_path: Path) -> Path:
 
 
 def test_dialogues_give_masks_and_records_that_pass_every_check(chats, tmp_path):
-    config = PrepareConfig(hf_dataset=str(chats), hf_splits=("first", "second"), messages_column="messages",
+    config = PrepareConfig(hf_dataset=str(chats), hf_split=("first", "second"), messages_column="messages",
                            validation_fraction=0.2, record_context=8, seed=5)
     summary = prepare(config, tmp_path)
     assert summary["objective"] == "assistant-masked-next-token"
@@ -154,7 +161,7 @@ def test_dialogues_give_masks_and_records_that_pass_every_check(chats, tmp_path)
 
 
 def test_a_dialogue_cut_by_the_token_budget_is_reported_not_trained(chats, tmp_path, capsys):
-    config = PrepareConfig(hf_dataset=str(chats), hf_splits=("first", "second"), messages_column="messages",
+    config = PrepareConfig(hf_dataset=str(chats), hf_split=("first", "second"), messages_column="messages",
                            validation_fraction=0.2, seed=5)
     every = prepare(config, tmp_path / "all")
     total = every["tokens"]["train"] + every["tokens"]["validation"]
@@ -180,10 +187,10 @@ def test_when_the_budget_leaves_a_shard_empty_the_command_fails_cleanly(chats, t
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--validation-fraction", "1.0"], "--validation-fraction must lie strictly between 0 and 1"),
-        (["--max-tokens", "-1"], "--max-tokens must be >= 0"),
-        (["--record-context", "0"], "--record-context must be positive"),
-        (["--messages-column", "messages", "--skip-tokens", "3"], "--skip-tokens would cut a conversation"),
+        (["--validation-fraction", "1.0"], "--validation-fraction: must be < 1, got 1.0"),
+        (["--max-tokens", "-1"], "--max-tokens: must be >= 0, got -1"),
+        (["--record-context", "0"], "--record-context: must be > 0, got 0"),
+        (["--messages-column", "messages", "--skip-tokens", "3"], "--skip-tokens: would cut a conversation"),
         (["--hf-dataset", "x/y"], "pass either --input"),
     ],
 )
@@ -209,11 +216,9 @@ def parsed_config(config_slice: dict) -> PrepareConfig:
     """The PrepareConfig the workflow's shell line gives for one config slice."""
     parser = argparse.ArgumentParser()
     prepare_command.add_arguments(parser)
-    args = parser.parse_args(shlex.split(flags(config_slice)) + ["--output", "unused"])
-    return PrepareConfig(inputs=tuple(args.input), hf_dataset=args.hf_dataset, hf_config=args.hf_config,
-                         hf_revision=args.hf_revision, hf_splits=tuple(args.hf_split) or ("train",),
-                         messages_column=args.messages_column, max_tokens=args.max_tokens,
-                         skip_documents=args.skip_documents, max_documents=args.max_documents)
+    config = from_args(PrepareConfig, parser.parse_args(shlex.split(flags(config_slice)) + ["--output", "unused"]))
+    assert config == from_mapping(PrepareConfig, config_slice)  # the flags and the slice mean the same
+    return config
 
 
 def paper_profile() -> dict:

@@ -16,15 +16,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gptlineage.cli import main
-from gptlineage.errors import GptlineageError
-from gptlineage.corpus.synth_chat import (
+from gptlineage.corpus.chat_families import (
     CAPITALS,
     FAMILIES,
+    TASK_FAMILIES,
+    make_dialogue,
+)
+from gptlineage.corpus.synth_chat import (
     STAGE2_SPLITS,
     SUITE_SCHEMA,
-    TEMPLATES,
+    SynthChatConfig,
     check_held_out,
-    make_dialogue,
     prompt_suite,
     read_prompt_suite,
     stage1_dataset,
@@ -32,6 +34,7 @@ from gptlineage.corpus.synth_chat import (
     write_chat_dataset,
     write_synth_chat,
 )
+from gptlineage.errors import GptlineageError
 
 SIZES = {"stage1_dialogues": 400, "stage2_dialogues_per_split": 120, "suite_prompts": 40}
 
@@ -105,9 +108,9 @@ def test_capital_table_spot_checks():
 
 def test_same_seed_same_bytes_other_seed_differs(tmp_path):
     state = random.getstate()
-    write_synth_chat(tmp_path / "a", seed=1337, **SIZES)
-    write_synth_chat(tmp_path / "b", seed=1337, **SIZES)
-    write_synth_chat(tmp_path / "c", seed=7, **SIZES)
+    write_synth_chat(tmp_path / "a", SynthChatConfig(seed=1337, **SIZES))
+    write_synth_chat(tmp_path / "b", SynthChatConfig(seed=1337, **SIZES))
+    write_synth_chat(tmp_path / "c", SynthChatConfig(seed=7, **SIZES))
     assert random.getstate() == state  # the global RNG is never touched
     a, b, c = (all_bytes(tmp_path / name) for name in "abc")
     assert list(a) == [
@@ -155,7 +158,7 @@ def test_templates_vary_within_each_family():
             messages = make_dialogue(family, rng)["messages"]
             first_user = next(m["content"] for m in messages if m["role"] == "user")
             first_words.add(first_user.split()[0])
-        assert len(first_words) == len(TEMPLATES[family]) >= 2, (family, first_words)
+        assert len(first_words) == len(TASK_FAMILIES[family].templates) >= 2, (family, first_words)
 
 
 def test_suite_prompts_never_occur_in_training():
@@ -216,7 +219,8 @@ LOADER = textwrap.dedent("""
 
 
 def test_named_splits_load_offline_in_declared_order(tmp_path):
-    write_synth_chat(tmp_path / "chat", seed=11, stage1_dialogues=30, stage2_dialogues_per_split=20, suite_prompts=7)
+    write_synth_chat(tmp_path / "chat", SynthChatConfig(seed=11, stage1_dialogues=30, stage2_dialogues_per_split=20,
+                                                       suite_prompts=7))
     order = ["zeta", "alpha", "mid_split"]  # not alphabetical: the README keeps the order given
     rng = random.Random(0)
     written = {name: [make_dialogue(FAMILIES[i], rng) for i in range(3)] for name in order}
@@ -264,15 +268,24 @@ def test_command_writes_one_artifact_with_a_manifest(tmp_path, capsys):
     assert not list(tmp_path.glob(".*tmp*"))
 
 
-@pytest.mark.parametrize("flag,value", [("--stage1-dialogues", "-5"), ("--stage2-dialogues-per-split", "-1"),
-                                        ("--suite-prompts", "0"), ("--suite-prompts", "many"), ("--seed", "x")])
-def test_command_refuses_bad_flags_with_one_line(tmp_path, capsys, flag, value):
+@pytest.mark.parametrize("flag,value", [("--suite-prompts", "many"), ("--seed", "x")])
+def test_command_refuses_unreadable_flags_with_one_line(tmp_path, capsys, flag, value):
     output = tmp_path / "out"
     with pytest.raises(SystemExit) as exit_info:
         main(["synth-chat", flag, value, "--output", str(output)])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: synth-chat:") and flag in err
+    assert not output.exists()
+
+
+@pytest.mark.parametrize("flag,value", [("--stage1-dialogues", "-5"), ("--stage2-dialogues-per-split", "-1"),
+                                        ("--suite-prompts", "0")])
+def test_command_refuses_out_of_range_flags_with_one_line(tmp_path, capsys, flag, value):
+    output = tmp_path / "out"
+    assert main(["synth-chat", flag, value, "--output", str(output)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"error: synth-chat: {flag}: must be > 0, got {value}\n"
     assert not output.exists()
 
 

@@ -166,11 +166,14 @@ def normalized(annotation: Any, value: Any) -> Any:
 
 
 def from_mapping(cls: type, values: Mapping[str, Any]) -> Any:
-    """Build `cls` from flat keys (parts filled from the same keys); unknown keys are refused."""
+    """Build `cls` from flat keys (parts filled from the same keys); unknown keys are refused.
+
+    A key set to null keeps its default, as the workflow leaves a null key's flag out (a
+    profile merged over another turns a key off with null)."""
     known = {field.name for field, _ in setting_fields(cls)}
     for key in values:
         if key not in known:
-            raise SettingError(str(key), "is not a setting of this stage")
+            raise SettingError(str(key), "unknown setting")
     # null means "not set": a profile merged over config.yaml turns a key off with it, like a flag left out
     return build(cls, {key: value for key, value in values.items() if value is not None})
 

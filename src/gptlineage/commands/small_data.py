@@ -13,7 +13,13 @@ import argparse
 from pathlib import Path
 
 from gptlineage.lineage.artifact import ArtifactWriter
-from gptlineage.tabular.regression import regression_table, write_npy, write_regression_csv
+from gptlineage.settings import add_flags, from_args
+from gptlineage.tabular.regression import (
+    SmallDataConfig,
+    regression_table,
+    write_npy,
+    write_regression_csv,
+)
 
 NAME = "small-data"
 EXAMPLE = "gptlineage small-data --output results/small_data"
@@ -23,10 +29,12 @@ Y_NAME = "small_regression_y.npy"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_flags(parser, SmallDataConfig)
     parser.add_argument("--output", type=Path, required=True, help="artifact directory to write")
 
 
 def run(args: argparse.Namespace) -> int:
+    from_args(SmallDataConfig, args)  # no settings yet: the table is fixed
     inputs, targets = regression_table()
     with ArtifactWriter(args.output, command=NAME, parameters={"rows": len(inputs)}) as artifact:
         write_regression_csv(artifact.path / CSV_NAME, inputs, targets)

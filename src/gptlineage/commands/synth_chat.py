@@ -16,48 +16,30 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gptlineage.corpus.synth_chat import (
+    STAGE1_DIR,
+    STAGE2_DIR,
+    SUITE_FILE,
+    SynthChatConfig,
+    write_synth_chat,
+)
 from gptlineage.lineage.artifact import ArtifactWriter
-from gptlineage.corpus.synth_chat import STAGE1_DIR, STAGE2_DIR, SUITE_FILE, write_synth_chat
+from gptlineage.settings import add_flags, as_mapping, from_args
 
 NAME = "synth-chat"
 EXAMPLE = ("gptlineage synth-chat --stage1-dialogues 3000 --stage2-dialogues-per-split 1500 "
            "--suite-prompts 40 --seed 1337 --output results/synth_chat")
-DEFAULT_STAGE1 = 3000
-DEFAULT_STAGE2_PER_SPLIT = 1500
-DEFAULT_SUITE = 40
-DEFAULT_SEED = 1337
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--stage1-dialogues", type=positive_int, default=DEFAULT_STAGE1,
-                        help=f"dialogues in stage 1's split 'train' (default {DEFAULT_STAGE1})")
-    parser.add_argument("--stage2-dialogues-per-split", type=positive_int, default=DEFAULT_STAGE2_PER_SPLIT,
-                        help=f"dialogues in each of stage 2's named splits (default {DEFAULT_STAGE2_PER_SPLIT})")
-    parser.add_argument("--suite-prompts", type=positive_int, default=DEFAULT_SUITE,
-                        help=f"held-out prompts in prompt-suite.json (default {DEFAULT_SUITE})")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"seeds every draw (default {DEFAULT_SEED})")
+    add_flags(parser, SynthChatConfig)
     parser.add_argument("--output", type=Path, required=True, help="artifact directory to write")
 
 
 def run(args: argparse.Namespace) -> int:
-    parameters = {
-        "stage1_dialogues": args.stage1_dialogues,
-        "stage2_dialogues_per_split": args.stage2_dialogues_per_split,
-        "suite_prompts": args.suite_prompts,
-        "seed": args.seed,
-    }
-    with ArtifactWriter(args.output, command=NAME, parameters=parameters) as artifact:
-        summary = write_synth_chat(artifact.path, **parameters)
+    config = from_args(SynthChatConfig, args)
+    with ArtifactWriter(args.output, command=NAME, parameters=as_mapping(config)) as artifact:
+        summary = write_synth_chat(artifact.path, config)
     for directory, key in ((STAGE1_DIR, "stage1"), (STAGE2_DIR, "stage2")):
         splits = summary[key]["splits"]
         chars = summary[key]["chars"]

@@ -21,7 +21,7 @@ import hashlib
 import os
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +29,10 @@ import numpy as np
 from tqdm import tqdm
 
 from gptlineage.corpus.dialogue import encode_dialogue, slice_records, usable_dialogue
-from gptlineage.errors import GptlineageError
 from gptlineage.corpus.shards import MaskWriter, RecordWriter, ShardWriter
 from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding, tokenizer_identity
+from gptlineage.errors import GptlineageError
+from gptlineage.settings import SettingError, check_settings, setting
 
 TEXT_SUFFIXES = (".txt",)
 JSON_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
@@ -43,50 +44,56 @@ SPLIT_RULE = "validation iff int.from_bytes(sha256(f'{seed}:{index}')[:8], 'big'
 
 @dataclass(frozen=True)
 class PrepareConfig:
-    """Everything `gptlineage prepare` reads; each field is a flag and a config key."""
+    """Everything `gptlineage prepare` reads; each field is a flag and a workflow config key."""
 
-    inputs: tuple[str, ...] = ()
-    hf_dataset: str | None = None
-    hf_config: str | None = None
-    hf_revision: str | None = None
-    hf_splits: tuple[str, ...] = ("train",)
-    text_column: str = "text"
-    messages_column: str | None = None
-    max_documents: int = 0
-    skip_documents: int = 0
-    max_tokens: int = 0
-    skip_tokens: int = 0
-    validation_fraction: float = 0.1
-    record_context: int = 1024
-    seed: int = 1337
+    input: tuple[str, ...] = setting((), "local .txt, .jsonl(.gz), .json(.gz) or .parquet file (repeatable)",
+                                     group="source")
+    hf_dataset: str | None = setting(None, "Hugging Face dataset id, or a local dataset directory, read in streaming"
+                                     " mode", group="source")
+    hf_config: str | None = setting(None, "dataset configuration name", group="source")
+    hf_revision: str | None = setting(None, "dataset commit (recorded; ignored for local directories)", group="source")
+    hf_split: tuple[str, ...] = setting(("train",), "split to read (repeatable, read round-robin)", group="source")
+    text_column: str = setting("text", "text column of each row", group="source")
+    messages_column: str | None = setting(None, "column holding a list of {role, content} messages: dialogue mode",
+                                          group="source")
+    max_documents: int = setting(0, "stop after this many documents (0 = no limit)", minimum=0, group="limits")
+    skip_documents: int = setting(0, "drop this many rows of the interleaved stream first", minimum=0, group="limits")
+    max_tokens: int = setting(0, "write at most this many tokens (0 = no limit)", minimum=0, group="limits")
+    skip_tokens: int = setting(0, "drop this many source tokens first (not for dialogues)", minimum=0, group="limits")
+    validation_fraction: float = setting(0.1, "share of documents for validation", above=0.0, below=1.0)
+    record_context: int = setting(1024, "longest dialogue record window, in tokens", above=0)
+    seed: int = setting(1337, "seed of the per-document split")
 
-    def validate(self) -> None:
-        """Refuse inconsistent settings with one line naming the flag."""
-        if bool(self.inputs) == bool(self.hf_dataset):
-            raise GptlineageError("pass either --input (repeatable) or --hf-dataset, not both and not neither")
-        if not 0.0 < self.validation_fraction < 1.0:
-            raise GptlineageError(f"--validation-fraction must lie strictly between 0 and 1, got {self.validation_fraction}")
-        for flag in ("max_documents", "skip_documents", "max_tokens", "skip_tokens"):
-            if getattr(self, flag) < 0:
-                raise GptlineageError(f"--{flag.replace('_', '-')} must be >= 0, got {getattr(self, flag)}")
-        if self.record_context <= 0:
-            raise GptlineageError(f"--record-context must be positive, got {self.record_context}")
+    def __post_init__(self) -> None:
+        check_settings(self)
+        if bool(self.input) == bool(self.hf_dataset):
+            raise SettingError("input", "pass either --input (repeatable) or --hf-dataset, not both and not neither")
         if self.messages_column and self.skip_tokens:
-            raise GptlineageError("--skip-tokens would cut a conversation; use --skip-documents with --messages-column")
-        if self.messages_column and self.inputs and any(is_text_file(path) for path in self.inputs):
-            raise GptlineageError("--messages-column needs JSONL/Parquet --input files or --hf-dataset, not text files")
-        for path in self.inputs:
+            raise SettingError("skip_tokens", "would cut a conversation; use --skip-documents with --messages-column")
+        for path in self.input:
             if not (is_text_file(path) or local_builder(path)):
-                raise GptlineageError(f"{path}: unsupported input; expected .txt, .jsonl(.gz), .json(.gz) or .parquet")
-        if self.inputs and any(is_text_file(path) for path in self.inputs) and not all(map(is_text_file, self.inputs)):
-            raise GptlineageError("--input files must be all text files or all JSONL/Parquet files")
-        for path in self.inputs:
-            if not Path(path).is_file():
-                raise GptlineageError(f"{path}: input file does not exist")
+                raise SettingError("input", f"{path}: unsupported input; expected .txt, .jsonl(.gz), .json(.gz) or .parquet")
+        text_files = [is_text_file(path) for path in self.input]
+        if self.messages_column and any(text_files):
+            raise SettingError("messages_column", "needs JSONL/Parquet --input files or --hf-dataset, not text files")
+        if any(text_files) and not all(text_files):
+            raise SettingError("input", "files must be all text files or all JSONL/Parquet files")
 
     @property
     def dialogue(self) -> bool:
         return self.messages_column is not None
+
+
+def source_inputs(config: PrepareConfig) -> dict[str, Path]:
+    """The local files (and local dataset directory) a run reads, by lineage role; each file must exist."""
+    inputs = {}
+    for index, path in enumerate(config.input):
+        if not Path(path).is_file():
+            raise GptlineageError(f"{path}: input file does not exist")
+        inputs[f"input{index}"] = Path(path)
+    if config.hf_dataset and Path(config.hf_dataset).is_dir():
+        inputs["dataset"] = Path(config.hf_dataset)
+    return inputs
 
 
 def is_text_file(path: str) -> bool:
@@ -114,17 +121,17 @@ def hub_calls(config: PrepareConfig) -> list[dict[str, Any]]:
         revision = None if Path(config.hf_dataset).is_dir() else config.hf_revision
         return [
             {"path": config.hf_dataset, "name": config.hf_config, "split": split, "streaming": True, "revision": revision}
-            for split in config.hf_splits
+            for split in config.hf_split
         ]
-    builder = local_builder(config.inputs[0])
-    return [{"path": builder, "data_files": list(config.inputs), "split": "train", "streaming": True}]
+    builder = local_builder(config.input[0])
+    return [{"path": builder, "data_files": list(config.input), "split": "train", "streaming": True}]
 
 
 def source_description(config: PrepareConfig) -> dict[str, Any]:
     if config.hf_dataset:
         return {"kind": "hugging-face", "dataset": config.hf_dataset, "config": config.hf_config,
-                "revision": config.hf_revision, "splits": list(config.hf_splits)}
-    return {"kind": "files", "files": list(config.inputs)}
+                "revision": config.hf_revision, "splits": list(config.hf_split)}
+    return {"kind": "files", "files": list(config.input)}
 
 
 def round_robin_rows(config: PrepareConfig) -> Iterator[dict[str, Any]]:
@@ -151,8 +158,8 @@ def round_robin_rows(config: PrepareConfig) -> Iterator[dict[str, Any]]:
 def describe_source(config: PrepareConfig) -> str:
     if config.hf_dataset:
         suffix = f"/{config.hf_config}" if config.hf_config else ""
-        return f"{config.hf_dataset}{suffix}[{','.join(config.hf_splits)}]"
-    return ",".join(config.inputs)
+        return f"{config.hf_dataset}{suffix}[{','.join(config.hf_split)}]"
+    return ",".join(config.input)
 
 
 def column(row: dict[str, Any], name: str, index: int, config: PrepareConfig) -> Any:
@@ -192,11 +199,11 @@ class Progress:
 
 def prepare(config: PrepareConfig, output: Path) -> dict[str, Any]:
     """Write the shards of one corpus into `output` and return the manifest summary."""
-    config.validate()
+    source_inputs(config)
     output.mkdir(parents=True, exist_ok=True)
     if config.dialogue:
         summary = prepare_dialogues(config, output)
-    elif config.inputs and is_text_file(config.inputs[0]):
+    elif config.input and is_text_file(config.input[0]):
         summary = prepare_text_files(config, output)
     else:
         summary = prepare_documents(config, output)
@@ -214,7 +221,7 @@ def prepare(config: PrepareConfig, output: Path) -> dict[str, Any]:
 def prepare_text_files(config: PrepareConfig, output: Path) -> dict[str, Any]:
     """Text files form one corpus: each file's tokens then EOT, split contiguously (as the reference)."""
     encoding = gpt2_encoding()
-    pieces = [Path(path).read_text(encoding="utf-8") for path in config.inputs]
+    pieces = [Path(path).read_text(encoding="utf-8") for path in config.input]
     tokens: list[int] = []
     for ids in encoding.encode_ordinary_batch(pieces, num_threads=os.cpu_count() or 1):
         tokens.extend(ids)
@@ -372,8 +379,3 @@ def prepare_dialogues(config: PrepareConfig, output: Path) -> dict[str, Any]:
                for (side, state), prefix in zip(sides.items(), ("train", "val"))},
         },
     }
-
-
-def config_parameters(config: PrepareConfig) -> dict[str, Any]:
-    """The resolved parameters as JSON values (tuples become lists)."""
-    return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(config).items()}

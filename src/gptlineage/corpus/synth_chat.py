@@ -1,22 +1,13 @@
 """Deterministic synthetic chat data whose every answer can be checked exactly.
 
 The offline profile stands in for smol-smoltalk (stage 1) and smoltalk2 (stage 2) with small
-dialogues in the same `messages` format. Each dialogue comes from one task family, and each
-family's answer is a pure function of its prompt:
-
-    addition       "What is 17 + 25? Answer with only the number."               -> "42"
-    echo_word      "Return exactly the word river and nothing else."             -> "river"
-    capital        "What is the capital of France? Answer in one word."          -> "Paris"
-    sentiment      "Classify the sentiment ...: I loved the film."               -> "positive"
-    repeat_word    "Repeat this word twice: cat"                                 -> "cat cat"
-    uppercase      "Write the word cat in capital letters."                      -> "CAT"
-    count_letters  "How many letters are in the word apple? Answer with only the number." -> "5"
+dialogues in the same `messages` format. Each dialogue comes from one task family of
+`gptlineage.corpus.chat_families.TASK_FAMILIES` (additions, echo a word, capitals, sentiment,
+repeat a word, uppercase, count letters), whose answer is a pure function of its prompt.
 
 Example:
-    >>> import random
-    >>> row = make_dialogue("addition", random.Random(0))
-    >>> sorted(row), row["messages"][-1]["role"]
-    (['answer', 'family', 'messages'], 'assistant')
+    gptlineage synth-chat --seed 1337 --output results/synth_chat
+
     >>> stage2 = stage2_dataset(3, seed=1)
     >>> list(stage2)
     ['arithmetic_no_think', 'instruction_following_no_think', 'knowledge_no_think', 'sentiment_no_think']
@@ -39,128 +30,39 @@ import json
 import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gptlineage.jsonio import read_json
+from gptlineage.corpus.chat_families import (
+    FAMILIES,
+    TASK_FAMILIES,
+    held_out_cases,
+    make_dialogue,
+    suite_capacity,
+)
 from gptlineage.errors import GptlineageError
+from gptlineage.jsonio import read_json
+from gptlineage.settings import check_settings, setting
 
 SUITE_SCHEMA = "gptlineage.prompt-suite.v1"
 SUITE_FILE = "prompt-suite.json"
 STAGE1_DIR = "stage1"
 STAGE2_DIR = "stage2"
 
-# ---------------------------------------------------------------------------------------------
-# Fixed tables. Entries listed under HELD_OUT_* are for the prompt suite only.
 
-CAPITALS: dict[str, str] = {
-    "France": "Paris", "Germany": "Berlin", "Italy": "Rome", "Spain": "Madrid",
-    "Japan": "Tokyo", "China": "Beijing", "Russia": "Moscow", "Egypt": "Cairo",
-    "Greece": "Athens", "Ireland": "Dublin", "Sweden": "Stockholm", "Finland": "Helsinki",
-    "Denmark": "Copenhagen", "Poland": "Warsaw", "Austria": "Vienna", "Belgium": "Brussels",
-    "the Netherlands": "Amsterdam", "Switzerland": "Bern", "Canada": "Ottawa",
-    "Australia": "Canberra", "Cuba": "Havana", "Thailand": "Bangkok", "Indonesia": "Jakarta",
-    "the Philippines": "Manila", "Iran": "Tehran", "Iraq": "Baghdad", "Turkey": "Ankara",
-    "Czechia": "Prague", "Romania": "Bucharest", "Bulgaria": "Sofia", "Serbia": "Belgrade",
-    "Croatia": "Zagreb", "Ghana": "Accra", "Senegal": "Dakar", "South Korea": "Seoul",
-    "Iceland": "Reykjavik", "Latvia": "Riga", "Estonia": "Tallinn", "Venezuela": "Caracas",
-    "Nepal": "Kathmandu", "Qatar": "Doha", "Lebanon": "Beirut",
-    # held out (see HELD_OUT_COUNTRIES)
-    "Portugal": "Lisbon", "Kenya": "Nairobi", "Norway": "Oslo", "Peru": "Lima",
-    "Vietnam": "Hanoi", "Hungary": "Budapest", "Morocco": "Rabat", "Jordan": "Amman",
-}
-HELD_OUT_COUNTRIES: tuple[str, ...] = (
-    "Portugal", "Kenya", "Norway", "Peru", "Vietnam", "Hungary", "Morocco", "Jordan",
-)
-TRAIN_COUNTRIES: tuple[str, ...] = tuple(c for c in CAPITALS if c not in HELD_OUT_COUNTRIES)
+@dataclass(frozen=True)
+class SynthChatConfig:
+    """Everything `gptlineage synth-chat` reads; each field is a flag and a workflow config key."""
 
-TRAIN_WORDS: tuple[str, ...] = (
-    "apple", "river", "cat", "dog", "house", "garden", "window", "pencil", "tiger", "cloud",
-    "bread", "chair", "table", "forest", "mountain", "ocean", "rabbit", "yellow", "purple",
-    "silver", "rocket", "planet", "candle", "button", "turtle", "banana", "orange", "lemon",
-    "bottle", "ladder", "mirror", "basket", "jacket", "pillow", "carpet", "dragon", "castle",
-    "bridge", "island", "winter", "summer", "spring", "thunder", "sunset", "market", "engine",
-    "guitar", "piano", "camera", "hammer", "wallet", "kettle", "spoon", "horse", "monkey",
-    "zebra", "puzzle", "anchor", "feather", "marble",
-)
-HELD_OUT_WORDS: tuple[str, ...] = (
-    "lantern", "pebble", "violin", "harbor", "meadow", "falcon", "velvet", "canyon",
-    "walnut", "compass", "orchid", "glacier",
-)
+    seed: int = setting(1337, "seeds every draw")
+    stage1_dialogues: int = setting(3000, "dialogues in stage 1's split 'train'", above=0)
+    stage2_dialogues_per_split: int = setting(1500, "dialogues in each of stage 2's named splits", above=0)
+    suite_prompts: int = setting(40, "held-out prompts in prompt-suite.json", above=0)
 
-# Review subjects: (noun, noun phrase with its article).
-TRAIN_SUBJECTS: tuple[str, ...] = (
-    "film", "book", "meal", "hotel", "concert", "game", "show", "trip", "song", "class",
-    "restaurant", "play", "album", "lecture", "party", "movie",
-)
-HELD_OUT_SUBJECTS: tuple[str, ...] = ("museum", "podcast", "festival", "bakery")
+    def __post_init__(self) -> None:
+        check_settings(self)
 
-POSITIVE_SENTENCES: tuple[str, ...] = (
-    "I loved the {n}.", "The {n} was wonderful.", "What a fantastic {n}!",
-    "I really enjoyed the {n}.", "The {n} made me so happy.",
-)
-NEGATIVE_SENTENCES: tuple[str, ...] = (
-    "I hated the {n}.", "The {n} was terrible.", "What a boring {n}!",
-    "I regret paying for the {n}.", "The {n} was a complete waste of time.",
-)
-
-ADDITION_MAX = 99  # operands are 0..ADDITION_MAX
-
-
-def addition_held_out(a: int, b: int) -> bool:
-    """The operand pairs (about 1 in 13) reserved for the prompt suite."""
-    return (7 * a + 3 * b) % 13 == 5
-
-
-SYSTEM_PROMPTS: tuple[str, ...] = (
-    "You are a helpful assistant.",
-    "You are a concise assistant. Answer as briefly as possible.",
-    "Answer the user's request exactly, with no extra words.",
-)
-SYSTEM_PROBABILITY = 0.2
-MULTI_TURN_PROBABILITY = 0.1
-FOLLOW_UP_PREFIXES: tuple[str, ...] = ("", "Another one. ", "Next: ")
-
-# ---------------------------------------------------------------------------------------------
-# Families: each template set, and a function from the family's item to (prompt, answer).
-
-TEMPLATES: dict[str, tuple[str, ...]] = {
-    "addition": (
-        "What is {a} + {b}? Answer with only the number.",
-        "Compute {a} + {b}. Reply with just the result.",
-        "Add {a} and {b}. Give only the number.",
-    ),
-    "echo_word": (
-        "Return exactly the word {w} and nothing else.",
-        "Reply with the single word {w}.",
-        "Say {w} and nothing else.",
-    ),
-    "capital": (
-        "What is the capital of {c}? Answer in one word.",
-        "Name the capital city of {c}. One word only.",
-        "Which city is the capital of {c}? Reply with one word.",
-    ),
-    "sentiment": (
-        "Classify the sentiment as positive or negative. Answer with one word: {s}",
-        "Is the following review positive or negative? Answer with one word. Review: {s}",
-        "Sentiment (positive or negative) of this sentence: {s}",
-    ),
-    "repeat_word": (
-        "Repeat this word twice: {w}",
-        "Write the word {w} two times, separated by a space.",
-        "Say {w} twice, with a space in between.",
-    ),
-    "uppercase": (
-        "Write the word {w} in capital letters.",
-        "Convert to uppercase: {w}",
-        "Uppercase this word and reply with it only: {w}",
-    ),
-    "count_letters": (
-        "How many letters are in the word {w}? Answer with only the number.",
-        "Count the letters in {w}. Reply with just the number.",
-    ),
-}
-FAMILIES: tuple[str, ...] = tuple(TEMPLATES)
 
 # Stage 2's named splits, in order, each drawing from one group of families.
 STAGE2_SPLITS: dict[str, tuple[str, ...]] = {
@@ -170,95 +72,6 @@ STAGE2_SPLITS: dict[str, tuple[str, ...]] = {
     "sentiment_no_think": ("sentiment",),
 }
 STAGE1_SPLIT = "train"
-
-Item = Any  # a family's item: (a, b), a word, a country, or (sentence, label)
-
-
-def _answer(family: str, item: Item) -> tuple[dict[str, Any], str]:
-    """The template fields and the exact answer for one item of a family."""
-    if family == "addition":
-        a, b = item
-        return {"a": a, "b": b}, str(a + b)
-    if family == "echo_word":
-        return {"w": item}, item
-    if family == "capital":
-        return {"c": item}, CAPITALS[item]
-    if family == "sentiment":
-        sentence, label = item
-        return {"s": sentence}, label
-    if family == "repeat_word":
-        return {"w": item}, f"{item} {item}"
-    if family == "uppercase":
-        return {"w": item}, item.upper()
-    if family == "count_letters":
-        return {"w": item}, str(len(item))
-    raise GptlineageError(f"unknown task family {family!r} (known: {', '.join(FAMILIES)})")
-
-
-def _sentences(subjects: Sequence[str]) -> list[tuple[str, str]]:
-    return [(template.format(n=noun), label)
-            for noun in subjects
-            for label, templates in (("positive", POSITIVE_SENTENCES), ("negative", NEGATIVE_SENTENCES))
-            for template in templates]
-
-
-def _draw_train_item(family: str, rng: random.Random) -> Item:
-    if family == "addition":
-        while True:
-            a, b = rng.randint(0, ADDITION_MAX), rng.randint(0, ADDITION_MAX)
-            if not addition_held_out(a, b):
-                return a, b
-    if family in ("echo_word", "repeat_word", "uppercase", "count_letters"):
-        return rng.choice(TRAIN_WORDS)
-    if family == "capital":
-        return rng.choice(TRAIN_COUNTRIES)
-    if family == "sentiment":
-        label = rng.choice(("positive", "negative"))
-        templates = POSITIVE_SENTENCES if label == "positive" else NEGATIVE_SENTENCES
-        return rng.choice(templates).format(n=rng.choice(TRAIN_SUBJECTS)), label
-    raise GptlineageError(f"unknown task family {family!r} (known: {', '.join(FAMILIES)})")
-
-
-def _held_out_items(family: str) -> list[Item]:
-    """Every held-out item of a family, in a fixed order."""
-    if family == "addition":
-        return [(a, b) for a in range(ADDITION_MAX + 1) for b in range(ADDITION_MAX + 1) if addition_held_out(a, b)]
-    if family in ("echo_word", "repeat_word", "uppercase", "count_letters"):
-        return list(HELD_OUT_WORDS)
-    if family == "capital":
-        return list(HELD_OUT_COUNTRIES)
-    if family == "sentiment":
-        return _sentences(HELD_OUT_SUBJECTS)
-    raise GptlineageError(f"unknown task family {family!r} (known: {', '.join(FAMILIES)})")
-
-
-def make_turn(family: str, rng: random.Random) -> tuple[str, str]:
-    """One training (prompt, answer) pair of a family, drawn with `rng`."""
-    item = _draw_train_item(family, rng)
-    fields, answer = _answer(family, item)
-    return rng.choice(TEMPLATES[family]).format(**fields), answer
-
-
-def make_dialogue(family: str, rng: random.Random) -> dict[str, Any]:
-    """One training dialogue: `{"messages": [...], "family": str, "answer": str}`.
-
-    About 1 in 5 starts with a system message and about 1 in 10 has a second user/assistant
-    turn of the same family; `answer` is the final assistant message.
-    """
-    if family not in TEMPLATES:
-        raise GptlineageError(f"unknown task family {family!r} (known: {', '.join(FAMILIES)})")
-    messages: list[dict[str, str]] = []
-    if rng.random() < SYSTEM_PROBABILITY:
-        messages.append({"role": "system", "content": rng.choice(SYSTEM_PROMPTS)})
-    turns = 2 if rng.random() < MULTI_TURN_PROBABILITY else 1
-    answer = ""
-    for turn in range(turns):
-        prompt, answer = make_turn(family, rng)
-        if turn > 0:
-            prompt = rng.choice(FOLLOW_UP_PREFIXES) + prompt
-        messages.append({"role": "user", "content": prompt})
-        messages.append({"role": "assistant", "content": answer})
-    return {"messages": messages, "family": family, "answer": answer}
 
 
 def _check_count(name: str, value: int) -> None:
@@ -283,11 +96,6 @@ def stage2_dataset(n_per_split: int, seed: int) -> dict[str, list[dict[str, Any]
     return splits
 
 
-def suite_capacity() -> dict[str, int]:
-    """How many distinct held-out prompts each family can give."""
-    return {family: len(_held_out_items(family)) * len(TEMPLATES[family]) for family in FAMILIES}
-
-
 def prompt_suite(seed: int, n: int) -> list[dict[str, str]]:
     """`n` held-out cases `{"prompt", "expected", "family"}`, families in turn, no prompt twice.
 
@@ -297,17 +105,12 @@ def prompt_suite(seed: int, n: int) -> list[dict[str, str]]:
     rng = random.Random(f"{seed}:suite")
     capacity = suite_capacity()
     per_family: dict[str, list[dict[str, str]]] = {}
-    for index, family in enumerate(FAMILIES):
+    for index, (name, family) in enumerate(TASK_FAMILIES.items()):
         wanted = n // len(FAMILIES) + (1 if index < n % len(FAMILIES) else 0)
-        if wanted > capacity[family]:
-            raise GptlineageError(f"suite prompts: {n} needs {wanted} {family} prompts but only "
-                                  f"{capacity[family]} held-out ones exist")
-        cases = []
-        for item in _held_out_items(family):
-            fields, answer = _answer(family, item)
-            cases.extend({"prompt": template.format(**fields), "expected": answer, "family": family}
-                         for template in TEMPLATES[family])
-        per_family[family] = rng.sample(cases, wanted)
+        if wanted > capacity[name]:
+            raise GptlineageError(f"suite prompts: {n} needs {wanted} {name} prompts but only "
+                                  f"{capacity[name]} held-out ones exist")
+        per_family[name] = rng.sample(held_out_cases(family), wanted)
     ordered = []
     for position in range(max(len(cases) for cases in per_family.values())):
         ordered.extend(cases[position] for cases in per_family.values() if position < len(cases))
@@ -406,22 +209,21 @@ STAGE2_DESCRIPTION = ("Synthetic stand-in for smoltalk2 (stage 2): one named spl
                       "meant to be read round-robin in the order listed. Written by `gptlineage synth-chat`.")
 
 
-def write_synth_chat(output: str | Path, *, stage1_dialogues: int, stage2_dialogues_per_split: int,
-                     suite_prompts: int, seed: int) -> dict[str, Any]:
+def write_synth_chat(output: str | Path, config: SynthChatConfig) -> dict[str, Any]:
     """Write `stage1/`, `stage2/` and `prompt-suite.json` under `output`; return a summary.
 
     The held-out guarantee is checked before anything is written.
     """
     output = Path(output)
-    stage1 = stage1_dataset(stage1_dialogues, seed)
-    stage2 = stage2_dataset(stage2_dialogues_per_split, seed)
-    cases = prompt_suite(seed, suite_prompts)
+    stage1 = stage1_dataset(config.stage1_dialogues, config.seed)
+    stage2 = stage2_dataset(config.stage2_dialogues_per_split, config.seed)
+    cases = prompt_suite(config.seed, config.suite_prompts)
     check_held_out(cases, stage1, stage2)
     stage1_counts = write_chat_dataset(output / STAGE1_DIR, stage1, title="synthetic chat, stage 1",
                                        description=STAGE1_DESCRIPTION)
     stage2_counts = write_chat_dataset(output / STAGE2_DIR, stage2, title="synthetic chat, stage 2",
                                        description=STAGE2_DESCRIPTION)
-    settings = {"seed": seed, "prompts": suite_prompts, "families": list(FAMILIES),
+    settings = {"seed": config.seed, "prompts": config.suite_prompts, "families": list(FAMILIES),
                 "held_out": "operand pairs with (7a+3b) mod 13 == 5, words, countries and review "
                             "subjects that no training dialogue draws"}
     write_prompt_suite(output / SUITE_FILE, cases, settings)
@@ -430,4 +232,3 @@ def write_synth_chat(output: str | Path, *, stage1_dialogues: int, stage2_dialog
         "stage2": {"splits": stage2_counts, "chars": count_chars(stage2)},
         "suite": {"cases": len(cases), "families": sorted({c["family"] for c in cases})},
     }
-

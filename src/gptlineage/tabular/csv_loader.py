@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from gptlineage.errors import GptlineageError
+from gptlineage.settings import SettingError, check_settings, setting
 from gptlineage.tabular.dataset import Dataset, Sample, SampleStream, batch
 
 # The reference trims with Lean's `Char.isWhitespace`: exactly these four characters.
@@ -42,16 +43,15 @@ DIGITS = "0123456789"
 class CsvOptions:
     """How lines become cells; the defaults are those of the reference `CsvOptions`."""
 
-    delimiter: str = ","
-    skip_header: bool = False
-    trim_cells: bool = True
-    allow_empty_lines: bool = True
+    delimiter: str = setting(",", "cell delimiter, one character")
+    skip_header: bool = setting(False, "drop the first line")
+    trim_cells: bool = setting(True, "trim ASCII whitespace around rows and cells")
+    allow_empty_lines: bool = setting(True, "skip blank lines instead of rejecting them")
 
     def __post_init__(self) -> None:
+        check_settings(self)
         if len(self.delimiter) != 1:
-            raise GptlineageError(
-                f"csv: delimiter must be exactly one character, got {self.delimiter!r}"
-            )
+            raise SettingError("delimiter", f"must be exactly one character, got {self.delimiter!r}")
 
 
 @dataclass(frozen=True)

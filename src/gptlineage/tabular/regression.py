@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from gptlineage.errors import GptlineageError
+from gptlineage.settings import check_settings, setting
 from gptlineage.tabular.dataset import Dataset, format_shape
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
@@ -70,23 +71,23 @@ def write_npy(path: str | Path, array: np.ndarray, dtype: np.dtype | type = np.f
 
 @dataclass(frozen=True)
 class RegressionTrainConfig:
-    """What `data-csv`/`data-npy` train with; `seed` seeds the model init."""
+    """What `data-csv`/`data-npy` train with; each field is a flag and a config key of both.
 
-    steps: int
-    batch: int = 5
-    seed: int = 0
-    lr: float = 0.05
-    dtype: str = "float32"
+    `steps` has no default here: each command declares its own (a subclass redeclaring it)."""
+
+    steps: int = setting(help="Adam updates (batch k mod N at step k)", minimum=0)
+    batch: int = setting(5, "rows per batch, last partial batch dropped", above=0)
+    seed: int = setting(0, "seeds the MLP initialisation and the shuffle")
+    lr: float = setting(0.05, "Adam learning rate")
+    dtype: str = setting("float32", "arithmetic of every input and target", choices=tuple(DTYPES))
 
     def __post_init__(self) -> None:
-        if self.steps < 0:
-            raise GptlineageError(f"train: steps must be >= 0, got {self.steps}")
-        if self.batch <= 0:
-            raise GptlineageError(f"train: batch must be > 0, got {self.batch}")
-        if self.dtype not in DTYPES:
-            raise GptlineageError(
-                f"train: unsupported dtype {self.dtype!r}; expected one of {sorted(DTYPES)}"
-            )
+        check_settings(self)
+
+
+@dataclass(frozen=True)
+class SmallDataConfig:
+    """`gptlineage small-data` has no settings: the table is fixed (a 5x5 grid, 25 rows)."""
 
 
 @dataclass(frozen=True)

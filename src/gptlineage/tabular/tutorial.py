@@ -1,4 +1,4 @@
-"""What `data-csv` and `data-npy` share: their flags, their transcript and their artifact.
+"""The tabular chapter's two tutorials, `data-csv` and `data-npy`: their settings, transcript and artifact.
 
 Both commands train Linear(2,8) -> ReLU -> Linear(8,1) with Adam on mean squared error over
 the regression table, print the chapter's transcript, and write a TrainLog JSON plus the
@@ -10,11 +10,16 @@ Example:
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import ArtifactWriter
-from gptlineage.tabular.dataset import Dataset
+from gptlineage.settings import as_mapping, setting
+from gptlineage.tabular.csv_loader import CsvOptions, from_csv
+from gptlineage.tabular.dataset import Dataset, batch
+from gptlineage.tabular.npy_loader import check_supervised_npy, from_supervised_npy
 from gptlineage.tabular.regression import (
     RegressionTrainConfig,
     model_summary_lines,
@@ -25,28 +30,58 @@ from gptlineage.tabular.regression import (
 
 INPUT_WIDTH = 2  # x1, x2
 TARGET_WIDTH = 1  # y
+# Where `gptlineage small-data --output results/small_data` writes the table.
+DEFAULT_CSV = Path("results/small_data/small_regression.csv")
+DEFAULT_X = Path("results/small_data/small_regression_X.npy")
+DEFAULT_Y = Path("results/small_data/small_regression_y.npy")
 SMALL_DATA_HINT = "generate it with: snakemake --cores 1 results/small_data (or gptlineage small-data --output results/small_data)"
 
 
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return value
+@dataclass(frozen=True)
+class CsvTraining(RegressionTrainConfig):
+    """The training of `data-csv`: RegressionTrainConfig with this command's default steps."""
+
+    steps: int = setting(30, "Adam updates (batch k mod N at step k)", minimum=0)
 
 
-def add_training_arguments(parser: argparse.ArgumentParser, default_steps: int) -> None:
-    """The flags of both commands; each one is also a key of the command's config slice."""
-    parser.add_argument("--seed", type=int, default=0, help="seeds the MLP initialisation and the shuffle (default 0)")
-    parser.add_argument("--steps", type=int, default=default_steps, help=f"Adam updates (default {default_steps})")
-    parser.add_argument("--batch", type=positive_int, default=5, help="rows per batch, last partial batch dropped (default 5)")
-    parser.add_argument("--lr", type=float, default=0.05, help="Adam learning rate (default 0.05)")
-    parser.add_argument("--dtype", choices=["float32", "float64"], default="float32", help="arithmetic (default float32)")
-    parser.add_argument("--output", type=Path, required=True, help="artifact directory to write")
+@dataclass(frozen=True)
+class NpyTraining(RegressionTrainConfig):
+    """The training of `data-npy`: RegressionTrainConfig with this command's default steps."""
+
+    steps: int = setting(20, "Adam updates (batch k mod N at step k)", minimum=0)
 
 
-def training_config(args: argparse.Namespace) -> RegressionTrainConfig:
-    return RegressionTrainConfig(steps=args.steps, batch=args.batch, seed=args.seed, lr=args.lr, dtype=args.dtype)
+@dataclass(frozen=True)
+class TableCsvOptions(CsvOptions):
+    """CsvOptions for the regression table, whose first line is its header `x1,x2,y`."""
+
+    skip_header: bool = setting(True, "drop the first line (the table has a header)")
+
+
+@dataclass(frozen=True)
+class DataCsvConfig:
+    """Everything `gptlineage data-csv` reads: the training, the CSV grammar and the file."""
+
+    training: CsvTraining
+    options: TableCsvOptions
+    csv: Path = setting(DEFAULT_CSV, "regression CSV with columns x1,x2,y")
+
+    def parameters(self) -> dict[str, Any]:
+        """The settings recorded in the artifact (the file is recorded as an input, by its hash)."""
+        return {**as_mapping(self.training), **as_mapping(self.options)}
+
+
+@dataclass(frozen=True)
+class DataNpyConfig:
+    """Everything `gptlineage data-npy` reads: the training and the two arrays."""
+
+    training: NpyTraining
+    x: Path = setting(DEFAULT_X, "inputs, shape (N, 2)")
+    y: Path = setting(DEFAULT_Y, "targets, shape (N, 1)")
+
+    def parameters(self) -> dict[str, Any]:
+        """The settings recorded in the artifact (the arrays are recorded as inputs, by their hashes)."""
+        return as_mapping(self.training)
 
 
 def header_lines(title: str, config: RegressionTrainConfig, data_dir: Path, paths: list[tuple[str, Path]],
@@ -90,3 +125,35 @@ def train_and_write(
         )
         (artifact.path / "transcript.txt").write_text("\n".join(transcript + result_lines) + "\n", encoding="utf-8")
     print(f"  wrote TrainLog JSON: {output / 'trainlog.json'}")
+
+
+def csv_tutorial(config: DataCsvConfig, output: Path) -> None:
+    """Print the CSV transcript, train on the table read from CSV, and write the artifact."""
+    training, csv = config.training, config.csv
+    transcript = header_lines("CSV loader training tutorial", training, csv.parent, [("csv_path", csv)], 9)
+    print("\n".join(transcript), flush=True)
+    if not csv.is_file():
+        raise GptlineageError(f"missing CSV dataset: {csv} ({SMALL_DATA_HINT})")
+    dataset = from_csv(csv, training.batch, INPUT_WIDTH, TARGET_WIDTH, options=config.options, shuffle=True,
+                       seed=training.seed)
+    train_and_write(command="data-csv", title="small regression (CSV)", dataset=dataset, config=training,
+                    transcript=transcript, parameters=config.parameters(), inputs={"csv": csv}, output=output)
+
+
+def npy_tutorial(config: DataNpyConfig, output: Path) -> None:
+    """Print the NPY transcript and the arrays' headers, train on them, and write the artifact."""
+    training, x, y = config.training, config.x, config.y
+    transcript = header_lines("NPY loader training tutorial", training, x.parent, [("x_path", x), ("y_path", y)], 8)
+    print("\n".join(transcript), flush=True)
+    for path in (x, y):
+        if not path.is_file():
+            raise GptlineageError(f"missing NPY array: {path} ({SMALL_DATA_HINT})")
+    x_header, y_header = check_supervised_npy(x, y, INPUT_WIDTH, TARGET_WIDTH)
+    described = [f"X.npy dtype={x_header.dtype} shape={tuple(x_header.shape)}",
+                 f"y.npy dtype={y_header.dtype} shape={tuple(y_header.shape)}"]
+    print("\n".join(described), flush=True)
+    samples = from_supervised_npy(x, y, INPUT_WIDTH, TARGET_WIDTH)
+    dataset = batch(samples, training.batch, shuffle=True, seed=training.seed)
+    train_and_write(command="data-npy", title="small regression (NPY)", dataset=dataset, config=training,
+                    transcript=transcript + described, parameters=config.parameters(),
+                    inputs={"x": x, "y": y}, output=output)
