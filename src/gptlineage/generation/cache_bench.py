@@ -53,6 +53,8 @@ class BenchSampling(SamplingConfig):
 
 @dataclass(frozen=True)
 class BenchPrompt(PromptConfig):
+    """The benchmark's prompt: the reference timed a short greeting."""
+
     message: str = setting_like(PromptConfig, "message", "Hello!")
 
 
@@ -98,7 +100,8 @@ def first_difference(a: tuple[int, ...], b: tuple[int, ...]) -> int | None:
 def print_timings(report: dict[str, Any]) -> None:
     print(f"prompt_tokens={report['prompt_tokens']}")
     print(f"full_prefix_ms={report['full_prefix_ms']:.3f}")
-    print(f"cached_prefill_ms={report['cached_prefill_ms']:.3f} cached_generation_ms={report['cached_generation_ms']:.3f}")
+    print(f"cached_prefill_ms={report['cached_prefill_ms']:.3f} "
+          f"cached_generation_ms={report['cached_generation_ms']:.3f}")
     print(f"end_to_end_speedup={report['end_to_end_speedup']:.2f}x")
     print(f"generated_tokens_equal={str(report['generated_tokens_equal']).lower()} "
           f"generated_tokens={len(report['generated_tokens']['cached'])}")
