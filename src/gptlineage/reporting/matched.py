@@ -170,7 +170,7 @@ def train_sides(sides: list[Side], train: Split, config: TrainConfig, run: Plan,
     """
     points = {side.name: [validation_point(0, side.validate())] for side in sides}
     for t in range(run.steps):
-        for side in sides:
+        for side in sides:  # each update exactly as `gptlineage train` makes it
             points[side.name].append(timed_update(t, side.optimizer, side.loss, train, config, run, dtype))
         completed = t + 1
         if run.eval_every and (completed % run.eval_every == 0 or completed == run.steps):
