@@ -16,7 +16,7 @@ from safetensors import safe_open
 from gptlineage.training.parameters import save_parameters
 from gptlineage.cli import main
 from gptlineage.errors import GptlineageError
-from gptlineage.generation.decoding import FullPrefixDecoder, SamplingSettings, generate_tokens
+from gptlineage.generation.decoding import FullPrefixDecoder, SamplingConfig, generate_tokens
 from gptlineage.model.hf import hf_model, hf_to_ours, ours_config, ours_to_hf
 from gptlineage.model.gpt import GPT, GPTConfig
 
@@ -108,7 +108,7 @@ def test_exported_logits_equal_ours(exported):
 def test_greedy_generation_gives_our_tokens(exported):
     model, directory, _ = exported
     hf, _ = load_exported(directory)
-    settings = SamplingSettings(top_k=1, repetition_penalty=0.0, max_new_tokens=16, stop_at_eot=False)
+    settings = SamplingConfig(top_k=1, repetition_penalty=0.0, generate=16, stop_at_eot=False)
     for prompt in ([5, 17, 250], [299, 0, 1, 2, 3, 4, 5, 6]):
         ours = generate_tokens(FullPrefixDecoder(model), prompt, settings, context=CONFIG.context).tokens
         ids = torch.tensor([prompt])

@@ -11,24 +11,20 @@ import torch
 
 from gptlineage import cli
 from gptlineage.training.parameters import save_parameters
-from gptlineage.commands import cache_check
+from gptlineage.generation import cache_check
 from gptlineage.corpus.dialogue import encode_dialogue
 from gptlineage.errors import GptlineageError
+from gptlineage.generation.chat import Turn, chat_loop, chat_prompt, complete, trim_text
 from gptlineage.generation.decoding import (
     FullPrefixDecoder,
-    SamplingSettings,
-    Turn,
-    chat_loop,
-    chat_prompt,
-    complete,
+    SamplingConfig,
     generate_tokens,
     greedy_token,
-    matches_expected,
     penalized,
     sample_token,
-    trim_text,
     uniform,
 )
+from gptlineage.generation.prompt_suite import matches_expected
 from gptlineage.model.kvcache import CachedDecoder
 from gptlineage.model.gpt import GPT, GPTConfig
 from gptlineage.splitmix import key_of, sample_nat
@@ -73,7 +69,7 @@ def test_repetition_penalty_by_hand():
 
 def test_greedy_takes_the_smallest_id_among_equal_logits():
     assert greedy_token(torch.tensor([0.0, 2.0, 5.0, 5.0, 1.0])) == 2
-    greedy = SamplingSettings(top_k=1)
+    greedy = SamplingConfig(top_k=1)
     assert sample_token(torch.tensor([3.0, 3.0, 3.0]), greedy, counter=0) == 0
     # A tie made by the penalty: id 4 (6.5 − 1.5, exact in binary) ties id 1 (5.0); id 1 wins.
     logits = penalized(torch.tensor([0.0, 5.0, 0.0, 0.0, 6.5]), [4], 1.5, 64)
@@ -94,7 +90,7 @@ def counters_with(seed, predicate, count=2):
 def test_top_k_walk_by_hand():
     # Ids 1 and 2 tie at the top (ascending id first), 0 and 3 are outside the top 2: each has p = 1/2.
     logits = torch.tensor([1.0, 3.0, 3.0, 0.0])
-    top2 = SamplingSettings(top_k=2, temperature=1.0, seed=7)
+    top2 = SamplingConfig(top_k=2, temperature=1.0, seed=7)
     for counter in counters_with(7, lambda u: u < 0.5):
         assert sample_token(logits, top2, counter) == 1
     for counter in counters_with(7, lambda u: u >= 0.5):
@@ -102,32 +98,32 @@ def test_top_k_walk_by_hand():
     # Top-k 0 is the whole vocabulary: with probabilities p = softmax([0, log 3]) = [1/4, 3/4]
     # the descending walk puts id 1 first, so u < 3/4 picks 1 and u ≥ 3/4 picks 0.
     two = torch.tensor([0.0, float(torch.log(torch.tensor(3.0)))])
-    everything = SamplingSettings(top_k=0, temperature=1.0, seed=11)
+    everything = SamplingConfig(top_k=0, temperature=1.0, seed=11)
     for counter in counters_with(11, lambda u: u < 0.74):
         assert sample_token(two, everything, counter) == 1
     for counter in counters_with(11, lambda u: u > 0.76):
         assert sample_token(two, everything, counter) == 0
     # Temperature sharpens: at 0.01 the larger logit wins for every u.
-    assert {sample_token(two, SamplingSettings(top_k=0, temperature=0.01, seed=s), 0) for s in range(20)} == {1}
+    assert {sample_token(two, SamplingConfig(top_k=0, temperature=0.01, seed=s), 0) for s in range(20)} == {1}
 
 
 def test_sampling_is_deterministic_given_the_seed(chat_model):
     prompt = [464, 5822, 318]
     def run(seed):
-        settings = SamplingSettings(top_k=0, temperature=1.0, seed=seed, max_new_tokens=12, stop_at_eot=False)
+        settings = SamplingConfig(top_k=0, temperature=1.0, seed=seed, generate=12, stop_at_eot=False)
         return generate_tokens(CachedDecoder(chat_model), prompt, settings, context=CHAT.context).tokens
     assert run(3) == run(3)
     assert run(3) != run(4)  # near-uniform over 50,257 ids: different seeds differ
-    settings = SamplingSettings(top_k=40, seed=9, max_new_tokens=10, stop_at_eot=False)
+    settings = SamplingConfig(top_k=40, seed=9, generate=10, stop_at_eot=False)
     full = generate_tokens(FullPrefixDecoder(chat_model), prompt, settings, context=CHAT.context)
     cached = generate_tokens(CachedDecoder(chat_model), prompt, settings, context=CHAT.context)
     assert full.tokens == cached.tokens  # same u sequence, logits equal up to rounding
 
 
 def test_settings_are_checked():
-    assert "temperature" in one_line_error(SamplingSettings, temperature=0.0)
-    assert "top-k" in one_line_error(SamplingSettings, top_k=-1)
-    assert SamplingSettings(seed=10).for_turn(3).seed == 13
+    assert "temperature" in one_line_error(SamplingConfig, temperature=0.0)
+    assert "top-k" in one_line_error(SamplingConfig, top_k=-1)
+    assert SamplingConfig(seed=10).for_turn(3).seed == 13
 
 
 # ---------------------------------------------------------------- generation, stops and errors
@@ -159,13 +155,13 @@ class ScriptedDecoder:
 
 
 def test_context_overflow_error(chat_model):
-    settings = SamplingSettings(max_new_tokens=40)
+    settings = SamplingConfig(generate=40)
     message = one_line_error(generate_tokens, CachedDecoder(chat_model), list(range(10)), settings, context=48)
     assert message == "generation: prompt (10) plus requested continuation (40) exceeds context length 48"
 
 
 def test_stops_at_eot_and_at_a_new_user_line(encoding):
-    greedy = SamplingSettings(top_k=1, max_new_tokens=20)
+    greedy = SamplingConfig(top_k=1, generate=20)
     answer = encoding.encode_ordinary("Four.")
     done = complete(ScriptedDecoder(answer + [EOT_ID] + answer), encoding, [1, 2], greedy, context=64)
     assert (done.text, done.stop, done.generation.tokens) == ("Four.", "eot", tuple(answer))
@@ -173,7 +169,7 @@ def test_stops_at_eot_and_at_a_new_user_line(encoding):
     done = complete(ScriptedDecoder(rambling), encoding, [1, 2], greedy, context=64)
     assert (done.text, done.stop) == ("Four.", "user-turn")
     assert len(done.generation.tokens) < len(rambling)  # stopped as soon as "\nUser:" appeared
-    short = complete(ScriptedDecoder(rambling), encoding, [1, 2], SamplingSettings(top_k=1, max_new_tokens=2), context=64)
+    short = complete(ScriptedDecoder(rambling), encoding, [1, 2], SamplingConfig(top_k=1, generate=2), context=64)
     assert short.stop == "length" and len(short.generation.tokens) == 2
     assert trim_text("a<|endoftext|>b\nUser: c") == "a" and trim_text("a\nUser: b") == "a"
 
@@ -195,7 +191,7 @@ def test_chat_prompt_is_the_training_transcript(encoding):
 
 def run_loop(model, encoding, text, **kwargs):
     stdout = io.StringIO()
-    settings = kwargs.pop("settings", SamplingSettings(max_new_tokens=6))
+    settings = kwargs.pop("settings", SamplingConfig(generate=6))
     turns = chat_loop(CachedDecoder(model), encoding, settings, context=model.config.context, system="",
                       stdin=io.StringIO(text), stdout=stdout, **kwargs)
     return turns, stdout.getvalue()
@@ -208,7 +204,7 @@ def test_chat_loop_turns_and_quit_commands(chat_model, encoding):
         assert out.count("you> ") == 3
         assert out.count("Assistant: ") == 2
     # Turn n samples with seed + n, from the transcript of the earlier turns.
-    settings = SamplingSettings(max_new_tokens=6, seed=100)
+    settings = SamplingConfig(generate=6, seed=100)
     turns, _ = run_loop(chat_model, encoding, "Hi\nHow are you?\n:q\n", settings=settings)
     second = complete(CachedDecoder(chat_model), encoding, chat_prompt(encoding, "", turns[:1], "How are you?"),
                       settings.for_turn(1), context=CHAT.context)

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gptlineage.errors import GptlineageError
-from gptlineage.generation.decoding import FullPrefixDecoder, SamplingSettings, generate_tokens, greedy_token
+from gptlineage.generation.decoding import FullPrefixDecoder, SamplingConfig, generate_tokens, greedy_token
 from gptlineage.model.kvcache import CachedDecoder, KVCache, cached_hidden, prefill_mask
 from gptlineage.model.gpt import GPT, GPTConfig
 
@@ -86,7 +86,7 @@ def test_cached_and_full_prefix_greedy_decoding_agree(data):
     prompt_length = data.draw(st.integers(1, config.context - 1))
     prompt = data.draw(st.lists(st.integers(0, config.vocab - 1), min_size=prompt_length, max_size=prompt_length))
     new = data.draw(st.integers(1, config.context - prompt_length))
-    greedy = SamplingSettings(top_k=1, max_new_tokens=new, stop_at_eot=False)
+    greedy = SamplingConfig(top_k=1, generate=new, stop_at_eot=False)
     full = generate_tokens(FullPrefixDecoder(model), prompt, greedy, context=config.context, keep_logits=True)
     cached = generate_tokens(CachedDecoder(model), prompt, greedy, context=config.context, keep_logits=True)
     assert cached.tokens == full.tokens

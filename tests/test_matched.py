@@ -101,7 +101,7 @@ def test_figure_and_manifest(result):
     manifest = json.loads((result / "manifest.json").read_text())
     assert manifest["command"]["name"] == "matched-compare"
     assert {i["role"] for i in manifest["inputs"]} == {"parameters", "data"}
-    assert manifest["parameters"]["settings"]["updates"] == 5
+    assert manifest["parameters"]["updates"] == 5
     assert {f["path"] for f in manifest["files"]} == {
         "comparison.json", "comparison.svg", "metrics-gptlineage.json", "metrics-reference.json"}
 

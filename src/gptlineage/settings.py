@@ -174,7 +174,6 @@ def from_mapping(cls: type, values: Mapping[str, Any]) -> Any:
     for key in values:
         if key not in known:
             raise SettingError(str(key), "unknown setting")
-    # null means "not set": a profile merged over config.yaml turns a key off with it, like a flag left out
     return build(cls, {key: value for key, value in values.items() if value is not None})
 
 
@@ -262,3 +261,17 @@ def default_text(default: Any) -> str:
     if isinstance(default, str):
         return repr(default) if default == "" else default
     return str(default)
+
+
+def setting_like(cls: type, name: str, default: Any = dataclasses.MISSING) -> Any:
+    """The setting `name` of `cls` declared again (help, range, group), with `default` when given.
+
+    How a config shares another config's setting, or changes only its default, without
+    writing its help and range a second time:
+
+        class BenchSampling(SamplingConfig):
+            top_k: int = setting_like(SamplingConfig, "top_k", 1)
+    """
+    original = cls.__dataclass_fields__[name]
+    return dataclasses.field(default=original.default if default is dataclasses.MISSING else default,
+                             metadata=original.metadata)

@@ -14,54 +14,49 @@ Example:
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
+from gptlineage.generation.source import (
+    ModelSource,
+    load_model,
+    model_inputs,
+    recorded_settings,
+)
 from gptlineage.lineage.artifact import ArtifactWriter
-from gptlineage.commands.generate import add_model_arguments, load_model, model_inputs, model_source
-from gptlineage.errors import GptlineageError
-from gptlineage.model.hf import load_hf_directory, write_hf_directory
-from gptlineage.model.gpt import GPT, count_parameters
+from gptlineage.model.gpt import count_parameters
+from gptlineage.model.hf import PROBE_TOLERANCE, check_export, write_hf_directory
+from gptlineage.settings import add_flags, check_settings, from_args, setting
 
 NAME = "export-hf"
 EXAMPLE = "gptlineage export-hf --run results/sft_stage2 --output results/export_hf"
-PROBE_TOLERANCE = 1e-4  # float32 logits of the same function, computed in another order
+FORMAT = "transformers GPT2LMHeadModel, safetensors float32"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExportConfig:
+    """`gptlineage export-hf`: the model to export and where."""
+
+    model: ModelSource
+    output: Path = setting(help="artifact directory to write (the Hugging Face model directory)")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_model_arguments(parser)
-    parser.add_argument("--output", type=Path, required=True, help="artifact directory to write (the Hugging Face model directory)")
-
-
-def probe_ids(model: GPT) -> torch.Tensor:
-    """A fixed full-context sequence [1, C] that touches many vocabulary rows."""
-    config = model.config
-    return (torch.arange(config.context, dtype=torch.long) * 7919 % config.vocab).unsqueeze(0)
-
-
-@torch.no_grad()
-def probe_difference(model: GPT, directory: Path) -> float:
-    """max |logits(ours) − logits(exported, loaded by transformers)| on the probe sequence."""
-    device = model.output_weight.device
-    exported = load_hf_directory(directory).to(device)
-    ids = probe_ids(model).to(device)
-    return float((exported(input_ids=ids, use_cache=False).logits - model(ids)).abs().max())
+    add_flags(parser, ExportConfig)
 
 
 def run(args: argparse.Namespace) -> int:
-    source = model_source(args)
-    model = load_model(source).float()  # parameter files hold float32; the export does too
-    parameters = {"model": source.parameters(), "format": "transformers GPT2LMHeadModel, safetensors float32",
-                  "probe_tolerance": PROBE_TOLERANCE}
-    with ArtifactWriter(args.output, command=NAME, parameters=parameters, inputs=model_inputs(source),
-                        device=source.device) as artifact:
+    config = from_args(ExportConfig, args)
+    model = load_model(config.model).float()  # parameter files hold float32; the export does too
+    parameters = {**recorded_settings(config), "format": FORMAT, "probe_tolerance": PROBE_TOLERANCE}
+    with ArtifactWriter(config.output, command=NAME, parameters=parameters, inputs=model_inputs(config.model),
+                        device=config.model.device) as artifact:
         written = write_hf_directory(model, artifact.path)
-        difference = probe_difference(model, artifact.path)
-        if not difference <= PROBE_TOLERANCE:
-            raise GptlineageError(f"the exported model's probe logits differ from ours by {difference:.3g} "
-                                  f"(> {PROBE_TOLERANCE}); nothing written")
+        difference = check_export(model, artifact.path)
         artifact.summary = {"parameters": count_parameters(model), "hf_parameters": written["hf_parameters"],
                             "probe_max_abs_logit_difference": difference}
-    print(f"wrote Hugging Face model: {args.output} (probe max |Δlogit| {difference:.3g})")
+    print(f"wrote Hugging Face model: {config.output} (probe max |Δlogit| {difference:.3g})")
     return 0

@@ -1,4 +1,5 @@
-"""Generation: full-prefix and KV-cached decoding, sampling, chat, and the checks built on them.
+"""Generation: decoding and sampling (decoding), chat transcripts and the chat loop (chat), where the
+model comes from (source), and the checks built on them (cache_check, cache_bench, prompt_suite).
 
 Example:
     gptlineage generate --run results/sft_stage2 --message "What is 7 + 5?"

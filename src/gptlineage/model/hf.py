@@ -25,7 +25,8 @@ mapping itself (and `gptlineage export-hf --help`) does not pay for importing it
 Example:
     gptlineage export-hf --run results/sft_stage2 --output results/export_hf
 
-    export_hf(model, "results/export_hf")        # config.json + model.safetensors
+    write_hf_directory(model, "results/export_hf")   # config.json + model.safetensors
+    check_export(model, "results/export_hf")         # our logits and transformers' agree within 1e-4
     hf = GPT2LMHeadModel.from_pretrained("results/export_hf")   # offline; same logits as `model`
     ours_state = hf_to_ours(hf.state_dict(), model.config)
 """
@@ -227,6 +228,33 @@ def write_hf_directory(model: GPT, directory: str | Path) -> dict[str, Any]:
     save_file(tensors, str(temporary), metadata={"format": "pt"})
     os.replace(temporary, directory / WEIGHTS_FILE)
     return {"config": values, "hf_parameters": sum(t.numel() for t in tensors.values())}
+
+
+PROBE_TOLERANCE = 1e-4  # float32 logits of the same function, computed in another order
+
+
+def probe_ids(model: GPT) -> torch.Tensor:
+    """A fixed full-context sequence [1, C] that touches many vocabulary rows."""
+    config = model.config
+    return (torch.arange(config.context, dtype=torch.long) * 7919 % config.vocab).unsqueeze(0)
+
+
+@torch.no_grad()
+def probe_difference(model: GPT, directory: str | Path) -> float:
+    """max |logits(ours) − logits(exported, loaded by transformers)| on the probe sequence."""
+    device = model.output_weight.device
+    exported = load_hf_directory(directory).to(device)
+    ids = probe_ids(model).to(device)
+    return float((exported(input_ids=ids, use_cache=False).logits - model(ids)).abs().max())
+
+
+def check_export(model: GPT, directory: str | Path) -> float:
+    """The probe difference of an exported directory; above PROBE_TOLERANCE it is an error."""
+    difference = probe_difference(model, directory)
+    if not difference <= PROBE_TOLERANCE:
+        raise GptlineageError(f"the exported model's probe logits differ from ours by {difference:.3g} "
+                              f"(> {PROBE_TOLERANCE}); nothing written")
+    return difference
 
 
 def load_hf_directory(directory: str | Path, *, attn_implementation: str = "sdpa") -> GPT2LMHeadModel:

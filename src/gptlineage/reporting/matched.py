@@ -41,8 +41,8 @@ from torch import nn
 
 from gptlineage.errors import GptlineageError
 from gptlineage.model.hf import hf_model, hf_to_ours
-from gptlineage.model.gpt import GPT, set_strict_float32
-from gptlineage.settings import from_mapping
+from gptlineage.model.gpt import GPT, PRECISIONS, set_strict_float32
+from gptlineage.settings import SettingError, check_settings, from_mapping, setting
 from gptlineage.training.config import Plan, TrainConfig, plan, with_corpus_files
 from gptlineage.training.data import Split, load_split
 from gptlineage.training.metrics import validation_point
@@ -58,46 +58,39 @@ from gptlineage.training.step import (
 )
 
 SCHEMA = "gptlineage.reporting.matched-comparison.v1"
-METRICS_SCHEMA = "gptlineage.training-metrics.v1"  # the trainer's metrics.json, so the same tools read both
-PRECISIONS = {"float32": torch.float32, "float64": torch.float64}
 ATTENTION = ("sdpa", "eager")
 SIDES = ("gptlineage", "reference")
+SCHEDULE = "schedule (defaults: the reference's matched comparison)"
+COMPARISON = "comparison"
 
 
 @dataclass(frozen=True)
 class MatchedSettings:
-    """The comparison's schedule and tolerance; the defaults are the reference experiment's (facts §6)."""
+    """The comparison's schedule and tolerance. The defaults are the reference experiment's: 50
+    AdamW updates of 6 rows, learning rate 3e-5 warming up over 10 updates and decaying to 3e-6,
+    no weight decay, validation on 2 batches every 10 updates, and a 1e-4 train-loss threshold."""
 
-    updates: int = 50
-    batch: int = 6
-    seed: int = 0
-    lr: float = 3e-5
-    min_lr: float = 3e-6
-    warmup_steps: int = 10
-    weight_decay: float = 0.0
-    eval_every: int = 10
-    eval_batches: int = 2
-    precision: str = "float32"
-    threshold: float = 1e-4
-    attn_implementation: str = "sdpa"  # the reference's attention kernel (transformers' default)
+    updates: int = setting(50, "optimizer updates", minimum=1, group=SCHEDULE)
+    batch: int = setting(6, "rows per update", minimum=1, group=SCHEDULE)
+    seed: int = setting(0, "batch stream seed", group=SCHEDULE)
+    lr: float = setting(3e-5, "peak learning rate", minimum=0, group=SCHEDULE)
+    min_lr: float = setting(3e-6, "final learning rate", minimum=0, group=SCHEDULE)
+    warmup_steps: int = setting(10, "linear warmup updates", minimum=0, group=SCHEDULE)
+    weight_decay: float = setting(0.0, "AdamW decoupled weight decay on every tensor", minimum=0, group=SCHEDULE)
+    eval_every: int = setting(10, "validate every N updates, and at the start and end", minimum=0, group=SCHEDULE)
+    eval_batches: int = setting(2, "fixed validation batches", minimum=1, group=SCHEDULE)
+    threshold: float = setting(1e-4, "fail when a train loss differs by more than this", minimum=0, group=COMPARISON)
+    attn_implementation: str = setting("sdpa", "the reference's attention kernel in transformers",
+                                       choices=ATTENTION, group=COMPARISON)
+    threads: int = setting(0, "torch CPU threads; 0 = every core", minimum=0, group=COMPARISON)
 
     def __post_init__(self) -> None:
-        for name in ("updates", "batch", "eval_batches"):
-            if isinstance(getattr(self, name), bool) or getattr(self, name) <= 0:
-                raise GptlineageError(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
-        for name in ("warmup_steps", "eval_every"):
-            if getattr(self, name) < 0:
-                raise GptlineageError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
+        check_settings(self)
         for name in ("lr", "min_lr", "weight_decay", "threshold"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise GptlineageError(f"--{name.replace('_', '-')} must be finite and >= 0, got {value}")
+            if not math.isfinite(getattr(self, name)):
+                raise SettingError(name, f"must be finite, got {getattr(self, name)}")
         if self.min_lr > self.lr:
             raise GptlineageError("--min-lr cannot exceed --lr")
-        if self.precision not in PRECISIONS:
-            raise GptlineageError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
-        if self.attn_implementation not in ATTENTION:
-            raise GptlineageError(f"--attn-implementation must be one of {', '.join(ATTENTION)}")
 
 
 # ---------------------------------------------------------------- the two trainers
@@ -113,7 +106,7 @@ class Side:
     validate: Callable[[], float]
 
 
-def train_config(settings: MatchedSettings, model: GPT, data: str | Path, device: str) -> TrainConfig:
+def train_config(settings: MatchedSettings, model: GPT, data: str | Path, precision: str, device: str) -> TrainConfig:
     """Our trainer's configuration for these settings: what batch_for, training_objective and evaluate read."""
     dims = model.config
     config = from_mapping(TrainConfig, {
@@ -121,7 +114,7 @@ def train_config(settings: MatchedSettings, model: GPT, data: str | Path, device
         "layers": dims.layers, "dropout": 0.0, "layer_norm_eps": dims.layer_norm_eps, "steps": settings.updates,
         "batch": settings.batch, "lr": settings.lr, "min_lr": settings.min_lr, "warmup_steps": settings.warmup_steps,
         "weight_decay": settings.weight_decay, "eval_every": settings.eval_every,
-        "eval_batches": settings.eval_batches, "seed": settings.seed, "precision": settings.precision,
+        "eval_batches": settings.eval_batches, "seed": settings.seed, "precision": precision,
         "device": device, "data": Path(data)})
     return with_corpus_files(config)
 
@@ -202,7 +195,7 @@ def _max_difference(ours: dict[int, float], reference: dict[int, float], phase: 
 
 
 def compare(ours: list[dict[str, Any]], reference: list[dict[str, Any]], run: Plan,
-            settings: MatchedSettings) -> dict[str, Any]:
+            threshold: float, precision: str) -> dict[str, Any]:
     """comparison.json: loss differences over identical step sets, final losses, throughputs."""
     train = {side: _losses(points, "train", side) for side, points in zip(SIDES, (ours, reference))}
     val = {side: _losses(points, "validation", side) for side, points in zip(SIDES, (ours, reference))}
@@ -220,8 +213,8 @@ def compare(ours: list[dict[str, Any]], reference: list[dict[str, Any]], run: Pl
         "final_validation_loss": {side: val[side][final] for side in SIDES},
         "median_tokens_per_second": speed,
         "throughput_ratio": speed["gptlineage"] / speed["reference"],
-        "threshold": settings.threshold,
-        "precision": settings.precision,
+        "threshold": threshold,
+        "precision": precision,
     }
 
 
@@ -243,14 +236,15 @@ class MatchedResult:
     points: dict[str, list[dict[str, Any]]]  # side -> metric points
 
 
-def run_matched(model: GPT, data: str | Path, settings: MatchedSettings, *, device: str = "cpu",
-                threads: int = 0) -> MatchedResult:
+def run_matched(model: GPT, data: str | Path, settings: MatchedSettings, *, precision: str = "float32",
+                device: str = "cpu") -> MatchedResult:
     """Train `model` itself with our trainer and a Hugging Face copy of its starting weights with the
-    reference, on the corpus `data`; compare them (the threshold is applied by `check_threshold`)."""
+    reference, on the corpus `data`, in `precision` (float32 or float64); compare them (the threshold
+    is applied by `check_threshold`)."""
     set_strict_float32()
-    torch.set_num_threads(threads or os.cpu_count() or 1)
-    dtype = PRECISIONS[settings.precision]
-    config = train_config(settings, model, data, device)
+    torch.set_num_threads(settings.threads or os.cpu_count() or 1)
+    dtype = PRECISIONS[precision]
+    config = train_config(settings, model, data, precision, device)
     run = plan(config)
     if run.model != model.config:
         raise GptlineageError(f"the plan's model {run.model} is not the loaded model {model.config}")
@@ -262,7 +256,7 @@ def run_matched(model: GPT, data: str | Path, settings: MatchedSettings, *, devi
     points = train_sides([ours_side(ours, config, run, val, dtype), reference], train, config, run, dtype)
     if any(torch.count_nonzero(block.attn.c_attn.bias) for block in reference.model.transformer.h):
         raise GptlineageError("the reference's frozen q/k/v bias moved during training")
-    comparison = compare(points["gptlineage"], points["reference"], run, settings)
+    comparison = compare(points["gptlineage"], points["reference"], run, settings.threshold, precision)
     comparison["max_absolute_final_parameter_difference"] = parameter_difference(ours, reference.model)
     return MatchedResult(comparison, points)
 
@@ -273,10 +267,6 @@ def check_threshold(comparison: dict[str, Any]) -> None:
     if not difference <= threshold:
         raise GptlineageError(f"max |train loss difference| {difference:.3g} exceeds --threshold {threshold:g}; "
                               "no artifact written")
-
-
-def metrics_document(points: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"schema": METRICS_SCHEMA, "points": points}
 
 
 def step_lines(result: MatchedResult) -> list[str]:
@@ -291,33 +281,10 @@ def step_lines(result: MatchedResult) -> list[str]:
     return lines
 
 
-def write_figure(path: Path, result: MatchedResult) -> None:
-    """comparison.svg: both loss curves on one axis, both throughputs on a second panel."""
-    import matplotlib
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    styles = {"gptlineage": ("#2463a8", "-"), "reference": ("#d66a2c", "--")}
-    figure = Figure(figsize=(11, 4.5))
-    FigureCanvasAgg(figure)  # the Agg backend, without touching pyplot's global state
-    losses, speed = figure.subplots(1, 2)
-    for side, points in result.points.items():
-        color, line = styles[side]
-        train = [(p["step"], p["loss"]) for p in points if p["phase"] == "train"]
-        val = [(p["step"], p["loss"]) for p in points if p["phase"] == "validation"]
-        losses.plot(*zip(*train), color=color, linestyle=line, label=f"{side} train")
-        losses.plot(*zip(*val), color=color, linestyle=line, marker="o", alpha=0.6, label=f"{side} validation")
-        rates = [(p["step"], p["tokens_per_second"]) for p in points if p["phase"] == "train" and p["tokens_per_second"]]
-        speed.plot(*zip(*rates), color=color, linestyle=line, label=side)
-    comparison = result.comparison
-    losses.set(xlabel="update", ylabel="loss",
-               title=f"loss (max |Δ train| {comparison['max_absolute_train_loss_difference']:.2g})")
-    speed.set(xlabel="update", ylabel="tokens / second",
-              title=f"throughput (median ratio gptlineage/reference {comparison['throughput_ratio']:.2f})")
-    for axis in (losses, speed):
-        axis.grid(alpha=0.3)
-        axis.legend()
-    figure.tight_layout()
-    # A fixed hash salt and no date: the same numbers give the same SVG bytes.
-    with matplotlib.rc_context({"svg.hashsalt": "gptlineage"}):
-        figure.savefig(path, format="svg", metadata={"Date": None})
+def summary_line(comparison: dict[str, Any]) -> str:
+    """The headline: both maximal loss differences and both median throughputs."""
+    c = comparison
+    return (f"max |Δ train loss| {c['max_absolute_train_loss_difference']:.3g} (threshold {c['threshold']:g}), "
+            f"max |Δ validation loss| {c['max_absolute_validation_loss_difference']:.3g}, "
+            f"median tokens/s gptlineage {c['median_tokens_per_second']['gptlineage']:.0f} "
+            f"reference {c['median_tokens_per_second']['reference']:.0f} (ratio {c['throughput_ratio']:.2f})")

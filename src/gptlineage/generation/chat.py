@@ -1,0 +1,226 @@
+"""Chat on top of the decoders: completions cut at the user's next line, transcripts, the chat loop,
+and what `gptlineage generate` does with them.
+
+A chat prompt is the dialogue transcript that `dialogue.encode_dialogue` trains on, each
+piece encoded separately: optional "System: {system}\\n", then per earlier turn
+"User: {message}\\n" + "Assistant: {answer}\\n", then "User: {message}\\n" + "Assistant: ",
+which the model continues. A completion stops at <|endoftext|> and as soon as the text
+contains a new "\\nUser:" line (the text is cut there), so a chat model does not write the
+user's next turn.
+
+Example:
+    gptlineage generate --run results/sft_stage2 --system "" --message "What is two plus two?" --top-k 1
+
+    enc = gpt2_encoding()
+    ids = chat_prompt(enc, "", [], "What is two plus two?")
+    completion = complete(CachedDecoder(model), enc, ids, SamplingConfig(top_k=1))
+    completion.text                                   # the answer, cut at EOT or "\\nUser:"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+from gptlineage.corpus.dialogue import (
+    CONTENT_WHITESPACE,
+    ROLE_PREFIXES,
+    OrdinaryEncoder,
+)
+from gptlineage.errors import GptlineageError
+from gptlineage.generation.decoding import (
+    DECODERS,
+    Decoder,
+    Generation,
+    SamplingConfig,
+    check_fits,
+    check_vocabulary,
+    generate_tokens,
+    make_decoder,
+)
+from gptlineage.generation.source import ModelSource
+from gptlineage.model.gpt import GPT
+from gptlineage.settings import SettingError, check_settings, setting
+
+DEFAULT_SYSTEM = "A conversation between a user and a helpful assistant."
+EOT_TEXT = "<|endoftext|>"
+USER_TURN = "\nUser:"  # a new user line: the model has finished its answer
+QUIT_COMMANDS = frozenset({":q", ":quit"})
+CHAT_PROMPT = "you> "
+
+
+# ---------------------------------------------------------------- completions
+
+
+@dataclass(frozen=True)
+class Completion:
+    """Generated text, cut at <|endoftext|> and at a new "\\nUser:" line, with its tokens."""
+
+    text: str
+    generation: Generation
+
+    @property
+    def stop(self) -> str:
+        return self.generation.stop
+
+
+class TextDecoder(OrdinaryEncoder, Protocol):
+    def decode(self, tokens: Sequence[int]) -> str: ...
+
+
+def trim_text(text: str) -> str:
+    """The text before the first <|endoftext|> and before the first new "\\nUser:" line."""
+    for marker in (EOT_TEXT, USER_TURN):
+        cut = text.find(marker)
+        if cut >= 0:
+            text = text[:cut]
+    return text
+
+
+def decode_text(encoding: TextDecoder, tokens: Sequence[int]) -> str:
+    """Decoded text; ids the tokenizer does not know (a model vocabulary > 50257) are dropped."""
+    known = getattr(encoding, "n_vocab", None)
+    return encoding.decode([t for t in tokens if known is None or t < known])
+
+
+def complete(decoder: Decoder, encoding: TextDecoder, prompt: Sequence[int], settings: SamplingConfig,
+             *, context: int | None = None) -> Completion:
+    """Generate after `prompt` and decode; stops at EOT and at a new "\\nUser:" line."""
+    context = context if context is not None else decoder.model.config.context  # type: ignore[attr-defined]
+    generation = generate_tokens(decoder, prompt, settings, context=context,
+                                 stop=lambda tokens: USER_TURN in decode_text(encoding, tokens))
+    text = decode_text(encoding, generation.tokens)
+    stop = "user-turn" if generation.stop == "stop" else generation.stop
+    return Completion(trim_text(text), Generation(generation.tokens, stop, generation.prefill_seconds,
+                                                  generation.decode_seconds))
+
+
+# ---------------------------------------------------------------- chat transcripts
+
+
+@dataclass(frozen=True)
+class Turn:
+    message: str
+    answer: str
+
+
+def _piece(encoding: OrdinaryEncoder, role: str, content: str) -> list[int]:
+    # Encoded piece by piece, exactly as encode_dialogue builds the training transcripts.
+    return encoding.encode_ordinary(ROLE_PREFIXES[role]) + encoding.encode_ordinary(
+        content.strip(CONTENT_WHITESPACE)) + encoding.encode_ordinary("\n")
+
+
+def chat_prompt(encoding: OrdinaryEncoder, system: str, turns: Sequence[Turn], message: str) -> list[int]:
+    """Token ids of the transcript that asks for the answer to `message` ("" system: no System line)."""
+    ids: list[int] = _piece(encoding, "system", system) if system else []
+    for turn in turns:
+        ids += _piece(encoding, "user", turn.message) + _piece(encoding, "assistant", turn.answer)
+    return ids + _piece(encoding, "user", message) + encoding.encode_ordinary(ROLE_PREFIXES["assistant"])
+
+
+def answer_text(completion: Completion) -> str:
+    """What joins the transcript as the assistant's turn: the completion, whitespace-stripped."""
+    return completion.text.strip(CONTENT_WHITESPACE)
+
+
+def chat_loop(
+    decoder: Decoder,
+    encoding: TextDecoder,
+    settings: SamplingConfig,
+    *,
+    context: int,
+    vocab: int | None = None,
+    system: str = DEFAULT_SYSTEM,
+    stdin: TextIO,
+    stdout: TextIO,
+) -> list[Turn]:
+    """Answer messages read from `stdin` until an empty line, ":q", ":quit" or end of input.
+
+    Each answer is printed as "Assistant: {answer}". The transcript grows turn by turn.
+    When the next message no longer fits (transcript + message + `generate` >
+    context), one line tells the user so and the conversation restarts from the System line
+    alone; a message too long even for a fresh transcript (or with token ids past `vocab`)
+    is reported and skipped. Turn n
+    (counting from 0 over the whole session) samples with seed + n. Returns every turn.
+    """
+    transcript: list[Turn] = []  # the turns the model currently sees
+    session: list[Turn] = []
+    while True:
+        stdout.write(CHAT_PROMPT)
+        stdout.flush()
+        line = stdin.readline()
+        message = line.rstrip("\r\n")
+        if not line or not message.strip() or message.strip() in QUIT_COMMANDS:
+            if not line:
+                stdout.write("\n")  # end of input: finish the prompt line
+            return session
+        prompt = chat_prompt(encoding, system, transcript, message)
+        if len(prompt) + settings.generate > context and transcript:
+            stdout.write(f"context full: the transcript plus this message ({len(prompt)} tokens) and "
+                         f"{settings.generate} new tokens exceed context length {context}; "
+                         "starting a new conversation\n")
+            transcript = []
+            prompt = chat_prompt(encoding, system, transcript, message)
+        try:
+            check_fits(len(prompt), settings.generate, context)
+            if vocab is not None:
+                check_vocabulary(prompt, vocab)
+        except GptlineageError as error:
+            stdout.write(f"{error}; message skipped\n")
+            continue
+        completion = complete(decoder, encoding, prompt, settings.for_turn(len(session)), context=context)
+        turn = Turn(message.strip(CONTENT_WHITESPACE), answer_text(completion))
+        stdout.write(f"Assistant: {turn.answer}\n")
+        stdout.flush()
+        transcript.append(turn)
+        session.append(turn)
+
+
+
+# ---------------------------------------------------------------- gptlineage generate
+
+
+@dataclass(frozen=True, kw_only=True)
+class GenerateConfig:
+    """`gptlineage generate`: one completion (--prompt), one chat answer (--message), or else a chat loop."""
+
+    model: ModelSource
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    prompt: str | None = setting(None, "complete this text once (no chat transcript)")
+    message: str | None = setting(None, "answer this chat message once")
+    system: str = setting(DEFAULT_SYSTEM, 'system line of the chat transcript; "" omits it')
+    decoder: str = setting("cached", "key/value-cached or full-prefix logits", choices=DECODERS)
+    output: Path | None = setting(None, "also write the prompts and outputs to DIR/generation.json (an artifact)")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        if self.prompt is not None and self.message is not None:
+            raise SettingError("message", "not allowed with --prompt")
+
+
+def answer_once(config: GenerateConfig, model: GPT, encoding: TextDecoder) -> dict[str, Any]:
+    """The record of one completion (--prompt) or one chat answer (--message)."""
+    if config.prompt is not None:
+        mode, text, prompt = "completion", config.prompt, encoding.encode_ordinary(config.prompt)
+    else:
+        mode, text = "chat-message", config.message or ""
+        prompt = chat_prompt(encoding, config.system, [], text)
+    check_vocabulary(prompt, model.config.vocab)
+    completion = complete(make_decoder(model, config.decoder), encoding, prompt, config.sampling,
+                          context=model.config.context)
+    return {"mode": mode, "input": text, "prompt_tokens": len(prompt), "output": completion.text,
+            "tokens": list(completion.generation.tokens), "stop": completion.stop}
+
+
+def generate_records(config: GenerateConfig, model: GPT, encoding: TextDecoder, *, stdin: TextIO,
+                     stdout: TextIO) -> list[dict[str, Any]]:
+    """Print the one answer, or run the chat loop on stdin; the records generation.json lists."""
+    if config.prompt is not None or config.message is not None:
+        record = answer_once(config, model, encoding)
+        stdout.write(record["output"] + "\n")
+        return [record]
+    turns = chat_loop(make_decoder(model, config.decoder), encoding, config.sampling, context=model.config.context,
+                      vocab=model.config.vocab, system=config.system, stdin=stdin, stdout=stdout)
+    return [{"mode": "chat-turn", "input": turn.message, "output": turn.answer} for turn in turns]

@@ -1,0 +1,130 @@
+"""Answering a prompt suite with fixed settings and scoring the answers: `gptlineage prompt-suite`.
+
+Every case's prompt is asked as one chat message with no system line and answered greedily
+(top-k 1, temperature 1.0, seed 0, the repetition penalty of `generate`), at most
+--generate (48) new tokens: the reference's suite settings. The report lists each prompt,
+its output and, where the suite gives an expected answer (a non-empty `expected`), whether
+the output matches it, plus the exact-match rate over those cases.
+
+An output matches when, whitespace-stripped and compared case-insensitively, it equals the
+expected answer or starts with it followed by a character that is not a letter or digit
+("Paris." or "Paris is the capital." match "Paris"; "Parisian" and "It is Paris." do not).
+
+The default suite is the reference's nine prompts (`gptlineage/assets/paper-prompt-suite.json`);
+`gptlineage synth-chat` writes a held-out suite for the synthetic chat data.
+
+Example:
+    gptlineage prompt-suite --run results/sft_stage2 --suite results/synth_chat/prompt-suite.json --output results/prompt_suite
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from gptlineage.corpus.tokenizer import gpt2_encoding, tokenizer_identity
+from gptlineage.errors import GptlineageError
+from gptlineage.generation.cache_check import CacheCheckConfig
+from gptlineage.generation.chat import chat_prompt, complete
+from gptlineage.generation.decoding import (
+    SamplingConfig,
+    check_fits,
+    check_vocabulary,
+    make_decoder,
+)
+from gptlineage.generation.source import ModelSource, check_text_vocabulary
+from gptlineage.model.gpt import GPT
+from gptlineage.settings import check_settings, setting, setting_like
+
+SCHEMA = "gptlineage.prompt-suite-report.v1"
+PAPER_SUITE = Path(__file__).resolve().parent.parent / "assets" / "paper-prompt-suite.json"
+PAPER_SUITE_NAME = "gptlineage/assets/paper-prompt-suite.json"  # its place in the package, not on this machine
+SYSTEM = ""  # the reference's suite runs without a system line
+DECODER = "cached"
+SUITE_SAMPLING = SamplingConfig(temperature=1.0, top_k=1, seed=0)  # greedy; the penalty as in generate
+MATCH_RULE = ("output and expected answer whitespace-stripped and casefolded; a match when equal, or when "
+              "the output starts with the answer followed by a non-alphanumeric character")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PromptSuiteConfig:
+    """`gptlineage prompt-suite`: only the suite and the answer length are settings; the sampling is fixed."""
+
+    model: ModelSource
+    suite: Path = setting(PAPER_SUITE, "prompt suite (gptlineage.prompt-suite.v1); the default is the "
+                                       "reference's nine prompts")
+    generate: int = setting_like(SamplingConfig, "generate", 48)
+    output: Path = setting_like(CacheCheckConfig, "output")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        if self.generate <= 0:
+            raise GptlineageError(f"--generate must be positive, got {self.generate}")
+
+    @property
+    def suite_name(self) -> str:
+        """The suite as recorded: the packaged one by its name in the package."""
+        return PAPER_SUITE_NAME if self.suite == PAPER_SUITE else str(self.suite)
+
+    @property
+    def sampling(self) -> SamplingConfig:
+        return dataclasses.replace(SUITE_SAMPLING, generate=self.generate)
+
+
+def matches_expected(output: str, expected: str) -> bool:
+    """Whether an output gives the expected answer.
+
+    Both are whitespace-stripped and compared case-insensitively (casefold); the output
+    matches when it equals the answer, or starts with it followed by a character that is
+    not a letter or digit: "Paris." and "Paris is the capital" match "Paris", "Parisian"
+    does not, nor does an answer that is not at the start ("It is Paris").
+    """
+    got = output.strip().casefold()
+    want = expected.strip().casefold()
+    if not want:
+        return False
+    return got == want or (got.startswith(want) and not got[len(want)].isalnum())
+
+
+def exact_match(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Matched and judged counts over the cases with an expected answer; rate None when none has one."""
+    judged = [case for case in cases if case["matches"] is not None]
+    matched = sum(1 for case in judged if case["matches"])
+    return {"matched": matched, "judged": len(judged), "rate": matched / len(judged) if judged else None}
+
+
+def answer_cases(config: PromptSuiteConfig, model: GPT, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every case answered greedily and judged, one printed line each; all must fit before any runs."""
+    check_text_vocabulary(model)
+    encoding, settings = gpt2_encoding(), config.sampling
+    prompts = [chat_prompt(encoding, SYSTEM, [], case["prompt"]) for case in cases]
+    for ids in prompts:
+        check_vocabulary(ids, model.config.vocab)
+        check_fits(len(ids), settings.generate, model.config.context)
+    decoder = make_decoder(model, DECODER)
+    results = []
+    for index, (case, ids) in enumerate(zip(cases, prompts)):
+        completion = complete(decoder, encoding, ids, settings, context=model.config.context)
+        output = completion.text.strip()
+        expected = case["expected"].strip() or None
+        matches = matches_expected(output, expected) if expected is not None else None
+        results.append({"prompt": case["prompt"], "family": case["family"], "expected": expected, "output": output,
+                        "matches": matches, "prompt_tokens": len(ids), "tokens": list(completion.generation.tokens),
+                        "stop": completion.stop})
+        verdict = "-" if matches is None else str(matches).lower()
+        print(f"[{index + 1}] matches={verdict} output={output!r}", flush=True)
+    return results
+
+
+def suite_report(config: PromptSuiteConfig, model: GPT, suite: dict[str, Any],
+                 parameters: dict[str, Any]) -> dict[str, Any]:
+    """report.json's content: the cases of `suite` (read by `read_prompt_suite`) answered, and the score."""
+    results = answer_cases(config, model, suite["cases"])
+    score = exact_match(results)
+    rate = "n/a" if score["rate"] is None else f"{score['rate']:.4f}"
+    print(f"exact_match={score['matched']}/{score['judged']} rate={rate}")
+    settings = {**parameters, "system": SYSTEM, "sampling": asdict(config.sampling), "decoder": DECODER}
+    return {"schema": SCHEMA, "suite": config.suite_name, "settings": settings, "match_rule": MATCH_RULE,
+            "tokenizer": tokenizer_identity(), "cases": results, "exact_match": score}

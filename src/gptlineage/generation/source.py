@@ -1,0 +1,153 @@
+"""Loading a model from a run or a parameter file: the settings that say where the weights come from.
+
+The model comes from a training artifact (`--run DIR`: its passport.json dimensions and
+parameters.safetensors), from a parameter file (`--load-params`) with the dimensions given
+by `--preset` and overrides, or from random weights (`--random-init`, for tests and timing).
+Every generation command (and export-hf, matched-compare) takes these flags as the `model`
+part of its settings.
+
+Example:
+    gptlineage generate --run results/sft_stage2 --message "What is two plus two?" --top-k 1
+
+    source = ModelSource(run=Path("results/sft_stage2"))
+    model = load_model(source)            # evaluation mode, on source.device, dropout 0
+    model_inputs(source)                  # {"parameters": ..., "passport": ...} for the artifact
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gptlineage.corpus.tokenizer import VOCAB_SIZE
+from gptlineage.errors import GptlineageError
+from gptlineage.jsonio import read_json
+from gptlineage.model.gpt import GPT, PRECISIONS, GPTConfig, model_config
+from gptlineage.settings import SettingError, as_mapping, check_settings, setting
+from gptlineage.training.checkpoint import load_parameters
+
+PASSPORT = "passport.json"
+PARAMETERS = "parameters.safetensors"
+DIMENSIONS = ("context", "vocab", "width", "heads", "layers", "layer_norm_eps")
+# bf16 is a training mode (float32 parameters under autocast), not a dtype to decode in.
+DECODING_PRECISIONS = tuple(name for name in PRECISIONS if name != "bf16")
+OUTPUT_FIELDS = ("output",)  # where an artifact goes, not what it holds
+
+
+def _dimension(name: str) -> Any:
+    return setting(None, f"override the preset's {name} (not with --run)", minimum=1, group="model")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where the weights and dimensions come from; exactly one of run, load_params, random_init
+    (load_params may also replace a run's parameters)."""
+
+    run: Path | None = setting(None, "a training artifact: its passport.json gives the dimensions, its "
+                                     "parameters.safetensors the weights", group="model")
+    load_params: Path | None = setting(None, "parameter file (safetensors); with --run, replaces its parameters",
+                                       group="model")
+    random_init: bool = setting(False, "random weights (drawn with --init-seed) instead of a checkpoint", group="model")
+    init_seed: int = setting(0, "seed of --random-init", group="model")
+    preset: str | None = setting(None, "quick, cpu-small or gpt2-small; none means quick (not with --run)",
+                                 group="model")
+    context: int | None = _dimension("context")
+    vocab: int | None = _dimension("vocab")
+    width: int | None = _dimension("width")
+    heads: int | None = _dimension("heads")
+    layers: int | None = _dimension("layers")
+    layer_norm_eps: float | None = setting(None, "override the preset's LayerNorm epsilon (not with --run)",
+                                           above=0, group="model")
+    precision: str = setting("float32", "parameter dtype", choices=DECODING_PRECISIONS, group="model")
+    device: str = setting("cpu", "cpu or cuda", group="model")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        if self.random_init and (self.run is not None or self.load_params is not None):
+            raise SettingError("random_init", "--random-init takes no --run or --load-params")
+        if not self.random_init and self.run is None and self.load_params is None:
+            raise SettingError("run", "pass --run, --load-params or --random-init")
+        if self.run is not None:
+            given = [name for name in ("preset", *DIMENSIONS) if getattr(self, name) is not None]
+            if given:
+                flag = given[0].replace("_", "-")
+                raise SettingError(given[0], f"--run gives the model dimensions; do not also pass --{flag}")
+
+
+def read_passport_dimensions(run: Path) -> GPTConfig:
+    """The model dimensions a training artifact's passport.json records."""
+    path = run / PASSPORT
+    passport = read_json(path, "no such file; --run must be a training artifact (gptlineage train --output)")
+    dims = passport.get("model") if isinstance(passport, dict) else None
+    if not isinstance(dims, dict):
+        raise GptlineageError(f"{path}: has no model dimensions (key 'model')")
+    known = {f.name for f in fields(GPTConfig)}
+    try:
+        return GPTConfig(**{key: value for key, value in dims.items() if key in known})
+    except TypeError as error:
+        raise GptlineageError(f"{path}: model dimensions are incomplete ({error})") from None
+
+
+def model_dimensions(source: ModelSource) -> GPTConfig:
+    """The configuration: the passport's with --run, else the preset with overrides (dropout 0)."""
+    if source.run is not None:
+        config = read_passport_dimensions(source.run)
+    else:
+        try:
+            config = model_config(source.preset or "quick", **{name: getattr(source, name) for name in DIMENSIONS})
+        except (ValueError, TypeError) as error:
+            raise GptlineageError(str(error)) from None
+    return GPTConfig(**{**asdict(config), "dropout": 0.0})  # decoding never drops anything
+
+
+def parameters_path(source: ModelSource) -> Path | None:
+    """The parameter file to load, or None for random weights."""
+    if source.random_init:
+        return None
+    return source.load_params if source.load_params is not None else source.run / PARAMETERS
+
+
+def torch_device(name: str) -> torch.device:
+    """The device called `name`; CUDA must be present when asked for."""
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise GptlineageError(f"--device {name}: CUDA is not available on this machine")
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise GptlineageError(f"--device: unknown device {name!r}") from None
+
+
+def load_model(source: ModelSource) -> GPT:
+    """The model in evaluation mode, on its device, with checked parameters or random weights."""
+    config = model_dimensions(source)
+    path = parameters_path(source)
+    device = torch_device(source.device)
+    if path is None:
+        model = GPT(config, seed=source.init_seed)  # drawn on the CPU: the same weights on every device
+    else:
+        model = GPT(config, seed=None)
+        load_parameters(path, model)
+    return model.to(device=device, dtype=PRECISIONS[source.precision]).eval()
+
+
+def model_inputs(source: ModelSource) -> dict[str, Path]:
+    """The artifact inputs the model was read from."""
+    path = parameters_path(source)
+    inputs = {"parameters": path} if path is not None else {}
+    if source.run is not None:
+        inputs["passport"] = source.run / PASSPORT
+    return inputs
+
+
+def check_text_vocabulary(model: GPT) -> None:
+    """Text in and out goes through GPT-2's tokenizer, which has no ids past 50256."""
+    if model.config.vocab > VOCAB_SIZE:
+        raise GptlineageError(f"model vocabulary {model.config.vocab} exceeds the GPT-2 tokenizer's {VOCAB_SIZE}")
+
+
+def recorded_settings(config: Any) -> dict[str, Any]:
+    """An artifact's `parameters`: the resolved settings, without where the artifact is written."""
+    return {name: value for name, value in as_mapping(config).items() if name not in OUTPUT_FIELDS}
