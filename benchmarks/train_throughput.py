@@ -4,7 +4,7 @@ For one named configuration both trainers run the same batches (our stateless sa
 the same memory-mapped shard, same seed and steps) from the same weights: forward, backward
 and an AdamW step, timed from batch preparation until the loss reaches the host.
 
-- ours: `gptlineage.training.train`'s objective (fused chunked output projection + cross-entropy),
+- ours: `gptlineage.training.step`'s objective (fused chunked output projection + cross-entropy),
   its fused AdamW, optional torch.compile, bf16 autocast with --precision bf16;
 - peer: `transformers.GPT2LMHeadModel` (SDPA attention) holding the same weights, the loss
   as Hugging Face computes it (full logits, upcast to float32, cross-entropy), and
@@ -130,17 +130,20 @@ def run_arm(args: argparse.Namespace) -> dict:
     from gptlineage.model.gpt import GPT, set_strict_float32
     from gptlineage.training.sampler import plain_batch
     from gptlineage.corpus.shards import read_tokens
-    from gptlineage.training.train import TrainConfig, build_optimizer, on_device, plan, training_objective
+    from gptlineage.settings import from_mapping
+    from gptlineage.training.config import TrainConfig, plan
+    from gptlineage.training.step import build_optimizer, on_device, training_objective
 
     values = shape(args)
     set_strict_float32()
     cuda = args.device.startswith("cuda")
     tokens = read_tokens(args.shard, vocab_size=values["vocab"])
-    config = TrainConfig(preset="quick", context=values["context"], vocab=values["vocab"], width=values["width"],
-                         heads=values["heads"], layers=values["layers"], dropout=0.0, batch=values["batch"],
-                         steps=args.warmup + args.steps, lr=3e-4, warmup_steps=0, precision=args.precision,
-                         device=args.device, compile=args.compile, loss_chunk=args.loss_chunk,
-                         train_bin=str(args.shard), val_bin=str(args.shard))
+    config = from_mapping(TrainConfig, {
+        "preset": "quick", "context": values["context"], "vocab": values["vocab"], "width": values["width"],
+        "heads": values["heads"], "layers": values["layers"], "dropout": 0.0, "batch": values["batch"],
+        "steps": args.warmup + args.steps, "lr": 3e-4, "warmup_steps": 0, "precision": args.precision,
+        "device": args.device, "compile": args.compile, "loss_chunk": args.loss_chunk,
+        "train_bin": args.shard, "val_bin": args.shard})
     run = plan(config)
     if cuda:
         torch.cuda.reset_peak_memory_stats()
@@ -149,8 +152,8 @@ def run_arm(args: argparse.Namespace) -> dict:
         baseline = resident_bytes()
     model = GPT(run.model, seed=0).to(args.device)
     if args.arm == "ours":
-        optimizer = build_optimizer(model, config, run.lr)
-        objective = training_objective(model, config)
+        optimizer = build_optimizer(model, config.schedule.weight_decay, args.device, run.lr)
+        objective = training_objective(model, config.runtime)
         if args.compile:
             objective = torch.compile(objective)
         loss_of = on_device(objective, args.device)

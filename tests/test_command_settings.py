@@ -89,33 +89,33 @@ def test_a_false_boolean_becomes_its_no_flag_and_reads_back():
 def test_an_unknown_key_is_one_line_naming_it(name):
     with pytest.raises(SettingError) as error:
         from_mapping(CONFIGS[name], {"stepz": 3})
-    assert error.value.name == "stepz" and str(error.value) == "--stepz: unknown setting"
+    assert error.value.name == "stepz" and str(error.value) == "--stepz unknown setting"
 
 
 @pytest.mark.parametrize(
     ("name", "values", "message"),
     [
-        ("prepare", {"input": ["a.jsonl"], "validation_fraction": 1.5}, "--validation-fraction: must be < 1, got 1.5"),
-        ("prepare", {"input": ["a.jsonl"], "max_tokens": -1}, "--max-tokens: must be >= 0, got -1"),
-        ("prepare", {"input": ["a.jsonl"], "record_context": 0}, "--record-context: must be > 0, got 0"),
-        ("prepare", {"input": ["a.jsonl"], "max_documents": "many"}, "--max-documents: expected an integer, got 'many'"),
-        ("prepare", {"input": ["a.jsonl"], "hf_dataset": "x/y"}, "--input: pass either --input (repeatable) or"),
-        ("prepare", {"input": ["a.txt"], "messages_column": "messages"}, "--messages-column: needs JSONL/Parquet"),
-        ("prepare", {"input": ["a.csv"]}, "--input: a.csv: unsupported input"),
-        ("synth-chat", {"suite_prompts": 0}, "--suite-prompts: must be > 0, got 0"),
-        ("synth-chat", {"stage1_dialogues": -3}, "--stage1-dialogues: must be > 0, got -3"),
-        ("data-csv", {"batch": 0}, "--batch: must be > 0, got 0"),
-        ("data-csv", {"dtype": "float16"}, "--dtype: 'float16' is not one of float32, float64"),
-        ("data-csv", {"delimiter": ";;"}, "--delimiter: must be exactly one character, got ';;'"),
-        ("data-csv", {"skip_header": "yes"}, "--skip-header: expected true or false, got 'yes'"),
-        ("data-npy", {"steps": -1}, "--steps: must be >= 0, got -1"),
+        ("prepare", {"input": ["a.jsonl"], "validation_fraction": 1.5}, "--validation-fraction must be < 1, got 1.5"),
+        ("prepare", {"input": ["a.jsonl"], "max_tokens": -1}, "--max-tokens must be >= 0, got -1"),
+        ("prepare", {"input": ["a.jsonl"], "record_context": 0}, "--record-context must be positive, got 0"),
+        ("prepare", {"input": ["a.jsonl"], "max_documents": "many"}, "--max-documents must be an integer, got 'many'"),
+        ("prepare", {"input": ["a.jsonl"], "hf_dataset": "x/y"}, "pass either --input (repeatable) or"),
+        ("prepare", {"input": ["a.txt"], "messages_column": "messages"}, "--messages-column needs JSONL/Parquet"),
+        ("prepare", {"input": ["a.csv"]}, "--input a.csv: unsupported input"),
+        ("synth-chat", {"suite_prompts": 0}, "--suite-prompts must be positive, got 0"),
+        ("synth-chat", {"stage1_dialogues": -3}, "--stage1-dialogues must be positive, got -3"),
+        ("data-csv", {"batch": 0}, "--batch must be positive, got 0"),
+        ("data-csv", {"dtype": "float16"}, "--dtype must be one of float32, float64, got 'float16'"),
+        ("data-csv", {"delimiter": ";;"}, "--delimiter must be exactly one character, got ';;'"),
+        ("data-csv", {"skip_header": "yes"}, "--skip-header must be true or false, got 'yes'"),
+        ("data-npy", {"steps": -1}, "--steps must be >= 0, got -1"),
     ],
 )
 def test_a_bad_value_is_one_line_naming_its_key(name, values, message):
     with pytest.raises(SettingError) as error:
         from_mapping(CONFIGS[name], values)
-    assert str(error.value).startswith(message) and "\n" not in str(error.value)
-    assert f"--{error.value.name.replace('_', '-')}:" == message.split()[0]
+    assert message in str(error.value) and "\n" not in str(error.value)
+    assert f"--{error.value.name.replace('_', '-')}" in message
 
 
 def test_a_null_key_keeps_its_default():

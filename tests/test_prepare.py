@@ -187,10 +187,10 @@ def test_when_the_budget_leaves_a_shard_empty_the_command_fails_cleanly(chats, t
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--validation-fraction", "1.0"], "--validation-fraction: must be < 1, got 1.0"),
-        (["--max-tokens", "-1"], "--max-tokens: must be >= 0, got -1"),
-        (["--record-context", "0"], "--record-context: must be > 0, got 0"),
-        (["--messages-column", "messages", "--skip-tokens", "3"], "--skip-tokens: would cut a conversation"),
+        (["--validation-fraction", "1.0"], "--validation-fraction must be < 1, got 1.0"),
+        (["--max-tokens", "-1"], "--max-tokens must be >= 0, got -1"),
+        (["--record-context", "0"], "--record-context must be positive, got 0"),
+        (["--messages-column", "messages", "--skip-tokens", "3"], "--skip-tokens would cut a conversation"),
         (["--hf-dataset", "x/y"], "pass either --input"),
     ],
 )

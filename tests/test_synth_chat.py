@@ -285,7 +285,7 @@ def test_command_refuses_out_of_range_flags_with_one_line(tmp_path, capsys, flag
     output = tmp_path / "out"
     assert main(["synth-chat", flag, value, "--output", str(output)]) == 1
     err = capsys.readouterr().err
-    assert err == f"error: synth-chat: {flag}: must be > 0, got {value}\n"
+    assert err == f"error: synth-chat: {flag} must be positive, got {value}\n"
     assert not output.exists()
 
 

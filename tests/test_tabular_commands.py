@@ -189,7 +189,7 @@ def test_bad_flag_is_one_line_with_exit_2(tmp_path, capsys):
     assert err.count("\n") == 1 and "--steps" in err and err.startswith("error: data-csv:")
     # A readable value out of range is a setting error: one line naming the flag, exit 1.
     assert main(["data-csv", "--batch", "0", "--output", str(tmp_path / "out")]) == 1
-    assert capsys.readouterr().err == "error: data-csv: --batch: must be > 0, got 0\n"
+    assert capsys.readouterr().err == "error: data-csv: --batch must be positive, got 0\n"
 
 
 def test_every_command_has_help_with_an_example(capsys):

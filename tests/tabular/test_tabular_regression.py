@@ -231,8 +231,8 @@ def test_dataset_must_match_the_model(files) -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "pattern"),
-    [({"steps": -1}, "--steps: must be >= 0, got -1"), ({"steps": 1, "batch": 0}, "--batch: must be > 0, got 0"),
-     ({"steps": 1, "dtype": "float16"}, "--dtype: 'float16' is not one of float32, float64")],
+    [({"steps": -1}, "--steps must be >= 0, got -1"), ({"steps": 1, "batch": 0}, "--batch must be positive, got 0"),
+     ({"steps": 1, "dtype": "float16"}, "--dtype must be one of float32, float64, got 'float16'")],
 )
 def test_config_validation(kwargs, pattern: str) -> None:
     with pytest.raises(GptlineageError, match=pattern):

@@ -67,7 +67,8 @@ class PrepareConfig:
     def __post_init__(self) -> None:
         check_settings(self)
         if bool(self.input) == bool(self.hf_dataset):
-            raise SettingError("input", "pass either --input (repeatable) or --hf-dataset, not both and not neither")
+            raise SettingError("input", "pass either --input (repeatable) or --hf-dataset, not both and not neither",
+                               whole=True)
         if self.messages_column and self.skip_tokens:
             raise SettingError("skip_tokens", "would cut a conversation; use --skip-documents with --messages-column")
         for path in self.input:

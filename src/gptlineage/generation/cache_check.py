@@ -75,7 +75,7 @@ class PromptConfig:
         check_settings(self)
         default_message = type(self).__dataclass_fields__["message"].default
         if self.prompt_tokens is not None and self.message != default_message:
-            raise SettingError("prompt_tokens", "not allowed with --message")
+            raise SettingError("prompt_tokens", "is not allowed with --message")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -197,7 +197,7 @@ class GenerateConfig:
     def __post_init__(self) -> None:
         check_settings(self)
         if self.prompt is not None and self.message is not None:
-            raise SettingError("message", "not allowed with --prompt")
+            raise SettingError("message", "is not allowed with --prompt")
 
 
 def answer_once(config: GenerateConfig, model: GPT, encoding: TextDecoder) -> dict[str, Any]:

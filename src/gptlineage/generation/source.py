@@ -27,7 +27,7 @@ from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json
 from gptlineage.model.gpt import GPT, PRECISIONS, GPTConfig, model_config
 from gptlineage.settings import SettingError, as_mapping, check_settings, setting
-from gptlineage.training.checkpoint import load_parameters
+from gptlineage.training.parameters import load_parameters
 
 PASSPORT = "passport.json"
 PARAMETERS = "parameters.safetensors"
@@ -67,14 +67,14 @@ class ModelSource:
     def __post_init__(self) -> None:
         check_settings(self)
         if self.random_init and (self.run is not None or self.load_params is not None):
-            raise SettingError("random_init", "--random-init takes no --run or --load-params")
+            raise SettingError("random_init", "takes no --run or --load-params")
         if not self.random_init and self.run is None and self.load_params is None:
-            raise SettingError("run", "pass --run, --load-params or --random-init")
+            raise SettingError("run", "pass --run, --load-params or --random-init", whole=True)
         if self.run is not None:
             given = [name for name in ("preset", *DIMENSIONS) if getattr(self, name) is not None]
             if given:
                 flag = given[0].replace("_", "-")
-                raise SettingError(given[0], f"--run gives the model dimensions; do not also pass --{flag}")
+                raise SettingError(given[0], f"--run gives the model dimensions; do not also pass --{flag}", whole=True)
 
 
 def read_passport_dimensions(run: Path) -> GPTConfig:
