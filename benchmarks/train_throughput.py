@@ -126,24 +126,40 @@ def run_arm(args: argparse.Namespace) -> dict:
     import torch
     import torch.nn.functional as F
 
-    from gptlineage.model.hf import hf_model
-    from gptlineage.model.gpt import GPT, set_strict_float32
-    from gptlineage.training.sampler import plain_batch
     from gptlineage.corpus.shards import read_tokens
+    from gptlineage.model.gpt import GPT, set_strict_float32
+    from gptlineage.model.hf import hf_model
     from gptlineage.settings import from_mapping
     from gptlineage.training.config import TrainConfig, plan
+    from gptlineage.training.sampler import plain_batch
     from gptlineage.training.step import build_optimizer, on_device, training_objective
 
     values = shape(args)
     set_strict_float32()
     cuda = args.device.startswith("cuda")
     tokens = read_tokens(args.shard, vocab_size=values["vocab"])
-    config = from_mapping(TrainConfig, {
-        "preset": "quick", "context": values["context"], "vocab": values["vocab"], "width": values["width"],
-        "heads": values["heads"], "layers": values["layers"], "dropout": 0.0, "batch": values["batch"],
-        "steps": args.warmup + args.steps, "lr": 3e-4, "warmup_steps": 0, "precision": args.precision,
-        "device": args.device, "compile": args.compile, "loss_chunk": args.loss_chunk,
-        "train_bin": args.shard, "val_bin": args.shard})
+    config = from_mapping(
+        TrainConfig,
+        {
+            "preset": "quick",
+            "context": values["context"],
+            "vocab": values["vocab"],
+            "width": values["width"],
+            "heads": values["heads"],
+            "layers": values["layers"],
+            "dropout": 0.0,
+            "batch": values["batch"],
+            "steps": args.warmup + args.steps,
+            "lr": 3e-4,
+            "warmup_steps": 0,
+            "precision": args.precision,
+            "device": args.device,
+            "compile": args.compile,
+            "loss_chunk": args.loss_chunk,
+            "train_bin": args.shard,
+            "val_bin": args.shard,
+        },
+    )
     run = plan(config)
     if cuda:
         torch.cuda.reset_peak_memory_stats()
@@ -164,7 +180,11 @@ def run_arm(args: argparse.Namespace) -> dict:
         peer.train()
         optimizer = torch.optim.AdamW(peer.parameters(), lr=run.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)
         forward = torch.compile(peer) if args.compile else peer
-        autocast = torch.autocast(torch.device(args.device).type, dtype=torch.bfloat16) if args.precision == "bf16" else nullcontext()
+        autocast = (
+            torch.autocast(torch.device(args.device).type, dtype=torch.bfloat16)
+            if args.precision == "bf16"
+            else nullcontext()
+        )
 
         def loss_of(x, y, _weights):
             with autocast:
@@ -186,9 +206,16 @@ def run_arm(args: argparse.Namespace) -> dict:
             step_seconds.append(time.perf_counter() - start)
             sampler_seconds.append(sampled - start)
     peak = (torch.cuda.max_memory_allocated() if cuda else peak_resident_bytes()) - baseline
-    return {"arm": args.arm, "step_seconds": step_seconds, "sampler_seconds": sampler_seconds, "losses": losses,
-            "peak_memory_bytes": peak, "optimizer": optimizer_name, "threads": torch.get_num_threads(),
-            "torch": torch.__version__}
+    return {
+        "arm": args.arm,
+        "step_seconds": step_seconds,
+        "sampler_seconds": sampler_seconds,
+        "losses": losses,
+        "peak_memory_bytes": peak,
+        "optimizer": optimizer_name,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+    }
 
 
 def child(arm: str, shard: Path) -> dict:
@@ -226,16 +253,29 @@ def gpu_peak_tflops(device: str) -> tuple[float, str]:
 def summarize(args: argparse.Namespace, results: dict[str, list[dict]], peak_tflops: float, peak_source: str) -> dict:
     values = shape(args)
     tokens_per_step = values["batch"] * values["context"]
-    summary = {"config": args.config, "shape": values, "precision": args.precision, "compile": args.compile,
-               "device": args.device, "peak_tflops": peak_tflops, "peak_source": peak_source,
-               "flops_per_token": flops_per_token(values), "arms": {}}
+    summary = {
+        "config": args.config,
+        "shape": values,
+        "precision": args.precision,
+        "compile": args.compile,
+        "device": args.device,
+        "peak_tflops": peak_tflops,
+        "peak_source": peak_source,
+        "flops_per_token": flops_per_token(values),
+        "arms": {},
+    }
     for arm, runs in results.items():
         steps = [s for run in runs for s in run["step_seconds"]]
         rate = tokens_per_step / statistics.median(steps)
-        entry = {"median_tokens_per_second": rate, "steps_timed": len(steps),
-                 "peak_memory_mib": max(run["peak_memory_bytes"] for run in runs) / 2**20,
-                 "mfu": rate * summary["flops_per_token"] / (peak_tflops * 1e12),
-                 "first_loss": runs[0]["losses"][0], "optimizer": runs[0]["optimizer"], "threads": runs[0]["threads"]}
+        entry = {
+            "median_tokens_per_second": rate,
+            "steps_timed": len(steps),
+            "peak_memory_mib": max(run["peak_memory_bytes"] for run in runs) / 2**20,
+            "mfu": rate * summary["flops_per_token"] / (peak_tflops * 1e12),
+            "first_loss": runs[0]["losses"][0],
+            "optimizer": runs[0]["optimizer"],
+            "threads": runs[0]["threads"],
+        }
         if arm == "ours":
             shares = [s / t for run in runs for s, t in zip(run["sampler_seconds"], run["step_seconds"])]
             entry["sampler_share_of_step"] = statistics.median(shares)
@@ -258,11 +298,15 @@ def report(summary: dict, args: argparse.Namespace) -> str:
         f"{'trainer':8} {'tokens/s':>10} {'peak MiB':>9} {'MFU':>7} {'first loss':>10}  optimizer",
     ]
     for arm, entry in summary["arms"].items():
-        lines.append(f"{arm:8} {entry['median_tokens_per_second']:>10,.0f} {entry['peak_memory_mib']:>9,.0f}"
-                     f" {entry['mfu']:>7.1%} {entry['first_loss']:>10.4f}  {entry['optimizer']}")
-    lines.append(f"ours/peer: tokens/s {summary['ratio_tokens_per_second']:.2f}x,"
-                 f" peak memory {summary['ratio_peak_memory']:.2f}x;"
-                 f" sampler share of our step {summary['arms']['ours']['sampler_share_of_step']:.2%}")
+        lines.append(
+            f"{arm:8} {entry['median_tokens_per_second']:>10,.0f} {entry['peak_memory_mib']:>9,.0f}"
+            f" {entry['mfu']:>7.1%} {entry['first_loss']:>10.4f}  {entry['optimizer']}"
+        )
+    lines.append(
+        f"ours/peer: tokens/s {summary['ratio_tokens_per_second']:.2f}x,"
+        f" peak memory {summary['ratio_peak_memory']:.2f}x;"
+        f" sampler share of our step {summary['arms']['ours']['sampler_share_of_step']:.2%}"
+    )
     return "\n".join(lines)
 
 

@@ -2,17 +2,36 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 # The tiny model of tests/test_train.py, on one thread: a training run takes about a second.
-TINY_TRAIN = ["--preset", "quick", "--vocab", "1024", "--width", "32", "--heads", "2", "--layers", "1", "--batch", "4",
-              "--lr", "0.01", "--warmup-steps", "2", "--eval-batches", "2", "--threads", "1"]
+TINY_TRAIN = [
+    "--preset",
+    "quick",
+    "--vocab",
+    "1024",
+    "--width",
+    "32",
+    "--heads",
+    "2",
+    "--layers",
+    "1",
+    "--batch",
+    "4",
+    "--lr",
+    "0.01",
+    "--warmup-steps",
+    "2",
+    "--eval-batches",
+    "2",
+    "--threads",
+    "1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -39,11 +58,34 @@ def tiny_chain(tmp_path_factory) -> Path:
         tokens = np.where(rng.random(length) < 0.1, rng.integers(0, 1024, length), (np.arange(length) * 3) % 1024)
         with ShardWriter(root / "corpus" / name, vocab_size=1024) as writer:
             writer.write(tokens.astype(np.uint16))
-    common = [*TINY_TRAIN, "--data", str(root / "corpus"), "--steps", "5", "--eval-every", "1", "--checkpoint-every", "5"]
+    common = [
+        *TINY_TRAIN,
+        "--data",
+        str(root / "corpus"),
+        "--steps",
+        "5",
+        "--eval-every",
+        "1",
+        "--checkpoint-every",
+        "5",
+    ]
     assert main(["train", *common, "--output", str(root / "stage1")]) == 0
     assert main(["select-best", "--run", str(root / "stage1"), "--output", str(root / "best_stage1")]) == 0
-    assert main(["train", *common, "--seed", "1", "--load-params", str(root / "best_stage1/parameters.safetensors"),
-                 "--output", str(root / "stage2")]) == 0
+    assert (
+        main(
+            [
+                "train",
+                *common,
+                "--seed",
+                "1",
+                "--load-params",
+                str(root / "best_stage1/parameters.safetensors"),
+                "--output",
+                str(root / "stage2"),
+            ]
+        )
+        == 0
+    )
     return root
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gptlineage.lineage.artifact import MANIFEST, ArtifactWriter, artifact_id, read_manifest
 from gptlineage.errors import GptlineageError
+from gptlineage.lineage.artifact import MANIFEST, ArtifactWriter, artifact_id, read_manifest
 from gptlineage.lineage.hashing import sha256_file
 
 
@@ -47,19 +47,17 @@ def test_identical_inputs_parameters_and_code_give_the_same_id(tmp_path):
 
 def test_a_failed_command_leaves_no_artifact_and_no_temporary(tmp_path):
     output = tmp_path / "out"
-    with pytest.raises(RuntimeError):
-        with ArtifactWriter(output, command="test", parameters={}) as artifact:
-            (artifact.path / "half.txt").write_text("half")
-            raise RuntimeError("crash mid-way")
+    with pytest.raises(RuntimeError), ArtifactWriter(output, command="test", parameters={}) as artifact:
+        (artifact.path / "half.txt").write_text("half")
+        raise RuntimeError("crash mid-way")
     assert list(tmp_path.iterdir()) == []
 
 
 def test_a_failed_rerun_keeps_the_previous_artifact(tmp_path):
     output = tmp_path / "out"
     before = write_artifact(output)
-    with pytest.raises(RuntimeError):
-        with ArtifactWriter(output, command="test", parameters={}):
-            raise RuntimeError("crash")
+    with pytest.raises(RuntimeError), ArtifactWriter(output, command="test", parameters={}):
+        raise RuntimeError("crash")
     assert read_manifest(output) == before
     assert sorted(path.name for path in tmp_path.iterdir()) == ["out"]
 

@@ -16,6 +16,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 
+from gptlineage.errors import GptlineageError
 from gptlineage.training.checkpoints import (
     list_checkpoints,
     load_checkpoint,
@@ -24,7 +25,6 @@ from gptlineage.training.checkpoints import (
     save_checkpoint,
 )
 from gptlineage.training.parameters import load_parameters, read_parameters, save_parameters
-from gptlineage.errors import GptlineageError
 
 REPO = Path(__file__).resolve().parent.parent
 VOCAB = 11
@@ -128,7 +128,9 @@ def test_float32_parameters_load_into_a_float64_model_but_not_the_reverse(tmp_pa
         assert torch.equal(wide.state_dict()[name], tensor.double())
 
     path64 = save_parameters(tmp_path / "f64.safetensors", wide)
-    with pytest.raises(GptlineageError, match=re.escape(f"{path64}: tensor embed.weight is float64, the model holds float32")):
+    with pytest.raises(
+        GptlineageError, match=re.escape(f"{path64}: tensor embed.weight is float64, the model holds float32")
+    ):
         load_parameters(path64, Tiny())
 
 
@@ -150,7 +152,9 @@ def test_missing_and_unexpected_tensors_are_refused(tmp_path):
 
 def test_a_file_that_ties_differently_from_the_model_is_refused(tmp_path):
     untied = save_parameters(tmp_path / "untied.safetensors", Tiny(tie=False))
-    with pytest.raises(GptlineageError, match=re.escape(f"{untied}: tensor embed.weight is tied to nothing in the file")):
+    with pytest.raises(
+        GptlineageError, match=re.escape(f"{untied}: tensor embed.weight is tied to nothing in the file")
+    ):
         load_parameters(untied, Tiny())
 
 
@@ -193,8 +197,12 @@ def test_checkpoint_layout_manifest_and_latest(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["LATEST", "step-3"]
     assert (tmp_path / "LATEST").read_text() == "step-3\n"
     assert sorted(p.name for p in path.iterdir()) == [
-        "manifest.json", "optimizer.json", "optimizer.safetensors", "parameters.safetensors",
-        "rng.safetensors", "state.json",
+        "manifest.json",
+        "optimizer.json",
+        "optimizer.safetensors",
+        "parameters.safetensors",
+        "rng.safetensors",
+        "state.json",
     ]
     manifest = json.loads((path / "manifest.json").read_text())
     assert manifest["schema"] == "gptlineage.training.checkpoint.v1"
@@ -206,8 +214,11 @@ def test_checkpoint_layout_manifest_and_latest(tmp_path):
     with safe_open(str(path / "optimizer.safetensors"), framework="pt") as handle:
         keys = sorted(handle.keys())
         assert handle.get_tensor("embed.weight/step").item() == 3.0
-    assert keys == [f"{name}/{key}" for name in ["embed.weight", "hidden.bias", "hidden.weight"]
-                    for key in ["exp_avg", "exp_avg_sq", "step"]]
+    assert keys == [
+        f"{name}/{key}"
+        for name in ["embed.weight", "hidden.bias", "hidden.weight"]
+        for key in ["exp_avg", "exp_avg_sq", "step"]
+    ]
     document = json.loads((path / "optimizer.json").read_text())
     assert document["type"] == "AdamW"
     assert document["parameter_names"] == [["embed.weight", "hidden.weight", "hidden.bias"]]
@@ -268,7 +279,7 @@ def corrupt_and_expect_refusal(root: Path, name: str, damage) -> None:
 def test_a_flipped_byte_in_the_optimizer_file_is_refused(tmp_path):
     def flip(data: bytes) -> bytes:
         middle = len(data) - 20
-        return data[:middle] + bytes([data[middle] ^ 0x01]) + data[middle + 1:]
+        return data[:middle] + bytes([data[middle] ^ 0x01]) + data[middle + 1 :]
 
     corrupt_and_expect_refusal(tmp_path, "optimizer.safetensors", flip)
 
@@ -280,8 +291,10 @@ def test_a_truncated_parameter_file_is_refused(tmp_path):
 def test_a_checkpoint_from_another_model_is_refused_naming_the_tensor(tmp_path):
     model, optimizer = make(0, width=8)
     save_checkpoint(tmp_path, 1, model, optimizer, {"completed_step": 1}, CONFIG)
-    with pytest.raises(GptlineageError, match=re.escape(
-            f"{tmp_path / 'step-1' / 'parameters.safetensors'}: tensor embed.weight has shape (11, 8)")):
+    with pytest.raises(
+        GptlineageError,
+        match=re.escape(f"{tmp_path / 'step-1' / 'parameters.safetensors'}: tensor embed.weight has shape (11, 8)"),
+    ):
         load_checkpoint(tmp_path, *make(0))
 
 
@@ -293,7 +306,9 @@ def test_a_checkpoint_for_another_optimizer_or_parameter_grouping_is_refused(tmp
 
     fresh, _ = make(0)
     sgd = torch.optim.SGD(fresh.parameters(), lr=0.1, momentum=0.9)
-    with pytest.raises(GptlineageError, match=re.escape(f"{optimizer_json}: the checkpoint holds AdamW state, the optimizer is SGD")):
+    with pytest.raises(
+        GptlineageError, match=re.escape(f"{optimizer_json}: the checkpoint holds AdamW state, the optimizer is SGD")
+    ):
         load_checkpoint(tmp_path, fresh, sgd)
     groups = torch.optim.AdamW([{"params": [fresh.embed.weight]}, {"params": list(fresh.hidden.parameters())}])
     with pytest.raises(GptlineageError, match=re.escape(f"{optimizer_json}: the optimizer's parameter groups differ")):
@@ -332,7 +347,11 @@ def test_latest_names_the_newest_and_listing_is_by_step(tmp_path):
         train(model, optimizer, 1)
         save_checkpoint(tmp_path, step, model, optimizer, {"completed_step": step}, CONFIG)
     assert (tmp_path / "LATEST").read_text() == "step-10\n"
-    assert list_checkpoints(tmp_path) == [(1, tmp_path / "step-1"), (2, tmp_path / "step-2"), (10, tmp_path / "step-10")]
+    assert list_checkpoints(tmp_path) == [
+        (1, tmp_path / "step-1"),
+        (2, tmp_path / "step-2"),
+        (10, tmp_path / "step-10"),
+    ]
     assert load_checkpoint(tmp_path, *make(4))["completed_step"] == 10
 
 
@@ -411,8 +430,12 @@ def check_recovery(root: Path, reference: dict[str, torch.Tensor]) -> None:
 
 def test_a_save_killed_with_sigkill_mid_write_leaves_the_previous_checkpoint_usable(tmp_path):
     root = tmp_path / "checkpoints"
-    child = subprocess.Popen([sys.executable, "-c", KILLED_SAVE, str(root), str(Path(__file__).parent)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_SAVE, str(root), str(Path(__file__).parent)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = child.stdout.readline()  # the child prints once it sleeps inside the save
         assert line == "hanging\n", child.stderr.read() if child.poll() is not None else line
@@ -456,7 +479,9 @@ def test_a_save_killed_after_the_rename_but_before_latest_is_redone(tmp_path, mo
 
 # --------------------------------------------------------------------------- no code-executing formats
 
-FORBIDDEN = re.compile(r"torch\.(save|load)\s*\(|\bimport\s+pickle\b|\bfrom\s+pickle\b|\bpickle\.\w+|allow_pickle\s*=\s*True")
+FORBIDDEN = re.compile(
+    r"torch\.(save|load)\s*\(|\bimport\s+pickle\b|\bfrom\s+pickle\b|\bpickle\.\w+|allow_pickle\s*=\s*True"
+)
 
 
 def test_no_source_file_uses_pickle_based_serialization():

@@ -15,9 +15,9 @@ from types import SimpleNamespace
 import pytest
 import yaml
 from snakemake.utils import update_config
+from test_workflow import REPO, copy_workflow, snakemake
 
 from gptlineage.workflow_support import TRAINING_STAGES, config_error, job_resources, rule_resources
-from test_workflow import REPO, copy_workflow, snakemake
 
 SCHEMA = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
 PROFILE = "workflow/profiles/slurm"
@@ -43,9 +43,11 @@ def jobs_of(dry_run_output: str) -> dict[str, dict]:
         threads = re.search(r"^    threads: (\d+)$", block, flags=re.MULTILINE)
         resources = re.search(r"^    resources: (.*)$", block, flags=re.MULTILINE).group(1)
         shell = re.search(r"^Shell command: (.*)$", block, flags=re.MULTILINE)
-        jobs[name] = {"threads": int(threads.group(1)) if threads else 1,
-                      "resources": dict(item.split("=", 1) for item in resources.split(", ")),
-                      "shell": shell.group(1) if shell else ""}
+        jobs[name] = {
+            "threads": int(threads.group(1)) if threads else 1,
+            "resources": dict(item.split("=", 1) for item in resources.split(", ")),
+            "shell": shell.group(1) if shell else "",
+        }
     return jobs
 
 
@@ -58,8 +60,18 @@ def workdir(tmp_path_factory) -> Path:
 def paper_jobs(workdir) -> dict[str, dict]:
     """The paper profile's every job as the SLURM profile would submit it. --cores is raised above
     the largest rule's threads: a dry run otherwise scales threads to one core (a SLURM run does not)."""
-    done = snakemake(workdir, "--dry-run", "--workflow-profile", PROFILE, "--configfile", "config.paper.yaml",
-                     "--cores", "64", "--", "all")
+    done = snakemake(
+        workdir,
+        "--dry-run",
+        "--workflow-profile",
+        PROFILE,
+        "--configfile",
+        "config.paper.yaml",
+        "--cores",
+        "64",
+        "--",
+        "all",
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return jobs_of(done.stdout + done.stderr)
 
@@ -77,27 +89,47 @@ def test_rules_not_listed_get_one_thread_no_gpu_and_the_default_memory_and_time(
 
 
 def test_the_paper_profile_overrides_every_resource_it_inherits():
-    default, paper = default_config()["resources"], yaml.safe_load((REPO / "config.paper.yaml").read_text())["resources"]
+    default, paper = (
+        default_config()["resources"],
+        yaml.safe_load((REPO / "config.paper.yaml").read_text())["resources"],
+    )
     for rule, entry in default.items():
         assert set(entry) <= set(paper.get(rule, {})), rule
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda c: c["resources"]["pretrain"].update(gpus=-1),
-     "invalid config: key resources.pretrain.gpus: -1 is less than the minimum of 0"),
-    (lambda c: c["resources"]["pretrain"].update(gpu=8),
-     "invalid config: key resources.pretrain: Additional properties are not allowed ('gpu' was unexpected)"),
-    (lambda c: c["resources"].update(pretrian={"threads": 2}),
-     "invalid config: key resources: Additional properties are not allowed ('pretrian' was unexpected)"),
-    (lambda c: c["pretrain"].update(processes=0),
-     "invalid config: key pretrain.processes: 0 is less than the minimum of 1"),
-    (lambda c: c["continuation"].update(processes=8),
-     "invalid config: key continuation.batch: 12 rows do not split evenly over processes (8) x accumulate (1)"),
-    (lambda c: c["pretrain"].update(accumulate=3),
-     "invalid config: key pretrain.batch: 8 rows do not split evenly over processes (8) x accumulate (3)"),
-    (lambda c: c["resources"]["pretrain"].update(gpus=4),
-     "invalid config: key resources.pretrain.gpus: 4 GPUs for 8 processes (one GPU per process)"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            lambda c: c["resources"]["pretrain"].update(gpus=-1),
+            "invalid config: key resources.pretrain.gpus: -1 is less than the minimum of 0",
+        ),
+        (
+            lambda c: c["resources"]["pretrain"].update(gpu=8),
+            "invalid config: key resources.pretrain: Additional properties are not allowed ('gpu' was unexpected)",
+        ),
+        (
+            lambda c: c["resources"].update(pretrian={"threads": 2}),
+            "invalid config: key resources: Additional properties are not allowed ('pretrian' was unexpected)",
+        ),
+        (
+            lambda c: c["pretrain"].update(processes=0),
+            "invalid config: key pretrain.processes: 0 is less than the minimum of 1",
+        ),
+        (
+            lambda c: c["continuation"].update(processes=8),
+            "invalid config: key continuation.batch: 12 rows do not split evenly over processes (8) x accumulate (1)",
+        ),
+        (
+            lambda c: c["pretrain"].update(accumulate=3),
+            "invalid config: key pretrain.batch: 8 rows do not split evenly over processes (8) x accumulate (3)",
+        ),
+        (
+            lambda c: c["resources"]["pretrain"].update(gpus=4),
+            "invalid config: key resources.pretrain.gpus: 4 GPUs for 8 processes (one GPU per process)",
+        ),
+    ],
+)
 def test_a_bad_paper_config_is_one_line_naming_the_key(change, message):
     config = copy.deepcopy(paper_config())
     change(config)
@@ -149,10 +181,23 @@ def test_the_slurm_plugin_submits_pretraining_to_eight_gpus_on_one_node(paper_jo
     job = paper_jobs["pretrain"]
     resources = Resources({key: int(value) if value.isdigit() else value for key, value in job["resources"].items()})
     stub = SimpleNamespace(resources=resources, threads=job["threads"])
-    params = {"run_uuid": "id", "slurm_logfile": "log", "comment_str": "rule_pretrain", "workdir": "/work",
-              "account": f"-A {resources.slurm_account}", "partition": f"-p {resources.slurm_partition}"}
+    params = {
+        "run_uuid": "id",
+        "slurm_logfile": "log",
+        "comment_str": "rule_pretrain",
+        "workdir": "/work",
+        "account": f"-A {resources.slurm_account}",
+        "partition": f"-p {resources.slurm_partition}",
+    }
     sbatch = get_submit_command(stub, params) + set_gres_string(stub)
-    for option in ("--gpus=8", "--cpus-per-task=32", "--mem 256000", "-t 240", "--nodes=1",
-                   "-p EDIT-ME-gpu-partition", "-A EDIT-ME-account"):
+    for option in (
+        "--gpus=8",
+        "--cpus-per-task=32",
+        "--mem 256000",
+        "-t 240",
+        "--nodes=1",
+        "-p EDIT-ME-gpu-partition",
+        "-A EDIT-ME-account",
+    ):
         assert option in sbatch, (option, sbatch)
     assert "--ntasks" not in sbatch  # one task: the command starts its 8 processes itself

@@ -23,6 +23,7 @@ def test_the_package_keeps_its_shape():
 
 # ---------------------------------------------------------------- the checks themselves, on a small tree
 
+
 def write_tree(src: Path, files: dict[str, str]) -> Path:
     for relative, text in {"gptlineage/__init__.py": "", **files}.items():
         path = src / relative
@@ -37,12 +38,18 @@ def function_of(lines: int, name: str = "long") -> str:
 
 
 def test_a_long_module_and_a_long_function_are_found(tmp_path):
-    src = write_tree(tmp_path / "src", {
-        "gptlineage/corpus/big.py": "x = 1\n" * 401,
-        "gptlineage/corpus/fits.py": "x = 1\n" * 400,
-        "gptlineage/model/funcs.py": function_of(61) + "\n\nclass Box:\n" + textwrap.indent(function_of(61, "method"), "    ")
-                                     + "\n" + function_of(60, "fits"),
-    })
+    src = write_tree(
+        tmp_path / "src",
+        {
+            "gptlineage/corpus/big.py": "x = 1\n" * 401,
+            "gptlineage/corpus/fits.py": "x = 1\n" * 400,
+            "gptlineage/model/funcs.py": function_of(61)
+            + "\n\nclass Box:\n"
+            + textwrap.indent(function_of(61, "method"), "    ")
+            + "\n"
+            + function_of(60, "fits"),
+        },
+    )
     assert shape.check(src) == [
         "src/gptlineage/corpus/big.py: module has 401 lines (limit 400)",
         "src/gptlineage/model/funcs.py:1: function long has 61 lines (limit 60)",
@@ -51,14 +58,17 @@ def test_a_long_module_and_a_long_function_are_found(tmp_path):
 
 
 def test_a_command_importing_another_command_is_found_however_it_imports(tmp_path):
-    src = write_tree(tmp_path / "src", {
-        "gptlineage/commands/__init__.py": "",
-        "gptlineage/commands/generate.py": "from gptlineage.generation import decoding\n",
-        "gptlineage/commands/a.py": "from gptlineage.commands.generate import load_model, model_source\n",
-        "gptlineage/commands/b.py": "def run():\n    from . import generate\n",
-        "gptlineage/commands/c.py": "import gptlineage.commands.generate as g\nfrom gptlineage.commands import a\n",
-        "gptlineage/generation/decoding.py": "",
-    })
+    src = write_tree(
+        tmp_path / "src",
+        {
+            "gptlineage/commands/__init__.py": "",
+            "gptlineage/commands/generate.py": "from gptlineage.generation import decoding\n",
+            "gptlineage/commands/a.py": "from gptlineage.commands.generate import load_model, model_source\n",
+            "gptlineage/commands/b.py": "def run():\n    from . import generate\n",
+            "gptlineage/commands/c.py": "import gptlineage.commands.generate as g\nfrom gptlineage.commands import a\n",
+            "gptlineage/generation/decoding.py": "",
+        },
+    )
     assert shape.check(src) == [
         "src/gptlineage/commands/a.py:1: imports gptlineage.commands.generate (a command module imports no other command module)",
         "src/gptlineage/commands/b.py:2: imports gptlineage.commands.generate (a command module imports no other command module)",
@@ -68,13 +78,18 @@ def test_a_command_importing_another_command_is_found_however_it_imports(tmp_pat
 
 
 def test_torch_in_lineage_and_imports_against_the_layers_are_found(tmp_path):
-    src = write_tree(tmp_path / "src", {
-        "gptlineage/lineage/walk.py": "import json\n\ndef load():\n    import torch\n    from transformers import GPT2Config\n",
-        "gptlineage/lineage/rocrate.py": "from gptlineage.corpus.shards import read_tokens\nfrom ..reporting import plots\n",
-        "gptlineage/model/gpt.py": "import torch\nfrom gptlineage.corpus import tokenizer\nfrom gptlineage.training.schedule import lr\n",
-        "gptlineage/training/train.py": "from gptlineage.model.gpt import GPT\nfrom gptlineage.generation.decoding import x\n",
-        "gptlineage/reporting/plots.py": "from gptlineage.training.layout import RunDir\nimport numpy\n",
-    })
+    src = write_tree(
+        tmp_path / "src",
+        {
+            "gptlineage/lineage/walk.py": "import json\n\ndef load():\n    import torch\n    from transformers import GPT2Config\n",
+            "gptlineage/lineage/rocrate.py": "from gptlineage.corpus.shards import read_tokens\nfrom ..reporting import plots\n",
+            "gptlineage/model/gpt.py": (
+                "import torch\nfrom gptlineage.corpus import tokenizer\nfrom gptlineage.training.schedule import lr\n"
+            ),
+            "gptlineage/training/train.py": "from gptlineage.model.gpt import GPT\nfrom gptlineage.generation.decoding import x\n",
+            "gptlineage/reporting/plots.py": "from gptlineage.training.layout import RunDir\nimport numpy\n",
+        },
+    )
     assert shape.check(src) == [
         "src/gptlineage/lineage/rocrate.py:1: imports gptlineage.corpus.shards.read_tokens (lineage/ imports nothing from corpus/)",
         "src/gptlineage/lineage/rocrate.py:2: imports gptlineage.reporting.plots (lineage/ imports nothing from reporting/)",
@@ -89,7 +104,9 @@ def test_the_tool_prints_one_line_per_finding_and_exits_1_then_0_when_clean(tmp_
     src = write_tree(tmp_path / "src", {"gptlineage/lineage/walk.py": "import torch\n"})
     result = subprocess.run([sys.executable, str(TOOL), "--src", str(src)], check=False, capture_output=True, text=True)
     assert result.returncode == 1
-    assert result.stdout.splitlines() == ["src/gptlineage/lineage/walk.py:1: imports torch (lineage/ never imports torch)"]
+    assert result.stdout.splitlines() == [
+        "src/gptlineage/lineage/walk.py:1: imports torch (lineage/ never imports torch)"
+    ]
     (src / "gptlineage/lineage/walk.py").write_text("import json\n")
     result = subprocess.run([sys.executable, str(TOOL), "--src", str(src)], check=False, capture_output=True, text=True)
     assert (result.returncode, result.stdout) == (0, "")

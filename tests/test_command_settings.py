@@ -27,12 +27,24 @@ from gptlineage.tabular.tutorial import DataCsvConfig, DataNpyConfig
 from gptlineage.workflow_support import flags
 
 REPO = Path(__file__).resolve().parent.parent
-CONFIGS = {"prepare": PrepareConfig, "synth-chat": SynthChatConfig, "data-csv": DataCsvConfig,
-           "data-npy": DataNpyConfig, "small-data": SmallDataConfig}
+CONFIGS = {
+    "prepare": PrepareConfig,
+    "synth-chat": SynthChatConfig,
+    "data-csv": DataCsvConfig,
+    "data-npy": DataNpyConfig,
+    "small-data": SmallDataConfig,
+}
 # The workflow's config slices of these commands.
-SLICES = {"small_data": "small-data", "data_csv": "data-csv", "data_npy": "data-npy", "synth_chat": "synth-chat",
-          "corpus_pretrain": "prepare", "corpus_continuation": "prepare", "sft_data_stage1": "prepare",
-          "sft_data_stage2": "prepare"}
+SLICES = {
+    "small_data": "small-data",
+    "data_csv": "data-csv",
+    "data_npy": "data-npy",
+    "synth_chat": "synth-chat",
+    "corpus_pretrain": "prepare",
+    "corpus_continuation": "prepare",
+    "sft_data_stage1": "prepare",
+    "sft_data_stage2": "prepare",
+}
 
 
 def profiles() -> list[tuple[str, dict]]:
@@ -81,7 +93,10 @@ def test_a_false_boolean_becomes_its_no_flag_and_reads_back():
     assert words == ["--no-allow-empty-lines", "--no-skip-header", "--trim-cells"]
     config = from_args(DataCsvConfig, command_parser("data-csv").parse_args([*words, "--output", "out"]))
     assert (config.options.skip_header, config.options.trim_cells, config.options.allow_empty_lines) == (
-        False, True, False)
+        False,
+        True,
+        False,
+    )
     assert config == from_mapping(DataCsvConfig, config_slice)
 
 

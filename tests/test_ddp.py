@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
-
 from conftest import TINY_TRAIN as TINY
 from conftest import losses
+from safetensors.torch import load_file
 
 from gptlineage.cli import main
 
@@ -28,9 +27,22 @@ STEPS = ["--steps", "6", "--eval-every", "3"]
 
 def train_processes(corpus: Path, output: Path, processes: int, *extra: str) -> subprocess.CompletedProcess:
     """`gptlineage train --processes N` in a child process: it relaunches itself under torchrun."""
-    argv = [sys.executable, "-m", "gptlineage", "train", *TINY, "--data", str(corpus), *STEPS,
-            "--processes", str(processes), "--output", str(output), *extra]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    argv = [
+        sys.executable,
+        "-m",
+        "gptlineage",
+        "train",
+        *TINY,
+        "--data",
+        str(corpus),
+        *STEPS,
+        "--processes",
+        str(processes),
+        "--output",
+        str(output),
+        *extra,
+    ]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
 
 
 def max_parameter_difference(a: Path, b: Path) -> float:
@@ -44,10 +56,25 @@ def runs(corpus, tmp_path_factory) -> Path:
     """One- and two-process runs of the same command, in float32 and float64."""
     root = tmp_path_factory.mktemp("ddp")
     for precision in ("float32", "float64"):
-        assert main(["train", *TINY, "--data", str(corpus), *STEPS, "--precision", precision,
-                     "--output", str(root / f"one-{precision}")]) == 0
-        done = train_processes(corpus, root / f"two-{precision}", 2, "--precision", precision,
-                               "--checkpoint-every", "3")
+        assert (
+            main(
+                [
+                    "train",
+                    *TINY,
+                    "--data",
+                    str(corpus),
+                    *STEPS,
+                    "--precision",
+                    precision,
+                    "--output",
+                    str(root / f"one-{precision}"),
+                ]
+            )
+            == 0
+        )
+        done = train_processes(
+            corpus, root / f"two-{precision}", 2, "--precision", precision, "--checkpoint-every", "3"
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         (root / f"two-{precision}.log").write_text(done.stdout)
     return root
@@ -79,15 +106,38 @@ def test_rank_0_alone_writes_the_artifact_and_its_checkpoints(runs):
 def test_a_two_process_checkpoint_resumes_in_one_process(runs, corpus, tmp_path, capsys):
     """A different world size is handled: the global batch is the same, so the run goes on as before."""
     checkpoint = runs / "two-float64/checkpoints/step-3"
-    assert main(["train", *TINY, "--data", str(corpus), *STEPS, "--precision", "float64",
-                 "--resume", str(checkpoint), "--output", str(tmp_path / "resumed")]) == 0
+    assert (
+        main(
+            [
+                "train",
+                *TINY,
+                "--data",
+                str(corpus),
+                *STEPS,
+                "--precision",
+                "float64",
+                "--resume",
+                str(checkpoint),
+                "--output",
+                str(tmp_path / "resumed"),
+            ]
+        )
+        == 0
+    )
     assert "resuming a checkpoint written by 2 process(es) with 1" in capsys.readouterr().out
     assert max_parameter_difference(runs / "one-float64", tmp_path / "resumed") <= 1e-6
 
 
 def test_a_two_process_checkpoint_resumes_in_two_processes(runs, corpus, tmp_path):
-    done = train_processes(corpus, tmp_path / "resumed", 2, "--precision", "float64",
-                           "--resume", str(runs / "two-float64/checkpoints/step-3"))
+    done = train_processes(
+        corpus,
+        tmp_path / "resumed",
+        2,
+        "--precision",
+        "float64",
+        "--resume",
+        str(runs / "two-float64/checkpoints/step-3"),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "resuming a checkpoint written by" not in done.stdout  # same world size: nothing to say
     assert max_parameter_difference(runs / "two-float64", tmp_path / "resumed") <= 1e-12
@@ -95,8 +145,24 @@ def test_a_two_process_checkpoint_resumes_in_two_processes(runs, corpus, tmp_pat
 
 
 def test_gradient_accumulation_equals_the_whole_batch(runs, corpus, tmp_path):
-    assert main(["train", *TINY, "--data", str(corpus), *STEPS, "--precision", "float64", "--accumulate", "4",
-                 "--output", str(tmp_path / "accumulated")]) == 0
+    assert (
+        main(
+            [
+                "train",
+                *TINY,
+                "--data",
+                str(corpus),
+                *STEPS,
+                "--precision",
+                "float64",
+                "--accumulate",
+                "4",
+                "--output",
+                str(tmp_path / "accumulated"),
+            ]
+        )
+        == 0
+    )
     assert max_parameter_difference(runs / "one-float64", tmp_path / "accumulated") <= 1e-6
     passport = json.loads((tmp_path / "accumulated/passport.json").read_text())
     assert passport["schedule"]["accumulate"] == 4 and passport["schedule"]["tokens_per_update"] == 4 * 16
@@ -112,9 +178,20 @@ def test_a_batch_the_processes_cannot_share_is_refused_before_launching(corpus, 
 
 def test_an_error_inside_the_ranks_is_one_line(runs, corpus, tmp_path):
     """Both ranks refuse the resume; the user sees their one line once, without torchrun's traceback."""
-    done = train_processes(corpus, tmp_path / "out", 2, "--precision", "float64", "--lr", "0.5",
-                           "--resume", str(runs / "two-float64/checkpoints/step-3"))
+    done = train_processes(
+        corpus,
+        tmp_path / "out",
+        2,
+        "--precision",
+        "float64",
+        "--lr",
+        "0.5",
+        "--resume",
+        str(runs / "two-float64/checkpoints/step-3"),
+    )
     assert done.returncode == 1
-    assert done.stderr.startswith("error: train: checkpoint configuration does not match this training command: lr differs")
+    assert done.stderr.startswith(
+        "error: train: checkpoint configuration does not match this training command: lr differs"
+    )
     assert done.stderr.count("\n") == 1, done.stderr
     assert not (tmp_path / "out").exists()

@@ -6,9 +6,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gptlineage.corpus.dialogue import encode_dialogue, slice_records, usable_dialogue
-from gptlineage.errors import GptlineageError
-from gptlineage.corpus.shards import RECORD_DTYPE, MaskWriter, RecordWriter, ShardWriter, read_mask, read_records, read_tokens
+from gptlineage.corpus.shards import (
+    RECORD_DTYPE,
+    MaskWriter,
+    RecordWriter,
+    ShardWriter,
+    read_mask,
+    read_records,
+    read_tokens,
+)
 from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
+from gptlineage.errors import GptlineageError
 
 ENC = gpt2_encoding()
 
@@ -32,7 +40,16 @@ def test_two_turn_dialogue_by_hand() -> None:
     # Hand-encoded pieces: "System: " "Be brief." "\n" "User: " "Hi there" "\n" "Assistant: " "Hello!" "\n" EOT
     system, user, assistant, newline = [11964, 25, 220], [12982, 25, 220], [48902, 25, 220], [198]
     expected_tokens = (
-        system + [3856, 4506, 13] + newline + user + [17250, 612] + newline + assistant + [15496, 0] + newline + [EOT_ID]
+        system
+        + [3856, 4506, 13]
+        + newline
+        + user
+        + [17250, 612]
+        + newline
+        + assistant
+        + [15496, 0]
+        + newline
+        + [EOT_ID]
     )
     expected_mask = [0] * 3 + [0] * 3 + [0] + [0] * 3 + [0] * 2 + [0] + [0] * 3 + [1, 1] + [1] + [1]
     assert tokens.dtype == np.uint16 and mask.dtype == np.uint8

@@ -13,19 +13,32 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from gptlineage.training.parameters import save_parameters
 from gptlineage.cli import main
 from gptlineage.errors import GptlineageError
 from gptlineage.generation.decoding import FullPrefixDecoder, SamplingConfig, generate_tokens
-from gptlineage.model.hf import hf_model, hf_to_ours, ours_config, ours_to_hf
 from gptlineage.model.gpt import GPT, GPTConfig
+from gptlineage.model.hf import hf_model, hf_to_ours, ours_config, ours_to_hf
+from gptlineage.training.parameters import save_parameters
 
 transformers = pytest.importorskip("transformers")
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 CONFIG = GPTConfig(context=24, vocab=300, width=32, heads=4, layers=2, layer_norm_eps=1e-6)
-DIMS = ["--context", "24", "--vocab", "300", "--width", "32", "--heads", "4", "--layers", "2", "--layer-norm-eps", "1e-6"]
+DIMS = [
+    "--context",
+    "24",
+    "--vocab",
+    "300",
+    "--width",
+    "32",
+    "--heads",
+    "4",
+    "--layers",
+    "2",
+    "--layer-norm-eps",
+    "1e-6",
+]
 
 
 def perturbed_model(seed: int = 3) -> GPT:
@@ -45,25 +58,32 @@ def exported(tmp_path_factory):
     root = tmp_path_factory.mktemp("export")
     model = perturbed_model()
     save_parameters(root / "parameters.safetensors", model)
-    status = main(["export-hf", "--load-params", str(root / "parameters.safetensors"), *DIMS,
-                   "--output", str(root / "hf")])
+    status = main(
+        ["export-hf", "--load-params", str(root / "parameters.safetensors"), *DIMS, "--output", str(root / "hf")]
+    )
     assert status == 0
     return model, root / "hf", root / "parameters.safetensors"
 
 
 def load_exported(directory):
-    model, info = transformers.GPT2LMHeadModel.from_pretrained(directory, local_files_only=True,
-                                                                output_loading_info=True)
+    model, info = transformers.GPT2LMHeadModel.from_pretrained(
+        directory, local_files_only=True, output_loading_info=True
+    )
     return model.float().eval(), info
 
 
 def test_export_writes_a_directory_from_pretrained_loads_offline(exported):
-    model, directory, parameters = exported
+    _model, directory, _parameters = exported
     assert {p.name for p in directory.iterdir()} == {"config.json", "model.safetensors", "manifest.json"}
     config = json.loads((directory / "config.json").read_text())
     assert config["model_type"] == "gpt2"
     assert {k: config[k] for k in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head")} == {
-        "vocab_size": 300, "n_positions": 24, "n_embd": 32, "n_layer": 2, "n_head": 4}
+        "vocab_size": 300,
+        "n_positions": 24,
+        "n_embd": 32,
+        "n_layer": 2,
+        "n_head": 4,
+    }
     assert config["layer_norm_epsilon"] == 1e-6 and config["activation_function"] == "gelu_new"
     assert config["resid_pdrop"] == config["embd_pdrop"] == config["attn_pdrop"] == 0.0
     assert config["tie_word_embeddings"] is True
@@ -113,9 +133,17 @@ def test_greedy_generation_gives_our_tokens(exported):
         ours = generate_tokens(FullPrefixDecoder(model), prompt, settings, context=CONFIG.context).tokens
         ids = torch.tensor([prompt])
         with torch.no_grad():
-            out = hf.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=16,
-                              min_new_tokens=16, repetition_penalty=1.0, pad_token_id=0, eos_token_id=None)
-        assert out[0, len(prompt):].tolist() == list(ours)
+            out = hf.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                do_sample=False,
+                max_new_tokens=16,
+                min_new_tokens=16,
+                repetition_penalty=1.0,
+                pad_token_id=0,
+                eos_token_id=None,
+            )
+        assert out[0, len(prompt) :].tolist() == list(ours)
         assert len(ours) == 16
 
 

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from gptlineage import cli
-from gptlineage.training.parameters import save_parameters
-from gptlineage.generation import cache_check
 from gptlineage.corpus.dialogue import encode_dialogue
+from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
 from gptlineage.errors import GptlineageError
+from gptlineage.generation import cache_check
 from gptlineage.generation.chat import Turn, chat_loop, chat_prompt, complete, trim_text
 from gptlineage.generation.decoding import (
     FullPrefixDecoder,
@@ -25,11 +25,10 @@ from gptlineage.generation.decoding import (
     uniform,
 )
 from gptlineage.generation.prompt_suite import matches_expected
-from gptlineage.model.kvcache import CachedDecoder
 from gptlineage.model.gpt import GPT, GPTConfig
+from gptlineage.model.kvcache import CachedDecoder
 from gptlineage.splitmix import key_of, sample_nat
-from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
-
+from gptlineage.training.parameters import save_parameters
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -109,9 +108,11 @@ def test_top_k_walk_by_hand():
 
 def test_sampling_is_deterministic_given_the_seed(chat_model):
     prompt = [464, 5822, 318]
+
     def run(seed):
         settings = SamplingConfig(top_k=0, temperature=1.0, seed=seed, generate=12, stop_at_eot=False)
         return generate_tokens(CachedDecoder(chat_model), prompt, settings, context=CHAT.context).tokens
+
     assert run(3) == run(3)
     assert run(3) != run(4)  # near-uniform over 50,257 ids: different seeds differ
     settings = SamplingConfig(top_k=40, seed=9, generate=10, stop_at_eot=False)
@@ -180,9 +181,13 @@ def test_stops_at_eot_and_at_a_new_user_line(encoding):
 def test_chat_prompt_is_the_training_transcript(encoding):
     turns = [Turn("Hi", "Hello! How can I help?")]
     ids = chat_prompt(encoding, "Be brief.", turns, " What is two plus two? ")
-    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
-                {"role": "assistant", "content": "Hello! How can I help?"},
-                {"role": "user", "content": "What is two plus two?"}, {"role": "assistant", "content": ""}]
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello! How can I help?"},
+        {"role": "user", "content": "What is two plus two?"},
+        {"role": "assistant", "content": ""},
+    ]
     tokens, _ = encode_dialogue(messages, encoding, index=0)
     # The training transcript ends "Assistant: " + "" + "\n" + EOT; the prompt stops after "Assistant: ".
     assert ids == tokens[: -(len(encoding.encode_ordinary("\n")) + 1)].tolist()
@@ -192,8 +197,16 @@ def test_chat_prompt_is_the_training_transcript(encoding):
 def run_loop(model, encoding, text, **kwargs):
     stdout = io.StringIO()
     settings = kwargs.pop("settings", SamplingConfig(generate=6))
-    turns = chat_loop(CachedDecoder(model), encoding, settings, context=model.config.context, system="",
-                      stdin=io.StringIO(text), stdout=stdout, **kwargs)
+    turns = chat_loop(
+        CachedDecoder(model),
+        encoding,
+        settings,
+        context=model.config.context,
+        system="",
+        stdin=io.StringIO(text),
+        stdout=stdout,
+        **kwargs,
+    )
     return turns, stdout.getvalue()
 
 
@@ -206,8 +219,13 @@ def test_chat_loop_turns_and_quit_commands(chat_model, encoding):
     # Turn n samples with seed + n, from the transcript of the earlier turns.
     settings = SamplingConfig(generate=6, seed=100)
     turns, _ = run_loop(chat_model, encoding, "Hi\nHow are you?\n:q\n", settings=settings)
-    second = complete(CachedDecoder(chat_model), encoding, chat_prompt(encoding, "", turns[:1], "How are you?"),
-                      settings.for_turn(1), context=CHAT.context)
+    second = complete(
+        CachedDecoder(chat_model),
+        encoding,
+        chat_prompt(encoding, "", turns[:1], "How are you?"),
+        settings.for_turn(1),
+        context=CHAT.context,
+    )
     assert turns[1].answer == second.text.strip()
 
 
@@ -240,8 +258,24 @@ def test_generate_from_a_training_artifact(capsys, tmp_path):
     argv = ["generate", "--run", str(run), "--message", "Hi", "--top-k", "1", "--generate", "4"]
     assert cli.main(argv) == 0
     by_run = capsys.readouterr().out
-    params = ["--load-params", str(run / "parameters.safetensors"), "--context", "40", "--width", "8", "--heads", "2",
-              "--layers", "1", "--message", "Hi", "--top-k", "1", "--generate", "4"]
+    params = [
+        "--load-params",
+        str(run / "parameters.safetensors"),
+        "--context",
+        "40",
+        "--width",
+        "8",
+        "--heads",
+        "2",
+        "--layers",
+        "1",
+        "--message",
+        "Hi",
+        "--top-k",
+        "1",
+        "--generate",
+        "4",
+    ]
     assert cli.main(["generate", *params]) == 0
     assert capsys.readouterr().out == by_run  # the same model either way
     assert cli.main([*argv, "--width", "16"]) == 1
@@ -272,7 +306,9 @@ def test_cache_check_passes_and_writes_its_report(capsys, tmp_path):
 def test_cache_check_fails_beyond_the_tolerance(monkeypatch):
     model = GPT(GPTConfig(context=16, vocab=100, width=8, heads=2, layers=1), seed=0).eval()
     real = cache_check.cached_logits_at
-    monkeypatch.setattr(cache_check, "cached_logits_at", lambda decoder, ids: real(decoder, ids) + 0.01 * (len(ids) > 2))
+    monkeypatch.setattr(
+        cache_check, "cached_logits_at", lambda decoder, ids: real(decoder, ids) + 0.01 * (len(ids) > 2)
+    )
     message = one_line_error(cache_check.check_prefixes, model, [1, 2, 3, 4, 5])
     assert message == "cached logits exceeded absolute tolerance 0.001 at prefix 4"
     assert cache_check.check_prefixes(model, [7])[0].prefix == 1  # L = 1: one prefix only
@@ -281,18 +317,41 @@ def test_cache_check_fails_beyond_the_tolerance(monkeypatch):
 
 
 def test_cache_bench_reports_equal_tokens(capsys, tmp_path):
-    assert cli.main(["cache-bench", *TINY_FLAGS, "--prompt-tokens", "12", "--generate", "10",
-                     "--output", str(tmp_path / "bench")]) == 0
+    assert (
+        cli.main(
+            [
+                "cache-bench",
+                *TINY_FLAGS,
+                "--prompt-tokens",
+                "12",
+                "--generate",
+                "10",
+                "--output",
+                str(tmp_path / "bench"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
-    for key in ("prompt_tokens=12", "full_prefix_ms=", "cached_prefill_ms=", "cached_generation_ms=",
-                "end_to_end_speedup=", "generated_tokens_equal=true"):
+    for key in (
+        "prompt_tokens=12",
+        "full_prefix_ms=",
+        "cached_prefill_ms=",
+        "cached_generation_ms=",
+        "end_to_end_speedup=",
+        "generated_tokens_equal=true",
+    ):
         assert key in out
     report = json.loads((tmp_path / "bench" / "report.json").read_text())
     assert report["generated_tokens_equal"] and len(report["generated_tokens"]["cached"]) == 10
     assert cli.main(["cache-bench", *TINY_FLAGS, "--generate", "0", "--output", str(tmp_path / "b0")]) == 1
     assert "--generate must be positive" in capsys.readouterr().err
-    assert cli.main(["cache-bench", *TINY_FLAGS, "--prompt-tokens", "90", "--generate", "10",
-                     "--output", str(tmp_path / "b1")]) == 1
+    assert (
+        cli.main(
+            ["cache-bench", *TINY_FLAGS, "--prompt-tokens", "90", "--generate", "10", "--output", str(tmp_path / "b1")]
+        )
+        == 1
+    )
     assert "prompt (90) plus requested continuation (10) exceeds context length 96" in capsys.readouterr().err
     assert not (tmp_path / "b0").exists() and not (tmp_path / "b1").exists()
 

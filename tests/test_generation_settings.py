@@ -31,8 +31,14 @@ from gptlineage.settings import (
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFIGS = {"generate": GenerateConfig, "cache-check": CacheCheckConfig, "cache-bench": CacheBenchConfig,
-           "prompt-suite": PromptSuiteConfig, "matched-compare": MatchedCompareConfig, "export-hf": ExportConfig}
+CONFIGS = {
+    "generate": GenerateConfig,
+    "cache-check": CacheCheckConfig,
+    "cache-bench": CacheBenchConfig,
+    "prompt-suite": PromptSuiteConfig,
+    "matched-compare": MatchedCompareConfig,
+    "export-hf": ExportConfig,
+}
 TINY = ["--random-init", "--preset", "quick", "--context", "96", "--width", "8", "--heads", "2", "--layers", "1"]
 
 
@@ -72,8 +78,11 @@ def test_per_command_defaults_differ_only_where_declared(capsys, monkeypatch):
 def test_workflow_slices_build_the_configs(config_file):
     config = yaml.safe_load((ROOT / config_file).read_text())
     given = {"run": "results/sft_stage2", "output": "out"}
-    for key, cls in (("cache_check", CacheCheckConfig), ("cache_benchmark", CacheBenchConfig),
-                     ("prompt_suite", PromptSuiteConfig)):
+    for key, cls in (
+        ("cache_check", CacheCheckConfig),
+        ("cache_benchmark", CacheBenchConfig),
+        ("prompt_suite", PromptSuiteConfig),
+    ):
         built = from_mapping(cls, {**config[key], **given})
         for name, value in config[key].items():
             assert as_mapping(built)[name] == value
@@ -95,8 +104,9 @@ def test_cross_field_checks_name_the_flag():
     assert PromptConfig(prompt_tokens=4).prompt_tokens == 4  # the default message does not count as given
     assert one_line(ModelSource).startswith("pass --run, --load-params or --random-init")
     assert "--random-init takes no --run" in one_line(ModelSource, random_init=True, run=Path("r"))
-    assert one_line(ModelSource, run=Path("r"), width=16) == \
-        "--run gives the model dimensions; do not also pass --width"
+    assert (
+        one_line(ModelSource, run=Path("r"), width=16) == "--run gives the model dimensions; do not also pass --width"
+    )
     assert one_line(SamplingConfig, temperature=float("inf")) == "--temperature must be finite, got inf"
     with pytest.raises(SettingError, match="--precision"):
         ModelSource(random_init=True, precision="bf16")  # a training mode, not a dtype to decode in
@@ -105,8 +115,10 @@ def test_cross_field_checks_name_the_flag():
 def test_exclusive_flags_are_one_line_errors(capsys, tmp_path):
     assert cli.main(["generate", *TINY, "--prompt", "a", "--message", "b"]) == 1
     assert capsys.readouterr().err.strip() == "error: generate: --message is not allowed with --prompt"
-    assert cli.main(["cache-bench", *TINY, "--message", "Hi", "--prompt-tokens", "4",
-                     "--output", str(tmp_path / "b")]) == 1
+    assert (
+        cli.main(["cache-bench", *TINY, "--message", "Hi", "--prompt-tokens", "4", "--output", str(tmp_path / "b")])
+        == 1
+    )
     assert "--prompt-tokens is not allowed with --message" in capsys.readouterr().err
     assert not (tmp_path / "b").exists()
 
@@ -116,8 +128,19 @@ def test_artifact_parameters_are_the_resolved_settings(tmp_path):
     argv = ["cache-bench", *TINY, "--prompt-tokens", "6", "--generate", "3", "--output", str(out)]
     assert cli.main(argv) == 0
     manifest = json.loads((out / "manifest.json").read_text())
-    config = from_mapping(CacheBenchConfig, {"random_init": True, "preset": "quick", "context": 96, "width": 8,
-                                             "heads": 2, "layers": 1, "prompt_tokens": 6, "generate": 3,
-                                             "output": str(out)})
+    config = from_mapping(
+        CacheBenchConfig,
+        {
+            "random_init": True,
+            "preset": "quick",
+            "context": 96,
+            "width": 8,
+            "heads": 2,
+            "layers": 1,
+            "prompt_tokens": 6,
+            "generate": 3,
+            "output": str(out),
+        },
+    )
     assert manifest["parameters"] == recorded_settings(config)
     assert "output" not in manifest["parameters"] and manifest["parameters"]["stop_at_eot"] is False

@@ -13,9 +13,8 @@ from hypothesis import strategies as st
 
 from gptlineage.errors import GptlineageError
 from gptlineage.generation.decoding import FullPrefixDecoder, SamplingConfig, generate_tokens, greedy_token
-from gptlineage.model.kvcache import CachedDecoder, KVCache, cached_hidden, prefill_mask
 from gptlineage.model.gpt import GPT, GPTConfig
-
+from gptlineage.model.kvcache import CachedDecoder, KVCache, cached_hidden, prefill_mask
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -27,8 +26,13 @@ TOLERANCE = 1e-5
 @st.composite
 def tiny_models(draw):
     heads = draw(st.sampled_from([1, 2]))
-    config = GPTConfig(context=draw(st.integers(4, 24)), vocab=draw(st.integers(100, 300)),
-                       width=heads * draw(st.sampled_from([4, 8])), heads=heads, layers=draw(st.integers(1, 2)))
+    config = GPTConfig(
+        context=draw(st.integers(4, 24)),
+        vocab=draw(st.integers(100, 300)),
+        width=heads * draw(st.sampled_from([4, 8])),
+        heads=heads,
+        layers=draw(st.integers(1, 2)),
+    )
     model = GPT(config, seed=draw(st.integers(0, 2**16)))
     with torch.no_grad():
         # Sharper queries and keys than GPT-2's 0.02 init, so attention is far from uniform
@@ -42,8 +46,11 @@ def tiny_models(draw):
 def full_keys_values(model: GPT, ids: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Each layer's keys and values [1, H, T, D] from one full forward pass, caught by hooks."""
     caught: list[torch.Tensor] = []
-    hooks = [module.register_forward_hook(lambda _m, _i, out: caught.append(out))
-             for block in model.blocks for module in (block.attn.key, block.attn.value)]
+    hooks = [
+        module.register_forward_hook(lambda _m, _i, out: caught.append(out))
+        for block in model.blocks
+        for module in (block.attn.key, block.attn.value)
+    ]
     try:
         with torch.no_grad():
             model(torch.tensor([ids]))
@@ -65,7 +72,7 @@ def test_cache_holds_one_row_per_consumed_position(data):
     consumed, hidden_rows = 0, []
     while consumed < total:
         chunk = data.draw(st.integers(1, total - consumed))
-        hidden_rows.append(cached_hidden(model, cache, torch.tensor([ids[consumed:consumed + chunk]])))
+        hidden_rows.append(cached_hidden(model, cache, torch.tensor([ids[consumed : consumed + chunk]])))
         consumed += chunk
         assert cache.lengths() == [consumed] * config.layers
         assert len(cache) == consumed
@@ -75,7 +82,9 @@ def test_cache_holds_one_row_per_consumed_position(data):
         torch.testing.assert_close(cache.keys(layer), keys, rtol=0, atol=TOLERANCE)
         torch.testing.assert_close(cache.values(layer), values, rtol=0, atol=TOLERANCE)
     with torch.no_grad():
-        torch.testing.assert_close(torch.cat(hidden_rows, dim=1), model.hidden(torch.tensor([ids])), rtol=0, atol=TOLERANCE)
+        torch.testing.assert_close(
+            torch.cat(hidden_rows, dim=1), model.hidden(torch.tensor([ids])), rtol=0, atol=TOLERANCE
+        )
 
 
 @few
@@ -109,7 +118,10 @@ def test_prefill_mask_by_hand():
         [True, True, True, True, True],
     ]
     assert prefill_mask(0, 3, torch.device("cpu")).tolist() == [
-        [True, False, False], [True, True, False], [True, True, True]]
+        [True, False, False],
+        [True, True, False],
+        [True, True, True],
+    ]
 
 
 def test_positions_continue_from_the_cache_and_overflow_is_refused():

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gptlineage.lineage.artifact import MANIFEST, ArtifactWriter
 from gptlineage.cli import main
+from gptlineage.lineage.artifact import MANIFEST, ArtifactWriter
 from gptlineage.lineage.walk import prov_document, show_lines, verify, walk
 
 
@@ -20,7 +20,9 @@ def chain(tmp_path: Path) -> dict[str, Path]:
     first, second = tmp_path / "results" / "first", tmp_path / "results" / "second"
     with ArtifactWriter(first, command="make-first", parameters={"n": 1}, inputs={"source": source}) as artifact:
         (artifact.path / "data.txt").write_text("first\n")
-    with ArtifactWriter(second, command="make-second", parameters={"n": 2}, inputs={"data": first / "data.txt"}) as artifact:
+    with ArtifactWriter(
+        second, command="make-second", parameters={"n": 2}, inputs={"data": first / "data.txt"}
+    ) as artifact:
         (artifact.path / "model.txt").write_text("second\n")
     return {"source": source, "first": first, "second": second}
 

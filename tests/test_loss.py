@@ -10,10 +10,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gptlineage.model.loss import LossModel, linear_cross_entropy, masked_loss, mean_loss
 from gptlineage.model.gpt import GPT, model_config
-from gptlineage.training.sampler import dialogue_batch
+from gptlineage.model.loss import LossModel, linear_cross_entropy, masked_loss, mean_loss
 from gptlineage.training.data import micro_batches
+from gptlineage.training.sampler import dialogue_batch
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -34,8 +34,14 @@ def loss_and_grads(loss_fn, hidden, weight, *args):
 
 
 @settings(max_examples=40, deadline=None)
-@given(rows=st.integers(1, 40), width=st.integers(1, 12), vocab=st.integers(2, 70), chunk=st.integers(1, 50),
-       weighted=st.booleans(), seed=st.integers(0, 2**31 - 1))
+@given(
+    rows=st.integers(1, 40),
+    width=st.integers(1, 12),
+    vocab=st.integers(2, 70),
+    chunk=st.integers(1, 50),
+    weighted=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+)
 def test_fused_loss_and_gradients_equal_the_full_logits_ones(rows, width, vocab, chunk, weighted, seed):
     generator = torch.Generator().manual_seed(seed)
     hidden = torch.randn(rows, width, generator=generator, dtype=torch.float64)
@@ -45,7 +51,9 @@ def test_fused_loss_and_gradients_equal_the_full_logits_ones(rows, width, vocab,
     if weighted:  # dialogue-like: some rows carry no weight at all
         row_weights = torch.rand(rows, generator=generator, dtype=torch.float64)
         row_weights[torch.rand(rows, generator=generator) < 0.4] = 0.0
-    fused = loss_and_grads(lambda h, w, t, r: linear_cross_entropy(h, w, t, r, chunk), hidden, weight, targets, row_weights)
+    fused = loss_and_grads(
+        lambda h, w, t, r: linear_cross_entropy(h, w, t, r, chunk), hidden, weight, targets, row_weights
+    )
     plain = loss_and_grads(unfused, hidden, weight, targets, row_weights)
     for ours, theirs in zip(fused, plain):
         torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
@@ -56,8 +64,9 @@ def test_rows_without_weight_give_exactly_zero_gradient_even_with_huge_logits():
     weight = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     targets = torch.tensor([0, 1, 2])
     row_weights = torch.tensor([0.5, 0.0, 0.5])
-    loss, grad_hidden, _ = loss_and_grads(lambda h, w, t, r: linear_cross_entropy(h, w, t, r, 2), hidden, weight,
-                                          targets, row_weights)
+    loss, grad_hidden, _ = loss_and_grads(
+        lambda h, w, t, r: linear_cross_entropy(h, w, t, r, 2), hidden, weight, targets, row_weights
+    )
     assert math.isfinite(loss.item())
     assert torch.equal(grad_hidden[1], torch.zeros(2))
     expected = unfused(hidden[[0, 2]], weight, targets[[0, 2]], row_weights[[0, 2]])
@@ -120,8 +129,10 @@ def test_micro_batches_of_a_dialogue_batch_add_up_to_the_whole_batch():
     for rows, parts in ((slice(0, 8), 4), (slice(0, 4), 2), (slice(4, 8), 2)):
         pieces = micro_batches(x, y, weights, rows, parts, torch.float32)
         assert len(pieces) == parts and sum(piece[0].shape[0] for piece in pieces) == rows.stop - rows.start
-    halves = [sum(objective(*piece).item() for piece in micro_batches(x, y, weights, rows, 2, torch.float32))
-              for rows in (slice(0, 4), slice(4, 8))]
+    halves = [
+        sum(objective(*piece).item() for piece in micro_batches(x, y, weights, rows, 2, torch.float32))
+        for rows in (slice(0, 4), slice(4, 8))
+    ]
     assert sum(halves) == pytest.approx(whole, abs=1e-6)
     plain = micro_batches(x, y, None, slice(0, 8), 2, torch.float32)
     assert sum(objective(*piece).item() for piece in plain) == pytest.approx(objective(x, y, None).item(), abs=1e-6)

@@ -13,13 +13,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import pytest
 import torch
 
+from gptlineage.cli import main
+from gptlineage.corpus.prepare import PrepareConfig, prepare
+from gptlineage.corpus.synth_chat import stage1_dataset, write_chat_dataset
+from gptlineage.model.gpt import GPT, GPTConfig
 from gptlineage.reporting import matched
 from gptlineage.training.parameters import save_parameters
-from gptlineage.cli import main
-from gptlineage.model.gpt import GPT, GPTConfig
-from gptlineage.corpus.prepare import PrepareConfig, prepare
 from gptlineage.training.schedule import learning_rate
-from gptlineage.corpus.synth_chat import stage1_dataset, write_chat_dataset
 
 pytest.importorskip("transformers")
 
@@ -30,8 +30,22 @@ CONTEXT = 32
 CONFIG = GPTConfig(context=CONTEXT, vocab=50257, width=32, heads=2, layers=2)
 DIMS = ["--context", str(CONTEXT), "--vocab", "50257", "--width", "32", "--heads", "2", "--layers", "2"]
 # Five updates with a learning rate large enough that the losses move visibly.
-SCHEDULE = ["--updates", "5", "--lr", "1e-3", "--min-lr", "1e-4", "--warmup-steps", "2", "--eval-every", "2",
-            "--eval-batches", "2", "--threads", "1"]
+SCHEDULE = [
+    "--updates",
+    "5",
+    "--lr",
+    "1e-3",
+    "--min-lr",
+    "1e-4",
+    "--warmup-steps",
+    "2",
+    "--eval-every",
+    "2",
+    "--eval-batches",
+    "2",
+    "--threads",
+    "1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -39,15 +53,31 @@ def setup(tmp_path_factory):
     """A tiny assistant-masked dialogue corpus and a parameter file for the tiny model."""
     root = tmp_path_factory.mktemp("matched")
     write_chat_dataset(root / "chats", stage1_dataset(120, seed=1), title="t", description="d")
-    prepare(PrepareConfig(hf_dataset=str(root / "chats"), messages_column="messages", validation_fraction=0.2,
-                          record_context=CONTEXT), root / "corpus")
+    prepare(
+        PrepareConfig(
+            hf_dataset=str(root / "chats"), messages_column="messages", validation_fraction=0.2, record_context=CONTEXT
+        ),
+        root / "corpus",
+    )
     save_parameters(root / "parameters.safetensors", GPT(CONFIG, seed=7))
     return root
 
 
 def compare(setup, output, *extra: str) -> int:
-    return main(["matched-compare", "--load-params", str(setup / "parameters.safetensors"), *DIMS,
-                 "--data", str(setup / "corpus"), *SCHEDULE, "--output", str(output), *extra])
+    return main(
+        [
+            "matched-compare",
+            "--load-params",
+            str(setup / "parameters.safetensors"),
+            *DIMS,
+            "--data",
+            str(setup / "corpus"),
+            *SCHEDULE,
+            "--output",
+            str(output),
+            *extra,
+        ]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -68,9 +98,18 @@ def test_both_trainers_agree_within_1e_5(result):
 def test_comparison_json_has_the_reference_keys(result):
     comparison = json.loads((result / "comparison.json").read_text())
     assert comparison["schema"] == "gptlineage.reporting.matched-comparison.v1"
-    assert {"updates", "tokens_per_update", "scheduled_tokens", "max_absolute_train_loss_difference",
-            "max_absolute_validation_loss_difference", "final_validation_loss", "median_tokens_per_second",
-            "throughput_ratio", "threshold", "precision"} <= set(comparison)
+    assert {
+        "updates",
+        "tokens_per_update",
+        "scheduled_tokens",
+        "max_absolute_train_loss_difference",
+        "max_absolute_validation_loss_difference",
+        "final_validation_loss",
+        "median_tokens_per_second",
+        "throughput_ratio",
+        "threshold",
+        "precision",
+    } <= set(comparison)
     assert comparison["updates"] == 5
     assert comparison["tokens_per_update"] == 6 * CONTEXT
     assert comparison["scheduled_tokens"] == 5 * 6 * CONTEXT
@@ -81,13 +120,23 @@ def test_comparison_json_has_the_reference_keys(result):
 
 
 def test_metrics_follow_the_trainer_and_the_schedule(result):
-    documents = {side: json.loads((result / f"metrics-{side}.json").read_text()) for side in ("gptlineage", "reference")}
+    documents = {
+        side: json.loads((result / f"metrics-{side}.json").read_text()) for side in ("gptlineage", "reference")
+    }
     for document in documents.values():
         assert document["schema"] == "gptlineage.training-metrics.v1"
         points = document["points"]
         assert [(p["phase"], p["step"]) for p in points] == [
-            ("validation", 0), ("train", 1), ("train", 2), ("validation", 2), ("train", 3), ("train", 4),
-            ("validation", 4), ("train", 5), ("validation", 5)]
+            ("validation", 0),
+            ("train", 1),
+            ("train", 2),
+            ("validation", 2),
+            ("train", 3),
+            ("train", 4),
+            ("validation", 4),
+            ("train", 5),
+            ("validation", 5),
+        ]
         rates = [p["learning_rate"] for p in points if p["phase"] == "train"]
         assert rates == [learning_rate(t, 5, 2, 1e-3, 1e-4) for t in range(5)]
         assert all(p["duration_ms"] > 0 and p["tokens_per_second"] > 0 for p in points if p["phase"] == "train")
@@ -103,7 +152,11 @@ def test_figure_and_manifest(result):
     assert {i["role"] for i in manifest["inputs"]} == {"parameters", "data"}
     assert manifest["parameters"]["updates"] == 5
     assert {f["path"] for f in manifest["files"]} == {
-        "comparison.json", "comparison.svg", "metrics-gptlineage.json", "metrics-reference.json"}
+        "comparison.json",
+        "comparison.svg",
+        "metrics-gptlineage.json",
+        "metrics-reference.json",
+    }
 
 
 def test_a_reference_beyond_the_threshold_fails_and_writes_nothing(setup, tmp_path, monkeypatch, capsys):

@@ -10,8 +10,15 @@ import pytest
 
 from gptlineage import cli
 from gptlineage.errors import GptlineageError
-from gptlineage.reporting.plots import (loss_svg, overview_svg, profile_svg, read_metrics, run_figures, stage_offsets,
-                              wants_log_scale)
+from gptlineage.reporting.plots import (
+    loss_svg,
+    overview_svg,
+    profile_svg,
+    read_metrics,
+    run_figures,
+    stage_offsets,
+    wants_log_scale,
+)
 
 SVG = "{http://www.w3.org/2000/svg}svg"
 
@@ -23,8 +30,12 @@ def gptlineage(*argv: str) -> int:
 
 @pytest.fixture(scope="module")
 def chain(tiny_chain) -> dict[str, Path]:
-    return {"root": tiny_chain, "stage1": tiny_chain / "stage1", "best": tiny_chain / "best_stage1",
-            "stage2": tiny_chain / "stage2"}
+    return {
+        "root": tiny_chain,
+        "stage1": tiny_chain / "stage1",
+        "best": tiny_chain / "best_stage1",
+        "stage2": tiny_chain / "stage2",
+    }
 
 
 def parse_svg(data: bytes) -> ET.Element:
@@ -39,7 +50,9 @@ def svg_text(element: ET.Element) -> str:
 
 
 def plots(chain, output: Path, *extra: str) -> int:
-    return gptlineage("plots", "--run", str(chain["stage1"]), "--run", str(chain["stage2"]), "--output", str(output), *extra)
+    return gptlineage(
+        "plots", "--run", str(chain["stage1"]), "--run", str(chain["stage2"]), "--output", str(output), *extra
+    )
 
 
 def test_every_figure_is_a_valid_svg_and_the_same_bytes_on_rerun(chain, tmp_path, capsys):
@@ -60,15 +73,23 @@ def test_every_figure_is_a_valid_svg_and_the_same_bytes_on_rerun(chain, tmp_path
     manifest = json.loads((tmp_path / "a/manifest.json").read_text())
     assert manifest["command"]["name"] == "plots" and manifest["parameters"]["runs"] == ["stage1", "stage2"]
     assert {entry["role"] for entry in manifest["inputs"]} == {
-        "stage1_metrics", "stage1_trace_summary", "stage2_metrics", "stage2_trace_summary"}
+        "stage1_metrics",
+        "stage1_trace_summary",
+        "stage2_metrics",
+        "stage2_trace_summary",
+    }
     assert cli.main(["lineage", "verify", str(tmp_path / "a")]) == 0
     assert "wrote" in capsys.readouterr().out
 
 
 def test_profile_keeps_the_top_rows_longest_first():
-    summary = {"rows": [{"phase": f"phase {i}", "total_ns": (i + 1) * 1000, "calls": 1} for i in range(15)]
-               + [{"phase": "zero", "total_ns": 0, "calls": 3}, {"phase": "broken", "total_ns": "7", "calls": 1}],
-               "event_count": 17, "wall_ns": 10**9, "peak_resident_set_size_kb": 2048}
+    summary = {
+        "rows": [{"phase": f"phase {i}", "total_ns": (i + 1) * 1000, "calls": 1} for i in range(15)]
+        + [{"phase": "zero", "total_ns": 0, "calls": 3}, {"phase": "broken", "total_ns": "7", "calls": 1}],
+        "event_count": 17,
+        "wall_ns": 10**9,
+        "peak_resident_set_size_kb": 2048,
+    }
     text = svg_text(parse_svg(profile_svg(summary, "run", top=3)))
     assert all(f"phase {i}" in text for i in (14, 13, 12))
     assert "phase 11" not in text and "zero" not in text and "broken" not in text
@@ -112,17 +133,28 @@ def test_a_trace_summary_without_timing_rows_is_refused_naming_the_file(chain, t
 
 
 def test_two_runs_with_one_name_are_refused(chain, tmp_path, capsys):
-    assert gptlineage("plots", "--run", str(chain["stage1"]), "--run", str(chain["stage1"]),
-                      "--output", str(tmp_path / "out")) == 1
+    assert (
+        gptlineage(
+            "plots", "--run", str(chain["stage1"]), "--run", str(chain["stage1"]), "--output", str(tmp_path / "out")
+        )
+        == 1
+    )
     assert "two runs are named 'stage1'" in capsys.readouterr().err
 
 
 def test_comparison_is_drawn_when_present_and_skipped_when_absent(chain, tmp_path, capsys):
     comparison = tmp_path / "matched_comparison"
     comparison.mkdir()
-    (comparison / "comparison.json").write_text(json.dumps({
-        "schema": "gptlineage.reporting.matched-comparison.v1", "max_absolute_train_loss_difference": 1.2e-5,
-        "max_absolute_validation_loss_difference": 2e-6, "throughput_ratio": 0.29}))
+    (comparison / "comparison.json").write_text(
+        json.dumps(
+            {
+                "schema": "gptlineage.reporting.matched-comparison.v1",
+                "max_absolute_train_loss_difference": 1.2e-5,
+                "max_absolute_validation_loss_difference": 2e-6,
+                "throughput_ratio": 0.29,
+            }
+        )
+    )
     for name, shift in (("metrics-gptlineage.json", 0.0), ("metrics-reference.json", 1e-5)):  # as matched-compare
         points = json.loads((chain["stage1"] / "metrics.json").read_text())["points"]
         (comparison / name).write_text(json.dumps({"points": [{**p, "loss": p["loss"] + shift} for p in points]}))

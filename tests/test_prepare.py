@@ -14,14 +14,9 @@ import yaml
 from gptlineage.cli import main
 from gptlineage.commands import prepare as prepare_command
 from gptlineage.corpus.dialogue import encode_dialogue
-from gptlineage.corpus.prepare import (
-    PrepareConfig,
-    hub_calls,
-    is_validation,
-    prepare,
-    round_robin_rows,
-)
+from gptlineage.corpus.prepare import PrepareConfig, prepare
 from gptlineage.corpus.shards import read_mask, read_records, read_tokens
+from gptlineage.corpus.sources import hub_calls, is_validation, round_robin_rows
 from gptlineage.corpus.synth_chat import write_chat_dataset
 from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
 from gptlineage.settings import from_args, from_mapping
@@ -41,8 +36,12 @@ def multi_split(tmp_path: Path) -> Path:
     """A local dataset directory with three named splits of unequal length."""
     directory = tmp_path / "multi"
     rows = {"alpha": ["a0", "a1", "a2"], "beta": ["b0"], "gamma": ["c0", "c1"]}
-    write_chat_dataset(directory, {name: [{"text": f"document {t}"} for t in texts] for name, texts in rows.items()},
-                       title="test", description="three splits")
+    write_chat_dataset(
+        directory,
+        {name: [{"text": f"document {t}"} for t in texts] for name, texts in rows.items()},
+        title="test",
+        description="three splits",
+    )
     return directory
 
 
@@ -68,37 +67,61 @@ def test_splits_are_read_round_robin_and_skip_documents_drops_the_interleaved_pr
 
 
 def test_per_document_split_follows_the_seeded_hash_rule(multi_split, tmp_path):
-    config = PrepareConfig(hf_dataset=str(multi_split), hf_split=("alpha", "beta", "gamma"),
-                           validation_fraction=0.5, seed=3, skip_documents=1)
+    config = PrepareConfig(
+        hf_dataset=str(multi_split),
+        hf_split=("alpha", "beta", "gamma"),
+        validation_fraction=0.5,
+        seed=3,
+        skip_documents=1,
+    )
     summary = prepare(config, tmp_path)
     order = ["b0", "c0", "a1", "c1", "a2"]  # after skipping a0; the index counts after the skip
     expected_val = [f"document {name}" for i, name in enumerate(order) if is_validation(3, i, 0.5)]
     expected_train = [f"document {name}" for i, name in enumerate(order) if not is_validation(3, i, 0.5)]
     assert documents_of(tmp_path / "val.bin") == expected_val
     assert documents_of(tmp_path / "train.bin") == expected_train
-    assert summary["documents"] == {"read": 5, "skipped": 1, "train": len(expected_train), "validation": len(expected_val)}
+    assert summary["documents"] == {
+        "read": 5,
+        "skipped": 1,
+        "train": len(expected_train),
+        "validation": len(expected_val),
+    }
 
 
 def test_a_fixed_seed_gives_a_fixed_split():
     assert [is_validation(1337, index, 0.1) for index in range(12)] == [
-        is_validation(1337, index, 0.1) for index in range(12)]
+        is_validation(1337, index, 0.1) for index in range(12)
+    ]
     chosen = [index for index in range(2000) if is_validation(1337, index, 0.1)]
     assert 150 < len(chosen) < 250  # about 10%
     assert chosen[:5] == [index for index in range(2000) if is_validation(1337, index, 0.1)][:5]
     assert chosen != [index for index in range(2000) if is_validation(1338, index, 0.1)]
     # The rule itself: sha256("1337:0")[:8] as a big-endian integer over 2**64.
     import hashlib
+
     value = int.from_bytes(hashlib.sha256(b"1337:0").digest()[:8], "big") / 2**64
     assert is_validation(1337, 0, 0.1) == (value < 0.1)
 
 
 def test_max_tokens_and_skip_tokens_count_across_documents(multi_split, tmp_path):
-    every = prepare(PrepareConfig(hf_dataset=str(multi_split), hf_split=("alpha", "beta", "gamma"),
-                                  validation_fraction=0.5, seed=3), tmp_path / "all")
+    every = prepare(
+        PrepareConfig(
+            hf_dataset=str(multi_split), hf_split=("alpha", "beta", "gamma"), validation_fraction=0.5, seed=3
+        ),
+        tmp_path / "all",
+    )
     total = every["tokens"]["train"] + every["tokens"]["validation"]
-    limited = prepare(PrepareConfig(hf_dataset=str(multi_split), hf_split=("alpha", "beta", "gamma"),
-                                    validation_fraction=0.5, seed=3, skip_tokens=2, max_tokens=total - 4),
-                      tmp_path / "limited")
+    limited = prepare(
+        PrepareConfig(
+            hf_dataset=str(multi_split),
+            hf_split=("alpha", "beta", "gamma"),
+            validation_fraction=0.5,
+            seed=3,
+            skip_tokens=2,
+            max_tokens=total - 4,
+        ),
+        tmp_path / "limited",
+    )
     assert limited["tokens"]["train"] + limited["tokens"]["validation"] == total - 4
     assert limited["tokens"]["source_skipped"] == 2
 
@@ -111,7 +134,9 @@ def test_text_files_are_one_corpus_split_contiguously(tmp_path):
     train = np.asarray(read_tokens(tmp_path / "train.bin")).tolist()
     validation = np.asarray(read_tokens(tmp_path / "val.bin")).tolist()
     encoding = gpt2_encoding()
-    whole = encoding.encode_ordinary(first.read_text()) + [EOT_ID] + encoding.encode_ordinary(second.read_text()) + [EOT_ID]
+    whole = (
+        encoding.encode_ordinary(first.read_text()) + [EOT_ID] + encoding.encode_ordinary(second.read_text()) + [EOT_ID]
+    )
     assert train + validation == whole
     assert len(train) == int(len(whole) * 0.75)
     assert summary["objective"] == "next-token"
@@ -120,7 +145,9 @@ def test_text_files_are_one_corpus_split_contiguously(tmp_path):
 def test_local_jsonl_input_streams_through_datasets(tmp_path):
     path = tmp_path / "docs.jsonl"
     path.write_text("".join(json.dumps({"body": f"text number {i}"}) + "\n" for i in range(40)))
-    summary = prepare(PrepareConfig(input=(str(path),), text_column="body", validation_fraction=0.2, seed=1), tmp_path / "out")
+    summary = prepare(
+        PrepareConfig(input=(str(path),), text_column="body", validation_fraction=0.2, seed=1), tmp_path / "out"
+    )
     assert summary["documents"]["read"] == 40
     docs = documents_of(tmp_path / "out" / "train.bin") + documents_of(tmp_path / "out" / "val.bin")
     assert sorted(docs) == sorted(f"text number {i}" for i in range(40))
@@ -133,16 +160,27 @@ def dialogue(question: str, answer: str) -> dict:
 @pytest.fixture
 def chats(tmp_path: Path) -> Path:
     directory = tmp_path / "chats"
-    write_chat_dataset(directory, {
-        "first": [dialogue(f"What is {i} + {i}?", str(2 * i)) for i in range(30)],
-        "second": [dialogue(f"Say the word w{i}.", f"w{i}") for i in range(30)],
-    }, title="chats", description="two splits")
+    write_chat_dataset(
+        directory,
+        {
+            "first": [dialogue(f"What is {i} + {i}?", str(2 * i)) for i in range(30)],
+            "second": [dialogue(f"Say the word w{i}.", f"w{i}") for i in range(30)],
+        },
+        title="chats",
+        description="two splits",
+    )
     return directory
 
 
 def test_dialogues_give_masks_and_records_that_pass_every_check(chats, tmp_path):
-    config = PrepareConfig(hf_dataset=str(chats), hf_split=("first", "second"), messages_column="messages",
-                           validation_fraction=0.2, record_context=8, seed=5)
+    config = PrepareConfig(
+        hf_dataset=str(chats),
+        hf_split=("first", "second"),
+        messages_column="messages",
+        validation_fraction=0.2,
+        record_context=8,
+        seed=5,
+    )
     summary = prepare(config, tmp_path)
     assert summary["objective"] == "assistant-masked-next-token"
     for prefix, side in (("train", "train"), ("val", "validation")):
@@ -153,16 +191,26 @@ def test_dialogues_give_masks_and_records_that_pass_every_check(chats, tmp_path)
         assert summary["shards"][side]["records"]["records"] == len(records)
     # The first training dialogue is the first round-robin row sent to train; its mask is the hand-built one.
     first_train = next(i for i in range(60) if not is_validation(5, i, 0.2))
-    row = dialogue(f"What is {first_train // 2} + {first_train // 2}?", str(first_train)) if first_train % 2 == 0 else None
+    row = (
+        dialogue(f"What is {first_train // 2} + {first_train // 2}?", str(first_train))
+        if first_train % 2 == 0
+        else None
+    )
     if row is not None:
         ids, mask = encode_dialogue(row["messages"], gpt2_encoding(), 0)
         assert np.asarray(read_tokens(tmp_path / "train.bin"))[: len(ids)].tolist() == ids.tolist()
-        assert np.asarray(read_mask(tmp_path / "train.mask", len(read_tokens(tmp_path / "train.bin"))))[: len(ids)].tolist() == mask.tolist()
+        assert (
+            np.asarray(read_mask(tmp_path / "train.mask", len(read_tokens(tmp_path / "train.bin"))))[
+                : len(ids)
+            ].tolist()
+            == mask.tolist()
+        )
 
 
 def test_a_dialogue_cut_by_the_token_budget_is_reported_not_trained(chats, tmp_path, capsys):
-    config = PrepareConfig(hf_dataset=str(chats), hf_split=("first", "second"), messages_column="messages",
-                           validation_fraction=0.2, seed=5)
+    config = PrepareConfig(
+        hf_dataset=str(chats), hf_split=("first", "second"), messages_column="messages", validation_fraction=0.2, seed=5
+    )
     every = prepare(config, tmp_path / "all")
     total = every["tokens"]["train"] + every["tokens"]["validation"]
     budget = total - 5  # the last dialogue no longer fits
@@ -177,8 +225,21 @@ def test_a_dialogue_cut_by_the_token_budget_is_reported_not_trained(chats, tmp_p
 
 
 def test_when_the_budget_leaves_a_shard_empty_the_command_fails_cleanly(chats, tmp_path, capsys):
-    status = main(["prepare", "--hf-dataset", str(chats), "--hf-split", "first", "--messages-column", "messages",
-                   "--max-tokens", "5", "--output", str(tmp_path / "out")])
+    status = main(
+        [
+            "prepare",
+            "--hf-dataset",
+            str(chats),
+            "--hf-split",
+            "first",
+            "--messages-column",
+            "messages",
+            "--max-tokens",
+            "5",
+            "--output",
+            str(tmp_path / "out"),
+        ]
+    )
     err = capsys.readouterr().err
     assert status == 1 and "shard empty" in err and err.count("error:") == 1
     assert not (tmp_path / "out").exists()
@@ -231,23 +292,45 @@ def paper_profile() -> dict:
 
 def test_paper_profile_resolves_to_the_reference_hub_calls(monkeypatch):
     config = paper_profile()
-    fineweb = {"path": "HuggingFaceFW/fineweb-edu", "name": "sample-10BT", "split": "train", "streaming": True,
-               "revision": "87f09149ef4734204d70ed1d046ddc9ca3f2b8f9"}
+    fineweb = {
+        "path": "HuggingFaceFW/fineweb-edu",
+        "name": "sample-10BT",
+        "split": "train",
+        "streaming": True,
+        "revision": "87f09149ef4734204d70ed1d046ddc9ca3f2b8f9",
+    }
     assert hub_calls(parsed_config(config["corpus_pretrain"])) == [fineweb]
     continuation = parsed_config(config["corpus_continuation"])
     assert hub_calls(continuation) == [fineweb]
     assert (continuation.skip_documents, continuation.max_tokens) == (964709, 1530000000)
     assert parsed_config(config["corpus_pretrain"]).max_tokens == 1020000000
     assert hub_calls(parsed_config(config["sft_data_stage1"])) == [
-        {"path": "HuggingFaceTB/smol-smoltalk", "name": None, "split": "train", "streaming": True,
-         "revision": "f73fe857d519ff6ac5af2ea67c4d3834da7b8bcc"}]
-    splits = ["smoltalk_smollm3_everyday_conversations_no_think", "Mixture_of_Thoughts_science_no_think",
-              "smoltalk_smollm3_smol_summarize_no_think", "tulu_3_sft_personas_instruction_following_no_think",
-              "OpenHermes_2.5_no_think"]
+        {
+            "path": "HuggingFaceTB/smol-smoltalk",
+            "name": None,
+            "split": "train",
+            "streaming": True,
+            "revision": "f73fe857d519ff6ac5af2ea67c4d3834da7b8bcc",
+        }
+    ]
+    splits = [
+        "smoltalk_smollm3_everyday_conversations_no_think",
+        "Mixture_of_Thoughts_science_no_think",
+        "smoltalk_smollm3_smol_summarize_no_think",
+        "tulu_3_sft_personas_instruction_following_no_think",
+        "OpenHermes_2.5_no_think",
+    ]
     stage2 = parsed_config(config["sft_data_stage2"])
     assert hub_calls(stage2) == [
-        {"path": "HuggingFaceTB/smoltalk2", "name": "SFT", "split": split, "streaming": True,
-         "revision": "fc6cc2103c066455aade5d7fbb346039ae36ca5e"} for split in splits]
+        {
+            "path": "HuggingFaceTB/smoltalk2",
+            "name": "SFT",
+            "split": split,
+            "streaming": True,
+            "revision": "fc6cc2103c066455aade5d7fbb346039ae36ca5e",
+        }
+        for split in splits
+    ]
     assert stage2.max_tokens == 50000000 and stage2.messages_column == "messages"
 
     # And those are exactly the calls the stream makes, in round-robin order.

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from gptlineage.corpus.shards import as_records
 from gptlineage.model.gpt import GPT, GPTConfig, causal_softmax
 from gptlineage.model.loss import masked_loss, weighted_total
 from gptlineage.training.sampler import (
@@ -27,7 +28,6 @@ from gptlineage.training.sampler import (
     plain_batch,
     plain_offsets,
 )
-from gptlineage.corpus.shards import as_records
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 

@@ -18,7 +18,9 @@ import pytest
 from gptlineage.cli import main
 
 STAGES = ("stage1", "best_stage1", "stage2")
-CHROMIUM = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome") if shutil.which(name)), None)
+CHROMIUM = next(
+    (shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome") if shutil.which(name)), None
+)
 
 
 @pytest.fixture(scope="module")
@@ -76,14 +78,16 @@ def test_ro_crate_has_one_create_action_per_artifact_and_hashed_files(chain, tmp
     root = graph["./"]
     assert graph["ro-crate-metadata.json"]["about"] == {"@id": "./"}
     assert {"@id": "https://w3id.org/ro/crate/1.1"} in graph["ro-crate-metadata.json"]["conformsTo"]
-    assert {c["@id"] for c in root["conformsTo"]} >= {"https://w3id.org/ro/wfrun/process/0.5",
-                                                       "https://w3id.org/ro/wfrun/workflow/0.5"}
+    assert {c["@id"] for c in root["conformsTo"]} >= {
+        "https://w3id.org/ro/wfrun/process/0.5",
+        "https://w3id.org/ro/wfrun/workflow/0.5",
+    }
     workflow = graph[root["mainEntity"]["@id"]]
     assert "ComputationalWorkflow" in workflow["@type"] and (crate / workflow["@id"]).is_file()
     actions = [e for e in graph.values() if e["@type"] == "CreateAction"]
     per_artifact = [a for a in actions if a.get("identifier", "").startswith("urn:gptlineage:artifact:")]
     assert sorted(a["name"].rsplit(" ", 1)[1] for a in per_artifact) == sorted(STAGES)
-    assert [a for a in actions if a not in per_artifact][0]["instrument"] == root["mainEntity"]  # the chain's run
+    assert next(a for a in actions if a not in per_artifact)["instrument"] == root["mainEntity"]  # the chain's run
     for action in per_artifact:
         assert graph[action["instrument"]["@id"]]["@type"] == "SoftwareApplication"
         assert action["startTime"] <= action["endTime"] and action["result"]
@@ -98,8 +102,12 @@ def test_ro_crate_has_one_create_action_per_artifact_and_hashed_files(chain, tmp
         assert path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == entity["sha256"]
     linked = {p["@id"] for e in graph.values() for p in e.get("hasPart", [])}
     assert all(f["@id"] in linked for f in files)  # every file reachable from the root through hasPart
-    assert all(ref["@id"] in graph for e in graph.values() for key in ("object", "result", "instrument", "hasPart")
-               for ref in ([e[key]] if isinstance(e.get(key), dict) else e.get(key, [])))
+    assert all(
+        ref["@id"] in graph
+        for e in graph.values()
+        for key in ("object", "result", "instrument", "hasPart")
+        for ref in ([e[key]] if isinstance(e.get(key), dict) else e.get(key, []))
+    )
 
 
 def test_prov_json_export_still_works_and_ro_crate_needs_an_output(chain, tmp_path, capsys):
@@ -113,9 +121,23 @@ def test_prov_json_export_still_works_and_ro_crate_needs_an_output(chain, tmp_pa
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary on PATH (apt-get install chromium to run it)")
 def test_report_opens_in_headless_chromium_without_console_errors(report, tmp_path):
     done = subprocess.run(
-        [CHROMIUM, "--headless", "--disable-gpu", "--no-sandbox", "--enable-logging=stderr", "--v=0",
-         f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", report.resolve().as_uri()],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "HOME": str(tmp_path)})
+        [
+            CHROMIUM,
+            "--headless",
+            "--disable-gpu",
+            "--no-sandbox",
+            "--enable-logging=stderr",
+            "--v=0",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--dump-dom",
+            report.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "HOME": str(tmp_path)},
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     console = [line for line in done.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
     assert not console, console

@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from gptlineage.corpus.dialogue import slice_records
+from gptlineage.corpus.shards import as_records, read_tokens
 from gptlineage.model.loss import masked_loss, mean_loss
+from gptlineage.splitmix import key_of, sample_nat, splitmix64
 from gptlineage.training.sampler import (
     batch_records,
     dialogue_batch,
@@ -16,8 +18,6 @@ from gptlineage.training.sampler import (
     plain_offsets,
     validation_seed,
 )
-from gptlineage.corpus.shards import as_records, read_tokens
-from gptlineage.splitmix import key_of, sample_nat, splitmix64
 
 M = 2**64
 
@@ -150,7 +150,7 @@ def test_dialogue_enabled_rows_are_the_records_targets():
     tokens, mask, records, _ = dialogue_shard()
     for r, record in enumerate(records):
         off, length, toff, tlen = (int(v) for v in record)
-        x, y, enabled = dialogue_row(tokens, mask, (off, length, toff, tlen), context=4)
+        _x, _y, enabled = dialogue_row(tokens, mask, (off, length, toff, tlen), context=4)
         targets = {i for i in range(4) if enabled[i]}
         assert targets == {i for i in range(4) if toff <= off + i + 1 < toff + tlen}, r
         assert all(mask[off + i + 1] == 1 for i in targets)
@@ -171,7 +171,7 @@ def test_dialogue_weights_dtype_and_all_zero_batch():
     tokens = np.arange(1, 7, dtype=np.uint16)
     mask = np.zeros(6, dtype=np.uint8)  # targets named but none active: no row is enabled
     records = as_records([(0, 6, 2, 3)])
-    x, y, w = dialogue_batch(tokens, mask, records, seed=0, step=0, batch=2, context=8, dtype=torch.float64)
+    x, _y, w = dialogue_batch(tokens, mask, records, seed=0, step=0, batch=2, context=8, dtype=torch.float64)
     assert w.dtype == torch.float64 and torch.all(w == 0)
     assert x[0].tolist() == [1, 2, 3, 4, 5, 0, 0, 0]
 

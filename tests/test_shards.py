@@ -9,7 +9,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gptlineage.corpus import shards
-from gptlineage.errors import GptlineageError
 from gptlineage.corpus.shards import (
     RECORD_DTYPE,
     MaskWriter,
@@ -22,6 +21,7 @@ from gptlineage.corpus.shards import (
     shard_format,
     write_records,
 )
+from gptlineage.errors import GptlineageError
 
 token_lists = st.lists(st.integers(min_value=0, max_value=50256), max_size=700)
 tmp_settings = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -126,9 +126,7 @@ def test_token_outside_vocabulary(tmp_path, fmt) -> None:
     ids[550] = 65535
     payload = ids.tobytes()
     path.write_bytes((llmc_header(600) if fmt == "llmc" else b"") + payload)
-    assert message(read_tokens, path) == (
-        f"token id 50257 at position 517 in {path} is outside vocabulary [0, 50257)"
-    )
+    assert message(read_tokens, path) == (f"token id 50257 at position 517 in {path} is outside vocabulary [0, 50257)")
     assert message(read_tokens, path, vocab_size=100) == (
         f"token id 50257 at position 517 in {path} is outside vocabulary [0, 100)"
     )
@@ -148,10 +146,9 @@ def test_range_check_reports_position_across_chunks(tmp_path, monkeypatch) -> No
 @pytest.mark.parametrize("bad", [50257, 65536, -1])
 def test_writer_rejects_out_of_range_ids_and_leaves_nothing(tmp_path, bad) -> None:
     path = tmp_path / "w.bin"
-    with pytest.raises(GptlineageError) as info:
-        with ShardWriter(path) as writer:
-            writer.write([1, 2, 3])
-            writer.write([4, bad])
+    with pytest.raises(GptlineageError) as info, ShardWriter(path) as writer:
+        writer.write([1, 2, 3])
+        writer.write([4, bad])
     assert str(info.value) == f"token id {bad} at position 4 in {path} is outside vocabulary [0, 50257)"
     assert not path.exists()
     assert list(tmp_path.iterdir()) == []
@@ -160,17 +157,15 @@ def test_writer_rejects_out_of_range_ids_and_leaves_nothing(tmp_path, bad) -> No
 def test_writer_keeps_previous_file_until_clean_close(tmp_path) -> None:
     path = tmp_path / "w.bin"
     write_shard(path, [1, 2])
-    with pytest.raises(RuntimeError):
-        with ShardWriter(path) as writer:
-            writer.write([3, 4, 5])
-            raise RuntimeError("interrupted")
+    with pytest.raises(RuntimeError), ShardWriter(path) as writer:
+        writer.write([3, 4, 5])
+        raise RuntimeError("interrupted")
     assert read_tokens(path).tolist() == [1, 2]
 
 
 def test_writer_rejects_non_integer_tokens(tmp_path) -> None:
-    with pytest.raises(TypeError):
-        with ShardWriter(tmp_path / "f.bin") as writer:
-            writer.write(np.array([1.5, 2.0]))
+    with pytest.raises(TypeError), ShardWriter(tmp_path / "f.bin") as writer:
+        writer.write(np.array([1.5, 2.0]))
 
 
 def test_raw_writer_refuses_a_shard_that_reads_back_as_llmc(tmp_path) -> None:
@@ -237,10 +232,9 @@ def test_mask_bytes_must_be_zero_or_one(tmp_path, monkeypatch) -> None:
 
 def test_mask_writer_rejects_other_values(tmp_path) -> None:
     path = tmp_path / "w.mask"
-    with pytest.raises(GptlineageError) as info:
-        with MaskWriter(path) as writer:
-            writer.write([0, 1])
-            writer.write([1, 2])
+    with pytest.raises(GptlineageError) as info, MaskWriter(path) as writer:
+        writer.write([0, 1])
+        writer.write([1, 2])
     assert str(info.value) == f"{path}: mask byte 2 at position 3 is not 0 or 1"
     assert not path.exists()
 

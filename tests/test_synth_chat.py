@@ -48,8 +48,16 @@ WORD_PATTERNS = {
 }
 POSITIVE = {"loved", "wonderful", "fantastic", "enjoyed", "happy"}
 NEGATIVE = {"hated", "terrible", "boring", "regret", "waste"}
-KNOWN_CAPITALS = {"France": "Paris", "Japan": "Tokyo", "Canada": "Ottawa", "Australia": "Canberra",
-                  "Peru": "Lima", "Kenya": "Nairobi", "Switzerland": "Bern", "Turkey": "Ankara"}
+KNOWN_CAPITALS = {
+    "France": "Paris",
+    "Japan": "Tokyo",
+    "Canada": "Ottawa",
+    "Australia": "Canberra",
+    "Peru": "Lima",
+    "Kenya": "Nairobi",
+    "Switzerland": "Bern",
+    "Turkey": "Ankara",
+}
 
 
 def expected_answer(family: str, prompt: str) -> str:
@@ -69,8 +77,12 @@ def expected_answer(family: str, prompt: str) -> str:
     match = re.search(WORD_PATTERNS[family], prompt)
     assert match, (family, prompt)
     word = match[1]
-    return {"echo_word": word, "repeat_word": f"{word} {word}", "uppercase": word.upper(),
-            "count_letters": str(len(word))}[family]
+    return {
+        "echo_word": word,
+        "repeat_word": f"{word} {word}",
+        "uppercase": word.upper(),
+        "count_letters": str(len(word)),
+    }[family]
 
 
 def check_dialogue(row: dict) -> None:
@@ -81,16 +93,25 @@ def check_dialogue(row: dict) -> None:
         roles = roles[1:]
     assert roles in (["user", "assistant"], ["user", "assistant"] * 2), roles
     assert all(m["role"] != "system" for m in messages[1:])
-    pairs = [(messages[i]["content"], messages[i + 1]["content"])
-             for i in range(len(messages) - 1) if messages[i]["role"] == "user"]
+    pairs = [
+        (messages[i]["content"], messages[i + 1]["content"])
+        for i in range(len(messages) - 1)
+        if messages[i]["role"] == "user"
+    ]
     for prompt, answer in pairs:
         assert answer == expected_answer(row["family"], prompt), (prompt, answer)
     assert row["answer"] == messages[-1]["content"]
 
 
 def user_prompts(*datasets) -> list[str]:
-    return [m["content"] for splits in datasets for rows in splits.values()
-            for row in rows for m in row["messages"] if m["role"] == "user"]
+    return [
+        m["content"]
+        for splits in datasets
+        for rows in splits.values()
+        for row in rows
+        for m in row["messages"]
+        if m["role"] == "user"
+    ]
 
 
 def all_bytes(directory: Path) -> dict[str, bytes]:
@@ -98,6 +119,7 @@ def all_bytes(directory: Path) -> dict[str, bytes]:
 
 
 # --- tests -------------------------------------------------------------------------------------
+
 
 def test_capital_table_spot_checks():
     assert 40 <= len(CAPITALS) <= 60
@@ -114,7 +136,10 @@ def test_same_seed_same_bytes_other_seed_differs(tmp_path):
     assert random.getstate() == state  # the global RNG is never touched
     a, b, c = (all_bytes(tmp_path / name) for name in "abc")
     assert list(a) == [
-        "prompt-suite.json", "stage1/README.md", "stage1/data/train.jsonl", "stage2/README.md",
+        "prompt-suite.json",
+        "stage1/README.md",
+        "stage1/data/train.jsonl",
+        "stage2/README.md",
         *(f"stage2/data/{split}.jsonl" for split in sorted(STAGE2_SPLITS)),
     ]
     assert a == b
@@ -174,8 +199,11 @@ def test_suite_prompts_never_occur_in_training():
         for case in prompt_suite(other_seed, 40):
             assert case["prompt"] not in joined, case["prompt"]
     check_held_out(suite, *training)
-    leaked = {"train": [{"messages": [{"role": "user", "content": "Hi. " + prompts[3]},
-                                      {"role": "assistant", "content": "x"}]}]}
+    leaked = {
+        "train": [
+            {"messages": [{"role": "user", "content": "Hi. " + prompts[3]}, {"role": "assistant", "content": "x"}]}
+        ]
+    }
     with pytest.raises(GptlineageError, match="held-out prompt occurs"):
         check_held_out(suite, *training, leaked)
 
@@ -219,16 +247,29 @@ LOADER = textwrap.dedent("""
 
 
 def test_named_splits_load_offline_in_declared_order(tmp_path):
-    write_synth_chat(tmp_path / "chat", SynthChatConfig(seed=11, stage1_dialogues=30, stage2_dialogues_per_split=20,
-                                                       suite_prompts=7))
+    write_synth_chat(
+        tmp_path / "chat", SynthChatConfig(seed=11, stage1_dialogues=30, stage2_dialogues_per_split=20, suite_prompts=7)
+    )
     order = ["zeta", "alpha", "mid_split"]  # not alphabetical: the README keeps the order given
     rng = random.Random(0)
     written = {name: [make_dialogue(FAMILIES[i], rng) for i in range(3)] for name in order}
     write_chat_dataset(tmp_path / "custom", written, title="custom", description="order check")
     env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
-    done = subprocess.run([sys.executable, "-c", LOADER, str(tmp_path / "chat" / "stage1"),
-                           str(tmp_path / "chat" / "stage2"), str(tmp_path / "custom")],
-                          capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            LOADER,
+            str(tmp_path / "chat" / "stage1"),
+            str(tmp_path / "chat" / "stage2"),
+            str(tmp_path / "custom"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     loaded = json.loads(done.stdout.splitlines()[-1])
     assert loaded["offline"] is True
@@ -246,8 +287,19 @@ def test_named_splits_load_offline_in_declared_order(tmp_path):
 
 def test_command_writes_one_artifact_with_a_manifest(tmp_path, capsys):
     output = tmp_path / "synth_chat"
-    argv = ["synth-chat", "--stage1-dialogues", "50", "--stage2-dialogues-per-split", "10",
-            "--suite-prompts", "14", "--seed", "5", "--output", str(output)]
+    argv = [
+        "synth-chat",
+        "--stage1-dialogues",
+        "50",
+        "--stage2-dialogues-per-split",
+        "10",
+        "--suite-prompts",
+        "14",
+        "--seed",
+        "5",
+        "--output",
+        str(output),
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 3
@@ -257,8 +309,12 @@ def test_command_writes_one_artifact_with_a_manifest(tmp_path, capsys):
     assert out[2] == f"wrote {output / 'prompt-suite.json'} cases=14 families=7"
     manifest = json.loads((output / "manifest.json").read_text())
     assert manifest["command"]["name"] == "synth-chat"
-    assert manifest["parameters"] == {"stage1_dialogues": 50, "stage2_dialogues_per_split": 10,
-                                      "suite_prompts": 14, "seed": 5}
+    assert manifest["parameters"] == {
+        "stage1_dialogues": 50,
+        "stage2_dialogues_per_split": 10,
+        "suite_prompts": 14,
+        "seed": 5,
+    }
     files = [entry["path"] for entry in manifest["files"]]
     assert "stage1/data/train.jsonl" in files and "stage2/README.md" in files and "prompt-suite.json" in files
     suite = read_prompt_suite(output / "prompt-suite.json")
@@ -279,8 +335,9 @@ def test_command_refuses_unreadable_flags_with_one_line(tmp_path, capsys, flag, 
     assert not output.exists()
 
 
-@pytest.mark.parametrize("flag,value", [("--stage1-dialogues", "-5"), ("--stage2-dialogues-per-split", "-1"),
-                                        ("--suite-prompts", "0")])
+@pytest.mark.parametrize(
+    "flag,value", [("--stage1-dialogues", "-5"), ("--stage2-dialogues-per-split", "-1"), ("--suite-prompts", "0")]
+)
 def test_command_refuses_out_of_range_flags_with_one_line(tmp_path, capsys, flag, value):
     output = tmp_path / "out"
     assert main(["synth-chat", flag, value, "--output", str(output)]) == 1
@@ -291,8 +348,19 @@ def test_command_refuses_out_of_range_flags_with_one_line(tmp_path, capsys, flag
 
 def test_command_too_large_suite_is_one_error_line_and_no_artifact(tmp_path, capsys):
     output = tmp_path / "out"
-    status = main(["synth-chat", "--stage1-dialogues", "5", "--stage2-dialogues-per-split", "5",
-                   "--suite-prompts", "5000", "--output", str(output)])
+    status = main(
+        [
+            "synth-chat",
+            "--stage1-dialogues",
+            "5",
+            "--stage2-dialogues-per-split",
+            "5",
+            "--suite-prompts",
+            "5000",
+            "--output",
+            str(output),
+        ]
+    )
     err = capsys.readouterr().err
     assert status == 1
     assert err.count("\n") == 1 and err.startswith("error: synth-chat: suite prompts:")

@@ -42,8 +42,18 @@ def test_small_data_writes_the_table_and_says_so(small_data, capsys):
 
 
 def test_data_csv_transcript(small_data, tmp_path, capsys):
-    status, out, err = run_cli(capsys, "data-csv", "--csv", str(small_data / f"{SMALL}.csv"),
-                               "--seed", "2026", "--steps", "5", "--output", str(tmp_path / "out"))
+    status, out, err = run_cli(
+        capsys,
+        "data-csv",
+        "--csv",
+        str(small_data / f"{SMALL}.csv"),
+        "--seed",
+        "2026",
+        "--steps",
+        "5",
+        "--output",
+        str(tmp_path / "out"),
+    )
     assert status == 0, err
     lines = out.splitlines()
     assert lines[:6] == [
@@ -74,8 +84,18 @@ def test_data_csv_transcript(small_data, tmp_path, capsys):
 
 def test_same_seed_reproduces_every_digit_and_another_seed_changes_them(small_data, tmp_path, capsys):
     def transcript(seed: str, name: str) -> list[str]:
-        status, out, err = run_cli(capsys, "data-csv", "--csv", str(small_data / f"{SMALL}.csv"),
-                                   "--seed", seed, "--steps", "5", "--output", str(tmp_path / name))
+        status, out, err = run_cli(
+            capsys,
+            "data-csv",
+            "--csv",
+            str(small_data / f"{SMALL}.csv"),
+            "--seed",
+            seed,
+            "--steps",
+            "5",
+            "--output",
+            str(tmp_path / name),
+        )
         assert status == 0, err
         return result_lines(out)
 
@@ -86,18 +106,39 @@ def test_same_seed_reproduces_every_digit_and_another_seed_changes_them(small_da
 
 def test_csv_and_npy_give_the_same_numbers_and_float64_differs(small_data, tmp_path, capsys):
     common = ["--seed", "2026", "--steps", "5"]
-    _, csv_out, _ = run_cli(capsys, "data-csv", "--csv", str(small_data / f"{SMALL}.csv"), *common, "--output", str(tmp_path / "c"))
-    status, npy_out, err = run_cli(capsys, "data-npy", "--x", str(small_data / f"{SMALL}_X.npy"),
-                                   "--y", str(small_data / f"{SMALL}_y.npy"), *common, "--output", str(tmp_path / "n"))
+    _, csv_out, _ = run_cli(
+        capsys, "data-csv", "--csv", str(small_data / f"{SMALL}.csv"), *common, "--output", str(tmp_path / "c")
+    )
+    status, npy_out, err = run_cli(
+        capsys,
+        "data-npy",
+        "--x",
+        str(small_data / f"{SMALL}_X.npy"),
+        "--y",
+        str(small_data / f"{SMALL}_y.npy"),
+        *common,
+        "--output",
+        str(tmp_path / "n"),
+    )
     assert status == 0, err
     assert "X.npy dtype=<f4 shape=(25, 2)" in npy_out and "y.npy dtype=<f4 shape=(25, 1)" in npy_out
     assert result_lines(csv_out) == result_lines(npy_out)
-    _, f64_out, _ = run_cli(capsys, "data-csv", "--csv", str(small_data / f"{SMALL}.csv"), *common,
-                            "--dtype", "float64", "--output", str(tmp_path / "d"))
+    _, f64_out, _ = run_cli(
+        capsys,
+        "data-csv",
+        "--csv",
+        str(small_data / f"{SMALL}.csv"),
+        *common,
+        "--dtype",
+        "float64",
+        "--output",
+        str(tmp_path / "d"),
+    )
     assert "scalar=Float64" in result_lines(f64_out)[3]
 
 
 # ---- every bad input: one line naming the file, non-zero exit, no traceback, no artifact ----
+
 
 def assert_clean_failure(status: int, err: str, output: Path, *needles: str) -> None:
     assert status != 0
@@ -122,12 +163,20 @@ def run_csv(capsys, csv: Path, output: Path, *extra: str) -> tuple[int, str, str
 
 def test_missing_csv_names_the_file_and_the_command_that_makes_it(tmp_path, capsys):
     status, _, err = run_csv(capsys, tmp_path / "no-such-data.csv", tmp_path / "out")
-    assert_clean_failure(status, err, tmp_path / "out", "error: data-csv: missing CSV dataset:", "no-such-data.csv",
-                         "gptlineage small-data")
+    assert_clean_failure(
+        status,
+        err,
+        tmp_path / "out",
+        "error: data-csv: missing CSV dataset:",
+        "no-such-data.csv",
+        "gptlineage small-data",
+    )
 
 
 def test_non_numeric_cell_names_row_and_column(small_data, tmp_path, capsys):
-    csv = csv_with(tmp_path, small_data, lambda lines: [lines[0], lines[1], lines[2].replace("-0.5", "oops", 1), *lines[3:]])
+    csv = csv_with(
+        tmp_path, small_data, lambda lines: [lines[0], lines[1], lines[2].replace("-0.5", "oops", 1), *lines[3:]]
+    )
     status, _, err = run_csv(capsys, csv, tmp_path / "out")
     assert_clean_failure(status, err, tmp_path / "out", str(csv), "csv row 2, col 2: unparsed suffix: oops")
 
@@ -148,8 +197,9 @@ def test_blank_line_when_blank_lines_are_disallowed(small_data, tmp_path, capsys
 
 def test_batch_larger_than_the_dataset_with_steps(small_data, tmp_path, capsys):
     status, _, err = run_csv(capsys, small_data / f"{SMALL}.csv", tmp_path / "out", "--batch", "30")
-    assert_clean_failure(status, err, tmp_path / "out",
-                         "no training samples; check the dataset and batch size (including drop_last)")
+    assert_clean_failure(
+        status, err, tmp_path / "out", "no training samples; check the dataset and batch size (including drop_last)"
+    )
 
 
 def run_npy(capsys, x: Path, y: Path, output: Path) -> tuple[int, str, str]:

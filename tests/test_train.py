@@ -12,18 +12,35 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import losses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_file
-
-from conftest import losses
 
 from gptlineage.cli import main
 
 GOLDEN = Path(__file__).parent / "golden" / "train_tiny.json"
 # A tiny model that trains in milliseconds a step: 1,024-token vocabulary, context 16.
-TINY = ["--preset", "quick", "--vocab", "1024", "--width", "32", "--heads", "2", "--layers", "1",
-        "--batch", "4", "--lr", "0.01", "--warmup-steps", "2", "--eval-batches", "2"]
+TINY = [
+    "--preset",
+    "quick",
+    "--vocab",
+    "1024",
+    "--width",
+    "32",
+    "--heads",
+    "2",
+    "--layers",
+    "1",
+    "--batch",
+    "4",
+    "--lr",
+    "0.01",
+    "--warmup-steps",
+    "2",
+    "--eval-batches",
+    "2",
+]
 
 
 def train(corpus: Path, output: Path, *extra: str) -> int:
@@ -34,9 +51,17 @@ def test_golden_losses_of_the_tiny_configuration(corpus, tmp_path, capsys):
     """Per-step losses of a fixed tiny run; a change to the numerics shows up here."""
     assert train(corpus, tmp_path / "run", "--steps", "12", "--eval-every", "4", "--seed", "3") == 0
     if os.environ.get("GPTLINEAGE_UPDATE_GOLDEN") == "1":  # regenerate after an intended numerics change
-        GOLDEN.write_text(json.dumps({"command": "tests/test_train.py::test_golden_losses_of_the_tiny_configuration",
-                                      "train": losses(tmp_path / "run"),
-                                      "validation": losses(tmp_path / "run", "validation")}, indent=2) + "\n")
+        GOLDEN.write_text(
+            json.dumps(
+                {
+                    "command": "tests/test_train.py::test_golden_losses_of_the_tiny_configuration",
+                    "train": losses(tmp_path / "run"),
+                    "validation": losses(tmp_path / "run", "validation"),
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     golden = json.loads(GOLDEN.read_text())
     assert losses(tmp_path / "run") == pytest.approx(golden["train"], abs=1e-5, rel=0)
     assert losses(tmp_path / "run", "validation") == pytest.approx(golden["validation"], abs=1e-5, rel=0)
@@ -58,12 +83,28 @@ def test_the_same_command_gives_the_same_bytes_on_cpu(corpus, tmp_path):
 
 
 def test_outputs_metrics_passport_trace_and_checkpoints(corpus, tmp_path):
-    assert train(corpus, tmp_path / "run", "--steps", "6", "--eval-every", "3", "--checkpoint-every", "3",
-                 "--metrics", str(tmp_path / "copy/metrics.json")) == 0
+    assert (
+        train(
+            corpus,
+            tmp_path / "run",
+            "--steps",
+            "6",
+            "--eval-every",
+            "3",
+            "--checkpoint-every",
+            "3",
+            "--metrics",
+            str(tmp_path / "copy/metrics.json"),
+        )
+        == 0
+    )
     run = tmp_path / "run"
     points = json.loads((run / "metrics.json").read_text())["points"]
     assert [(p["phase"], p["step"]) for p in points if p["phase"] == "validation"] == [
-        ("validation", 0), ("validation", 3), ("validation", 6)]
+        ("validation", 0),
+        ("validation", 3),
+        ("validation", 6),
+    ]
     train_point = next(p for p in points if p["phase"] == "train")
     assert set(train_point) == {"phase", "step", "loss", "learning_rate", "duration_ms", "tokens_per_second"}
     assert len((run / "metrics.jsonl").read_text().splitlines()) == len(points)
@@ -71,7 +112,13 @@ def test_outputs_metrics_passport_trace_and_checkpoints(corpus, tmp_path):
     assert passport["schedule"]["optimizer_steps"] == 6 and passport["schedule"]["scheduled_training_tokens"] == 6 * 64
     assert passport["data"]["train_bin"]["sha256"] and passport["objective"] == "next-token-mean"
     trace = json.loads((run / "trace.json").read_text())
-    assert {e["name"] for e in trace["traceEvents"]} >= {"data loading", "initialization", "training steps", "evaluation", "checkpointing"}
+    assert {e["name"] for e in trace["traceEvents"]} >= {
+        "data loading",
+        "initialization",
+        "training steps",
+        "evaluation",
+        "checkpointing",
+    }
     summary = json.loads((run / "trace-summary.json").read_text())
     assert summary["peak_resident_set_size_kb"] > 0 and summary["rows"][0]["total_ns"] > 0
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-3", "step-6"]
@@ -84,11 +131,15 @@ def test_select_best_picks_the_lowest_saved_validation_loss(corpus, tmp_path):
     assert train(corpus, tmp_path / "run", "--steps", "6", "--eval-every", "2", "--checkpoint-every", "2") == 0
     assert main(["select-best", "--run", str(tmp_path / "run"), "--output", str(tmp_path / "best")]) == 0
     selected = json.loads((tmp_path / "best/selected-checkpoint.json").read_text())
-    validation = {p["step"]: p["loss"] for p in json.loads((tmp_path / "run/metrics.json").read_text())["points"]
-                  if p["phase"] == "validation" and p["step"] > 0}
+    validation = {
+        p["step"]: p["loss"]
+        for p in json.loads((tmp_path / "run/metrics.json").read_text())["points"]
+        if p["phase"] == "validation" and p["step"] > 0
+    }
     assert selected["step"] == min(validation, key=validation.get) and selected["loss"] == min(validation.values())
     assert (tmp_path / "best/parameters.safetensors").read_bytes() == (
-        tmp_path / f"run/checkpoints/step-{selected['step']}/parameters.safetensors").read_bytes()
+        tmp_path / f"run/checkpoints/step-{selected['step']}/parameters.safetensors"
+    ).read_bytes()
 
 
 @pytest.mark.parametrize(
@@ -114,8 +165,24 @@ def test_argument_errors_are_one_line(corpus, tmp_path, capsys, argv, message):
 
 
 def resume_argv(corpus: Path, output: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "gptlineage", "train", *TINY, "--data", str(corpus), "--steps", "400",
-            "--eval-every", "200", "--checkpoint-every", "200", "--output", str(output), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "gptlineage",
+        "train",
+        *TINY,
+        "--data",
+        str(corpus),
+        "--steps",
+        "400",
+        "--eval-every",
+        "200",
+        "--checkpoint-every",
+        "200",
+        "--output",
+        str(output),
+        *extra,
+    ]
 
 
 @pytest.mark.parametrize("how", ["--resume", "rerun", "rerun with --load-params"])
@@ -127,11 +194,14 @@ def test_sigkill_then_resume_gives_byte_identical_parameters_and_optimizer_state
     if how == "rerun with --load-params":
         assert train(corpus, tmp_path / "start", "--steps", "2") == 0
         start = ["--load-params", str(tmp_path / "start/parameters.safetensors")]
-    whole = subprocess.run(resume_argv(corpus, tmp_path / "whole", *start), env=env, capture_output=True, text=True)
+    whole = subprocess.run(
+        resume_argv(corpus, tmp_path / "whole", *start), env=env, capture_output=True, text=True, check=False
+    )
     assert whole.returncode == 0, whole.stderr
     work = tmp_path / ".killed.work" / "checkpoints"
-    child = subprocess.Popen(resume_argv(corpus, tmp_path / "killed", *start), env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        resume_argv(corpus, tmp_path / "killed", *start), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + 120
     while not (work / "LATEST").exists() and time.monotonic() < deadline and child.poll() is None:
         time.sleep(0.005)
@@ -140,13 +210,17 @@ def test_sigkill_then_resume_gives_byte_identical_parameters_and_optimizer_state
     assert (work / "LATEST").read_text() == "step-200\n"
     assert not (tmp_path / "killed").exists()
     extra = ["--resume", str(work)] if how == "--resume" else start
-    resumed = subprocess.run(resume_argv(corpus, tmp_path / "killed", *extra), env=env, capture_output=True, text=True)
+    resumed = subprocess.run(
+        resume_argv(corpus, tmp_path / "killed", *extra), env=env, capture_output=True, text=True, check=False
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert ("resuming from" in resumed.stdout) == how.startswith("rerun")
     manifest = json.loads((tmp_path / "killed/manifest.json").read_text())
     assert any(entry["role"] == "load_params" for entry in manifest["inputs"]) == bool(start)
     assert (tmp_path / ".killed.work").exists() == (how == "--resume")  # kept only where --resume points
-    assert (tmp_path / "whole/parameters.safetensors").read_bytes() == (tmp_path / "killed/parameters.safetensors").read_bytes()
+    assert (tmp_path / "whole/parameters.safetensors").read_bytes() == (
+        tmp_path / "killed/parameters.safetensors"
+    ).read_bytes()
     for name in ("optimizer.safetensors", "parameters.safetensors"):
         a = load_file(tmp_path / f"whole/checkpoints/step-400/{name}")
         b = load_file(tmp_path / f"killed/checkpoints/step-400/{name}")
@@ -156,7 +230,12 @@ def test_sigkill_then_resume_gives_byte_identical_parameters_and_optimizer_state
 
 def test_resume_with_other_settings_or_data_is_refused(corpus, tmp_path, capsys):
     checkpoints = tmp_path / "ckpt"
-    assert train(corpus, tmp_path / "first", "--steps", "4", "--checkpoint-every", "2", "--checkpoint-dir", str(checkpoints)) == 0
+    assert (
+        train(
+            corpus, tmp_path / "first", "--steps", "4", "--checkpoint-every", "2", "--checkpoint-dir", str(checkpoints)
+        )
+        == 0
+    )
     capsys.readouterr()
     assert train(corpus, tmp_path / "other-lr", "--steps", "4", "--lr", "0.02", "--resume", str(checkpoints)) == 1
     assert "checkpoint configuration does not match this training command: lr differs" in capsys.readouterr().err
@@ -166,27 +245,67 @@ def test_resume_with_other_settings_or_data_is_refused(corpus, tmp_path, capsys)
         data = bytearray((corpus / name).read_bytes())
         data[-2] ^= 1
         (other / name).write_bytes(bytes(data))
-    assert main(["train", *TINY, "--data", str(other), "--steps", "4", "--resume", str(checkpoints),
-                 "--output", str(tmp_path / "o")]) == 1
+    assert (
+        main(
+            [
+                "train",
+                *TINY,
+                "--data",
+                str(other),
+                "--steps",
+                "4",
+                "--resume",
+                str(checkpoints),
+                "--output",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 1
+    )
     assert "data.train_bin_sha256 differs" in capsys.readouterr().err
-    assert train(corpus, tmp_path / "again", "--steps", "4", "--checkpoint-every", "2", "--checkpoint-dir", str(checkpoints)) == 1
+    assert (
+        train(
+            corpus, tmp_path / "again", "--steps", "4", "--checkpoint-every", "2", "--checkpoint-dir", str(checkpoints)
+        )
+        == 1
+    )
     assert "already holds checkpoints" in capsys.readouterr().err
 
 
 def test_leftovers_of_a_different_command_are_discarded_not_resumed(corpus, tmp_path, capsys):
-    assert train(corpus, tmp_path / "other", "--steps", "4", "--lr", "0.02", "--checkpoint-every", "2",
-                 "--checkpoint-dir", str(tmp_path / ".run.work" / "checkpoints")) == 0
+    assert (
+        train(
+            corpus,
+            tmp_path / "other",
+            "--steps",
+            "4",
+            "--lr",
+            "0.02",
+            "--checkpoint-every",
+            "2",
+            "--checkpoint-dir",
+            str(tmp_path / ".run.work" / "checkpoints"),
+        )
+        == 0
+    )
     assert train(corpus, tmp_path / "fresh", "--steps", "4", "--checkpoint-every", "2") == 0
     capsys.readouterr()
     assert train(corpus, tmp_path / "run", "--steps", "4", "--checkpoint-every", "2") == 0
     assert "resuming" not in capsys.readouterr().out
-    assert (tmp_path / "run/parameters.safetensors").read_bytes() == (tmp_path / "fresh/parameters.safetensors").read_bytes()
+    assert (tmp_path / "run/parameters.safetensors").read_bytes() == (
+        tmp_path / "fresh/parameters.safetensors"
+    ).read_bytes()
     assert not (tmp_path / ".run.work").exists()
 
 
 def test_a_corrupted_checkpoint_is_refused_naming_the_file(corpus, tmp_path, capsys):
     checkpoints = tmp_path / "ckpt"
-    assert train(corpus, tmp_path / "first", "--steps", "4", "--checkpoint-every", "2", "--checkpoint-dir", str(checkpoints)) == 0
+    assert (
+        train(
+            corpus, tmp_path / "first", "--steps", "4", "--checkpoint-every", "2", "--checkpoint-dir", str(checkpoints)
+        )
+        == 0
+    )
     target = checkpoints / "step-4" / "optimizer.safetensors"
     data = bytearray(target.read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -204,11 +323,33 @@ def test_k_steps_then_save_restore_and_the_rest_equals_all_steps(corpus, tmp_pat
     root = tmp_path_factory.mktemp("resume")
     assert train(corpus, root / "whole", "--steps", "6", "--checkpoint-every", "6") == 0
     checkpoints = root / "ckpt"
-    assert train(corpus, root / "part", "--steps", "6", "--checkpoint-every", str(split),
-                 "--checkpoint-dir", str(checkpoints)) == 0
+    assert (
+        train(
+            corpus,
+            root / "part",
+            "--steps",
+            "6",
+            "--checkpoint-every",
+            str(split),
+            "--checkpoint-dir",
+            str(checkpoints),
+        )
+        == 0
+    )
     step = max(int(p.name[5:]) for p in checkpoints.glob("step-*") if int(p.name[5:]) <= split)
-    assert train(corpus, root / "rest", "--steps", "6", "--checkpoint-every", "6",
-                 "--resume", str(checkpoints / f"step-{step}")) == 0
+    assert (
+        train(
+            corpus,
+            root / "rest",
+            "--steps",
+            "6",
+            "--checkpoint-every",
+            "6",
+            "--resume",
+            str(checkpoints / f"step-{step}"),
+        )
+        == 0
+    )
     assert (root / "whole/parameters.safetensors").read_bytes() == (root / "rest/parameters.safetensors").read_bytes()
 
 
@@ -218,10 +359,33 @@ def test_assistant_masked_training_uses_masks_and_records(tmp_path, capsys):
 
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     write_chat_dataset(tmp_path / "chats", stage1_dataset(200, seed=1), title="t", description="d")
-    prepare(PrepareConfig(hf_dataset=str(tmp_path / "chats"), messages_column="messages", validation_fraction=0.2,
-                          record_context=16), tmp_path / "corpus")
-    status = main(["train", "--preset", "quick", "--width", "32", "--heads", "2", "--layers", "1", "--batch", "4",
-                   "--steps", "3", "--data", str(tmp_path / "corpus"), "--output", str(tmp_path / "run")])
+    prepare(
+        PrepareConfig(
+            hf_dataset=str(tmp_path / "chats"), messages_column="messages", validation_fraction=0.2, record_context=16
+        ),
+        tmp_path / "corpus",
+    )
+    status = main(
+        [
+            "train",
+            "--preset",
+            "quick",
+            "--width",
+            "32",
+            "--heads",
+            "2",
+            "--layers",
+            "1",
+            "--batch",
+            "4",
+            "--steps",
+            "3",
+            "--data",
+            str(tmp_path / "corpus"),
+            "--output",
+            str(tmp_path / "run"),
+        ]
+    )
     assert status == 0, capsys.readouterr().err
     passport = json.loads((tmp_path / "run/passport.json").read_text())
     assert passport["objective"] == "dialogue-bounded-assistant-next-token"

@@ -13,17 +13,30 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-TARGETS = ["results/small_data", "results/data_csv", "results/data_npy",
-           "results/corpus_pretrain", "results/corpus_continuation", "results/sft_data_stage1", "results/sft_data_stage2",
-           "results/sft_stage2", "results/cache_check", "results/cache_benchmark", "results/prompt_suite",
-           "results/export_hf", "results/matched_comparison", "results/plots", "results/lineage_report"]
+TARGETS = [
+    "results/small_data",
+    "results/data_csv",
+    "results/data_npy",
+    "results/corpus_pretrain",
+    "results/corpus_continuation",
+    "results/sft_data_stage1",
+    "results/sft_data_stage2",
+    "results/sft_stage2",
+    "results/cache_check",
+    "results/cache_benchmark",
+    "results/prompt_suite",
+    "results/export_hf",
+    "results/matched_comparison",
+    "results/plots",
+    "results/lineage_report",
+]
 # The default profile's training takes minutes a stage; here each stage is a few tiny updates.
 TINY_TRAINING = {"steps": 4, "batch": 2, "context": 64, "eval_every": 2, "eval_batches": 1, "checkpoint_every": 2}
 
 
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "snakemake", "--cores", "1", *args]
-    return subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=600)
+    return subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=600, check=False)
 
 
 def planned_rules(workdir: Path) -> list[str]:
@@ -68,8 +81,13 @@ def test_every_rule_writes_a_verified_artifact(workflow_copy):
         assert (workflow_copy / target / "manifest.json").is_file()
     assert (workflow_copy / "results/data_csv/trainlog.json").is_file()
     for target in TARGETS:
-        done = subprocess.run([sys.executable, "-m", "gptlineage", "lineage", "verify", target],
-                              cwd=workflow_copy, capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "gptlineage", "lineage", "verify", target],
+            cwd=workflow_copy,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert done.returncode == 0, done.stdout
 
 
@@ -83,8 +101,10 @@ def test_changing_one_data_csv_parameter_reruns_data_csv_alone(workflow_copy):
     config["data_csv"]["steps"] += 1
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     assert planned_rules(workflow_copy) == ["data_csv"]
-    others = {name: (workflow_copy / f"results/{name}/manifest.json").read_bytes()
-              for name in ["small_data", "data_npy", "synth_chat", "sft_data_stage2"]}
+    others = {
+        name: (workflow_copy / f"results/{name}/manifest.json").read_bytes()
+        for name in ["small_data", "data_npy", "synth_chat", "sft_data_stage2"]
+    }
     done = snakemake(workflow_copy, *TARGETS)
     assert done.returncode == 0, done.stderr[-3000:]
     assert planned_rules(workflow_copy) == []
@@ -98,8 +118,15 @@ def test_changing_stage_two_learning_rate_reruns_sft_stage2_alone(workflow_copy)
     config["sft_stage2"]["lr"] *= 2
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     # sft_stage2 and only what depends on it
-    assert planned_rules(workflow_copy) == ["cache_benchmark", "cache_check", "export_hf", "lineage_report", "plots",
-                                            "prompt_suite", "sft_stage2"]
+    assert planned_rules(workflow_copy) == [
+        "cache_benchmark",
+        "cache_check",
+        "export_hf",
+        "lineage_report",
+        "plots",
+        "prompt_suite",
+        "sft_stage2",
+    ]
     done = snakemake(workflow_copy, *TARGETS)
     assert done.returncode == 0, done.stderr[-3000:]
     assert planned_rules(workflow_copy) == []
@@ -111,10 +138,24 @@ def test_the_training_chain_links_each_stage_to_the_best_checkpoint_before_it(wo
     assert roles["load_params"]["artifact_path"] == "../best_sft_stage1"
     best = json.loads((workflow_copy / "results/best_sft_stage1/selected-checkpoint.json").read_text())
     assert best["step"] in (2, 4)
-    done = subprocess.run([sys.executable, "-m", "gptlineage", "lineage", "show", "results/sft_stage2"],
-                          cwd=workflow_copy, capture_output=True, text=True)
-    for name in ("best_sft_stage1", "sft_stage1", "best_continuation", "continuation", "best_pretrain", "pretrain",
-                 "corpus_pretrain", "sft_data_stage2", "synth_chat"):
+    done = subprocess.run(
+        [sys.executable, "-m", "gptlineage", "lineage", "show", "results/sft_stage2"],
+        cwd=workflow_copy,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    for name in (
+        "best_sft_stage1",
+        "sft_stage1",
+        "best_continuation",
+        "continuation",
+        "best_pretrain",
+        "pretrain",
+        "corpus_pretrain",
+        "sft_data_stage2",
+        "synth_chat",
+    ):
         assert f"{name}  [" in done.stdout, name
 
 
@@ -127,7 +168,9 @@ def test_the_generation_checks_report_on_the_stage_two_model(workflow_copy):
     assert len(suite["cases"]) == 40 and suite["exact_match"]["judged"] == 40
     manifest = json.loads((workflow_copy / "results/prompt_suite/manifest.json").read_text())
     roles = {entry["role"]: entry for entry in manifest["inputs"]}
-    assert roles["parameters"]["artifact_path"] == "../sft_stage2" and roles["suite"]["artifact_path"] == "../synth_chat"
+    assert (
+        roles["parameters"]["artifact_path"] == "../sft_stage2" and roles["suite"]["artifact_path"] == "../synth_chat"
+    )
     assert json.loads((workflow_copy / "results/cache_check/manifest.json").read_text())["inputs"]
 
 
@@ -153,8 +196,13 @@ def test_verify_fails_after_one_byte_of_the_regression_csv_changes(workflow_copy
     changed[-3] = ord("7") if changed[-3] != ord("7") else ord("8")
     csv_path.write_bytes(bytes(changed))
     try:
-        done = subprocess.run([sys.executable, "-m", "gptlineage", "lineage", "verify", "results/data_csv"],
-                              cwd=workflow_copy, capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "gptlineage", "lineage", "verify", "results/data_csv"],
+            cwd=workflow_copy,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert done.returncode == 1
         assert "small_regression.csv: changed" in done.stdout
     finally:
@@ -176,15 +224,28 @@ def test_corpus_artifacts_name_their_sources(workflow_copy):
     assert stage2["inputs"][0]["artifact_path"] == "../synth_chat"
     assert stage2["summary"]["objective"] == "assistant-masked-next-token"
     assert [name for name in stage2["summary"]["source"]["splits"]] == [
-        "arithmetic_no_think", "instruction_following_no_think", "knowledge_no_think", "sentiment_no_think"]
+        "arithmetic_no_think",
+        "instruction_following_no_think",
+        "knowledge_no_think",
+        "sentiment_no_think",
+    ]
     continuation = json.loads((workflow_copy / "results/corpus_continuation/manifest.json").read_text())
     pretrain = json.loads((workflow_copy / "results/corpus_pretrain/manifest.json").read_text())
     assert continuation["summary"]["documents"]["skipped"] == pretrain["summary"]["documents"]["read"]
 
 
 def test_the_paper_profile_lists_its_jobs(workflow_copy):
-    done = snakemake(workflow_copy, "--dry-run", "--configfile", "config.paper.yaml", "--printshellcmds",
-                     "--directory", str(workflow_copy), "results/sft_data_stage2", "results/corpus_continuation")
+    done = snakemake(
+        workflow_copy,
+        "--dry-run",
+        "--configfile",
+        "config.paper.yaml",
+        "--printshellcmds",
+        "--directory",
+        str(workflow_copy),
+        "results/sft_data_stage2",
+        "results/corpus_continuation",
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     text = done.stdout + done.stderr
     assert "--hf-dataset HuggingFaceTB/smoltalk2" in text and "--hf-config SFT" in text

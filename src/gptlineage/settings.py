@@ -45,14 +45,31 @@ class SettingError(GptlineageError):
         self.name, self.detail = name, detail
 
 
-def setting(default: Any = dataclasses.MISSING, help: str = "", *, choices: tuple | None = None,
-            minimum: float | None = None, maximum: float | None = None, above: float | None = None,
-            below: float | None = None, group: str | None = None, flag: bool = True) -> Any:
+def setting(
+    default: Any = dataclasses.MISSING,
+    help: str = "",
+    *,
+    choices: tuple | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    above: float | None = None,
+    below: float | None = None,
+    group: str | None = None,
+    flag: bool = True,
+) -> Any:
     """A dataclass field with its help text and range (`above`/`below` are strict bounds).
 
     `flag=False` keeps a field out of the command line (a part filled in by the command)."""
-    metadata = {"help": help, "choices": choices, "minimum": minimum, "maximum": maximum, "above": above,
-                "below": below, "group": group, "flag": flag}
+    metadata = {
+        "help": help,
+        "choices": choices,
+        "minimum": minimum,
+        "maximum": maximum,
+        "above": above,
+        "below": below,
+        "group": group,
+        "flag": flag,
+    }
     if isinstance(default, (list, dict, set)):
         raise TypeError("mutable defaults are not settings; use a tuple")
     return dataclasses.field(default=default, metadata=metadata)
@@ -125,8 +142,12 @@ def check_range(field: dataclasses.Field, value: Any) -> None:
     for item in values:
         if meta.get("choices") is not None and item not in meta["choices"]:
             raise SettingError(name, f"must be one of {', '.join(map(str, meta['choices']))}, got {describe(item)}")
-        bounds = (("minimum", lambda v, b: v >= b, ">="), ("maximum", lambda v, b: v <= b, "<="),
-                  ("above", lambda v, b: v > b, ">"), ("below", lambda v, b: v < b, "<"))
+        bounds = (
+            ("minimum", lambda v, b: v >= b, ">="),
+            ("maximum", lambda v, b: v <= b, "<="),
+            ("above", lambda v, b: v > b, ">"),
+            ("below", lambda v, b: v < b, "<"),
+        )
         for key, holds, sign in bounds:
             bound = meta.get(key)
             if bound is not None and not holds(item, bound):
@@ -273,5 +294,6 @@ def setting_like(cls: type, name: str, default: Any = dataclasses.MISSING) -> An
             top_k: int = setting_like(SamplingConfig, "top_k", 1)
     """
     original = cls.__dataclass_fields__[name]
-    return dataclasses.field(default=original.default if default is dataclasses.MISSING else default,
-                             metadata=original.metadata)
+    return dataclasses.field(
+        default=original.default if default is dataclasses.MISSING else default, metadata=original.metadata
+    )

@@ -98,10 +98,14 @@ def config_error(config: dict[str, Any], schema: dict[str, Any]) -> str | None:
         processes, accumulate = settings.get("processes", 1), settings.get("accumulate", 1)
         batch = settings.get("batch")
         if batch is not None and batch % (processes * accumulate):
-            return (f"invalid config: key {stage}.batch: {batch} rows do not split evenly over processes ({processes})"
-                    f" x accumulate ({accumulate})")
+            return (
+                f"invalid config: key {stage}.batch: {batch} rows do not split evenly over processes ({processes})"
+                f" x accumulate ({accumulate})"
+            )
         gpus = rule_resources(config.get("resources") or {}, stage)["gpus"]
         if str(settings.get("device", "")).startswith("cuda") and gpus < processes:
-            return (f"invalid config: key resources.{stage}.gpus: {gpus} GPUs for {processes} processes"
-                    " (one GPU per process)")
+            return (
+                f"invalid config: key resources.{stage}.gpus: {gpus} GPUs for {processes} processes"
+                " (one GPU per process)"
+            )
     return None

@@ -28,11 +28,14 @@ def bits(value: float) -> bytes:
     return struct.pack("<d", value)
 
 
-def values(text: str, options: CsvOptions = CsvOptions()) -> list[list[float]]:
+DEFAULT_OPTIONS = CsvOptions()
+
+
+def values(text: str, options: CsvOptions = DEFAULT_OPTIONS) -> list[list[float]]:
     return [list(row.values) for row in parse_csv_rows(text, options, "t.csv")]
 
 
-def csv_error(text: str, options: CsvOptions = CsvOptions()) -> str:
+def csv_error(text: str, options: CsvOptions = DEFAULT_OPTIONS) -> str:
     with pytest.raises(GptlineageError) as info:
         parse_csv_rows(text, options, "t.csv")
     return str(info.value)
@@ -293,9 +296,7 @@ def test_from_csv_batches_the_table(table_csv) -> None:
 
 
 def test_from_csv_float64_reads_the_decimal_exactly(table_csv) -> None:
-    stream = from_csv(table_csv, 25, 2, 1, CsvOptions(skip_header=True), shuffle=False).materialize(
-        torch.float64
-    )
+    stream = from_csv(table_csv, 25, 2, 1, CsvOptions(skip_header=True), shuffle=False).materialize(torch.float64)
     assert stream[0].target[0, 0].item() == 0.20000000298023224
     assert stream[0].input[1].tolist() == [-1.0, -0.5]
 

@@ -24,13 +24,12 @@ def save(path, array) -> None:
         np.save(handle, array, allow_pickle=False)
 
 
-def raw_npy(path, header: str, payload: bytes = b"", version: tuple[int, int] = (1, 0), header_bytes: bytes | None = None) -> None:
+def raw_npy(
+    path, header: str, payload: bytes = b"", version: tuple[int, int] = (1, 0), header_bytes: bytes | None = None
+) -> None:
     """Write an NPY file by hand so malformed headers can be produced."""
     body = header_bytes if header_bytes is not None else header.encode("utf-8")
-    if version == (2, 0):
-        length = struct.pack("<I", len(body))
-    else:
-        length = struct.pack("<H", len(body))
+    length = struct.pack("<I", len(body)) if version == (2, 0) else struct.pack("<H", len(body))
     path.write_bytes(b"\x93NUMPY" + bytes(version) + length + body + payload)
 
 
@@ -300,7 +299,7 @@ def test_wrong_width(pair) -> None:
 
 
 def test_wrong_rank(pair, tmp_path) -> None:
-    x_path, y_path = pair
+    _x_path, y_path = pair
     flat = tmp_path / "flat.npy"
     save(flat, np.zeros(25, dtype=np.float32))
     assert message(check_supervised_npy, flat, y_path, 2, 1) == f"{flat}: expected shape (N,2), got (25,)"
@@ -326,7 +325,7 @@ def test_from_supervised_npy_samples(pair) -> None:
     ds = from_supervised_npy(*pair, 2, 1)
     assert (ds.input_shape, ds.target_shape) == ((2,), (1,))
     stream = ds.materialize()
-    X, y = regression_table()
+    _X, y = regression_table()
     assert len(stream) == 25
     assert stream[1].input.tolist() == [-1.0, -0.5]
     assert torch.equal(stream[0].target, torch.from_numpy(y[0]))

@@ -225,14 +225,19 @@ def test_steps_cycle_through_batches() -> None:
 
 
 def test_dataset_must_match_the_model(files) -> None:
-    with pytest.raises(GptlineageError, match=r"dataset shapes \[4, 2\] -> \[4, 1\] do not match the model \[5, 2\] -> \[5, 1\]"):
+    with pytest.raises(
+        GptlineageError, match=r"dataset shapes \[4, 2\] -> \[4, 1\] do not match the model \[5, 2\] -> \[5, 1\]"
+    ):
         train_regression(csv_data(files[0], batch_size=4), RegressionTrainConfig(steps=1, batch=5))
 
 
 @pytest.mark.parametrize(
     ("kwargs", "pattern"),
-    [({"steps": -1}, "--steps must be >= 0, got -1"), ({"steps": 1, "batch": 0}, "--batch must be positive, got 0"),
-     ({"steps": 1, "dtype": "float16"}, "--dtype must be one of float32, float64, got 'float16'")],
+    [
+        ({"steps": -1}, "--steps must be >= 0, got -1"),
+        ({"steps": 1, "batch": 0}, "--batch must be positive, got 0"),
+        ({"steps": 1, "dtype": "float16"}, "--dtype must be one of float32, float64, got 'float16'"),
+    ],
 )
 def test_config_validation(kwargs, pattern: str) -> None:
     with pytest.raises(GptlineageError, match=pattern):
@@ -258,7 +263,13 @@ def test_transcript_formatting() -> None:
 
 def test_write_trainlog_exact_text(tmp_path) -> None:
     path = tmp_path / "logs" / "nested" / "log.json"
-    write_trainlog(path, "small regression", [0, 5], [TrainSeries("loss", [0.1, 1, float("nan"), float("inf"), -float("inf")], "#123")], ["n1"])
+    write_trainlog(
+        path,
+        "small regression",
+        [0, 5],
+        [TrainSeries("loss", [0.1, 1, float("nan"), float("inf"), -float("inf")], "#123")],
+        ["n1"],
+    )
     text = path.read_text()
     assert text.endswith("}\n")
     document = json.loads(text)
@@ -286,7 +297,9 @@ def test_regression_trainlog(tmp_path, files) -> None:
     document = json.loads(path.read_text())
     assert document["title"] == "small regression"
     assert document["steps"] == [0, 5]
-    assert document["series"] == [{"name": "loss", "values": [result.loss_before, result.loss_after], "color": "#4e79a7"}]
+    assert document["series"] == [
+        {"name": "loss", "values": [result.loss_before, result.loss_after], "color": "#4e79a7"}
+    ]
     assert document["notes"] == ["seed 2026"]
     # the JSON floats round-trip to the exact result values
     assert document["series"][0]["values"][0] == result.loss_before
@@ -294,7 +307,12 @@ def test_regression_trainlog(tmp_path, files) -> None:
 
 def test_write_trainlog_accepts_plain_mappings(tmp_path) -> None:
     path = tmp_path / "log.json"
-    write_trainlog(path, "t", [0, 1], [{"name": "loss", "values": [2.0, 1.0], "color": "#4e79a7"}, {"name": "acc", "values": [0.5]}])
+    write_trainlog(
+        path,
+        "t",
+        [0, 1],
+        [{"name": "loss", "values": [2.0, 1.0], "color": "#4e79a7"}, {"name": "acc", "values": [0.5]}],
+    )
     series = json.loads(path.read_text())["series"]
     assert series == [
         {"name": "loss", "values": [2.0, 1.0], "color": "#4e79a7"},

@@ -30,11 +30,17 @@ def run(args: argparse.Namespace) -> int:
     config = from_args(CacheBenchConfig, args)
     model = load_model(config.model)
     report = cache_bench_report(config, model)
-    with ArtifactWriter(config.output, command=NAME, parameters=recorded_settings(config),
-                        inputs=model_inputs(config.model), device=config.model.device) as artifact:
+    with ArtifactWriter(
+        config.output,
+        command=NAME,
+        parameters=recorded_settings(config),
+        inputs=model_inputs(config.model),
+        device=config.model.device,
+    ) as artifact:
         write_json_atomic(artifact.path / "report.json", report)
-        artifact.summary = {key: report[key] for key in (
-            "end_to_end_speedup", "generated_tokens_equal", "prompt_tokens")}
+        artifact.summary = {
+            key: report[key] for key in ("end_to_end_speedup", "generated_tokens_equal", "prompt_tokens")
+        }
         artifact.summary["generated_tokens"] = len(report["generated_tokens"]["cached"])
     print(f"wrote report: {config.output / 'report.json'}")
     return 0

@@ -31,10 +31,18 @@ def run(args: argparse.Namespace) -> int:
     config = from_args(CacheCheckConfig, args)
     model = load_model(config.model)
     report = cache_check_report(config, model)
-    with ArtifactWriter(config.output, command=NAME, parameters=recorded_settings(config),
-                        inputs=model_inputs(config.model), device=config.model.device) as artifact:
+    with ArtifactWriter(
+        config.output,
+        command=NAME,
+        parameters=recorded_settings(config),
+        inputs=model_inputs(config.model),
+        device=config.model.device,
+    ) as artifact:
         write_json_atomic(artifact.path / "report.json", report)
-        artifact.summary = {"max_abs": max(p["max_abs"] for p in report["prefixes"]), "passed": True,
-                            **({"certified_length": report["rollout"]["certified_length"]} if config.rollout else {})}
+        artifact.summary = {
+            "max_abs": max(p["max_abs"] for p in report["prefixes"]),
+            "passed": True,
+            **({"certified_length": report["rollout"]["certified_length"]} if config.rollout else {}),
+        }
     print(f"wrote report: {config.output / 'report.json'}")
     return 0

@@ -17,7 +17,9 @@ from gptlineage.settings import add_flags, from_args
 from gptlineage.tabular.tutorial import DataCsvConfig, csv_tutorial
 
 NAME = "data-csv"
-EXAMPLE = "gptlineage data-csv --csv results/small_data/small_regression.csv --seed 2026 --steps 5 --output results/data_csv"
+EXAMPLE = (
+    "gptlineage data-csv --csv results/small_data/small_regression.csv --seed 2026 --steps 5 --output results/data_csv"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -4,7 +4,8 @@ X must be float32 or float64, little-endian, C order, shape (N, 2); y shape (N, 
 batches, seeds and training are exactly those of `data-csv`, so both print the same numbers.
 
 Example:
-    gptlineage data-npy --x results/small_data/small_regression_X.npy --y results/small_data/small_regression_y.npy --seed 2026 --steps 5 --output results/data_npy
+    gptlineage data-npy --x results/small_data/small_regression_X.npy \
+        --y results/small_data/small_regression_y.npy --seed 2026 --steps 5 --output results/data_npy
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from gptlineage.settings import add_flags, from_args
 from gptlineage.tabular.tutorial import DataNpyConfig, npy_tutorial
 
 NAME = "data-npy"
-EXAMPLE = ("gptlineage data-npy --x results/small_data/small_regression_X.npy"
-           " --y results/small_data/small_regression_y.npy --seed 2026 --steps 5 --output results/data_npy")
+EXAMPLE = (
+    "gptlineage data-npy --x results/small_data/small_regression_X.npy"
+    " --y results/small_data/small_regression_y.npy --seed 2026 --steps 5 --output results/data_npy"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

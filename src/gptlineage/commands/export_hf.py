@@ -52,11 +52,19 @@ def run(args: argparse.Namespace) -> int:
     config = from_args(ExportConfig, args)
     model = load_model(config.model).float()  # parameter files hold float32; the export does too
     parameters = {**recorded_settings(config), "format": FORMAT, "probe_tolerance": PROBE_TOLERANCE}
-    with ArtifactWriter(config.output, command=NAME, parameters=parameters, inputs=model_inputs(config.model),
-                        device=config.model.device) as artifact:
+    with ArtifactWriter(
+        config.output,
+        command=NAME,
+        parameters=parameters,
+        inputs=model_inputs(config.model),
+        device=config.model.device,
+    ) as artifact:
         written = write_hf_directory(model, artifact.path)
         difference = check_export(model, artifact.path)
-        artifact.summary = {"parameters": count_parameters(model), "hf_parameters": written["hf_parameters"],
-                            "probe_max_abs_logit_difference": difference}
+        artifact.summary = {
+            "parameters": count_parameters(model),
+            "hf_parameters": written["hf_parameters"],
+            "probe_max_abs_logit_difference": difference,
+        }
     print(f"wrote Hugging Face model: {config.output} (probe max |Δlogit| {difference:.3g})")
     return 0

@@ -49,10 +49,21 @@ def run(args: argparse.Namespace) -> int:
 
 def write_generation_artifact(config: GenerateConfig, records: list[dict[str, Any]]) -> None:
     parameters = recorded_settings(config)
-    with ArtifactWriter(config.output, command=NAME, parameters=parameters, inputs=model_inputs(config.model),
-                        device=config.model.device) as artifact:
-        write_json_atomic(artifact.path / "generation.json", {
-            "schema": "gptlineage.generation.v1", "settings": parameters, "tokenizer": tokenizer_identity(),
-            "outputs": records})
+    with ArtifactWriter(
+        config.output,
+        command=NAME,
+        parameters=parameters,
+        inputs=model_inputs(config.model),
+        device=config.model.device,
+    ) as artifact:
+        write_json_atomic(
+            artifact.path / "generation.json",
+            {
+                "schema": "gptlineage.generation.v1",
+                "settings": parameters,
+                "tokenizer": tokenizer_identity(),
+                "outputs": records,
+            },
+        )
         artifact.summary = {"outputs": len(records)}
     print(f"wrote generation: {config.output / 'generation.json'}")

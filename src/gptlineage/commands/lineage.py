@@ -13,8 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-from gptlineage.jsonio import write_json_atomic
 from gptlineage.errors import GptlineageError
+from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.walk import prov_document, show_lines, verify
 
 NAME = "lineage"
@@ -30,10 +30,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
     export = actions.add_parser("export", help="write the lineage in a standard format")
     export.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
-    export.add_argument("--format", choices=FORMATS, default="prov-json",
-                        help="prov-json (W3C PROV-JSON, one file) or ro-crate (a Workflow Run RO-Crate directory)")
-    export.add_argument("--output", type=Path,
-                        help="file (prov-json; default standard output) or directory (ro-crate, required) to write")
+    export.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="prov-json",
+        help="prov-json (W3C PROV-JSON, one file) or ro-crate (a Workflow Run RO-Crate directory)",
+    )
+    export.add_argument(
+        "--output",
+        type=Path,
+        help="file (prov-json; default standard output) or directory (ro-crate, required) to write",
+    )
     report = actions.add_parser("report", help="write one self-contained HTML page of PATH and everything upstream")
     report.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
     report.add_argument("--output", type=Path, required=True, help="artifact directory to write (holds index.html)")

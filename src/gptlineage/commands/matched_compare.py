@@ -37,8 +37,10 @@ from gptlineage.settings import add_flags, check_settings, from_args, setting
 from gptlineage.training.metrics import metrics_document
 
 NAME = "matched-compare"
-EXAMPLE = ("gptlineage matched-compare --run results/sft_stage2 --data results/sft_data_stage1 --updates 50 "
-           "--output results/matched")
+EXAMPLE = (
+    "gptlineage matched-compare --run results/sft_stage2 --data results/sft_data_stage1 --updates 50 "
+    "--output results/matched"
+)
 REFERENCE = "transformers.GPT2LMHeadModel, c_attn.bias frozen at 0, torch.optim.AdamW"
 
 
@@ -47,8 +49,11 @@ class MatchedCompareConfig:
     """`gptlineage matched-compare`: the starting checkpoint, the corpus, the schedule and the tolerance."""
 
     model: ModelSource
-    data: Path = setting(help="a prepared corpus directory (gptlineage prepare --output); dialogue masks and "
-                              "records are used when present", group="data")
+    data: Path = setting(
+        help="a prepared corpus directory (gptlineage prepare --output); dialogue masks and "
+        "records are used when present",
+        group="data",
+    )
     settings: MatchedSettings = field(default_factory=MatchedSettings)
     output: Path = setting(help="artifact directory to write")
 
@@ -65,10 +70,12 @@ def run(args: argparse.Namespace) -> int:
     model = load_model(config.model)
     parameters = {**recorded_settings(config), "reference": REFERENCE}
     inputs = {**model_inputs(config.model), "data": config.data}
-    with ArtifactWriter(config.output, command=NAME, parameters=parameters, inputs=inputs,
-                        device=config.model.device) as artifact:
-        result = run_matched(model, config.data, config.settings, precision=config.model.precision,
-                             device=config.model.device)
+    with ArtifactWriter(
+        config.output, command=NAME, parameters=parameters, inputs=inputs, device=config.model.device
+    ) as artifact:
+        result = run_matched(
+            model, config.data, config.settings, precision=config.model.precision, device=config.model.device
+        )
         for line in step_lines(result):
             print(line)
         check_threshold(result.comparison)  # raising here removes the half-built artifact
@@ -76,9 +83,14 @@ def run(args: argparse.Namespace) -> int:
             write_json_atomic(artifact.path / f"metrics-{side}.json", metrics_document(points))
         write_json_atomic(artifact.path / "comparison.json", result.comparison)
         (artifact.path / "comparison.svg").write_bytes(comparison_svg(artifact.path))  # from the files above
-        artifact.summary = {key: result.comparison[key] for key in (
-            "max_absolute_train_loss_difference", "max_absolute_validation_loss_difference", "throughput_ratio")}
+        artifact.summary = {
+            key: result.comparison[key]
+            for key in (
+                "max_absolute_train_loss_difference",
+                "max_absolute_validation_loss_difference",
+                "throughput_ratio",
+            )
+        }
     print(summary_line(result.comparison))
     print(f"wrote matched comparison: {config.output / 'comparison.json'}")
     return 0
-

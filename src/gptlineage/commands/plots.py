@@ -14,22 +14,26 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.errors import GptlineageError
+from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.reporting.plots import comparison_svg, overview_svg, read_metrics, run_figures
 from gptlineage.training.layout import RunDir
 
 NAME = "plots"
-EXAMPLE = ("gptlineage plots --run results/pretrain --run results/continuation --run results/sft_stage1 "
-           "--run results/sft_stage2 --output results/plots")
+EXAMPLE = (
+    "gptlineage plots --run results/pretrain --run results/continuation --run results/sft_stage1 "
+    "--run results/sft_stage2 --output results/plots"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run", type=Path, action="append", required=True,
-                        help="a training artifact (repeat, in chain order)")
+    parser.add_argument(
+        "--run", type=Path, action="append", required=True, help="a training artifact (repeat, in chain order)"
+    )
     parser.add_argument("--output", type=Path, required=True, help="artifact directory to write")
-    parser.add_argument("--comparison", type=Path,
-                        help="a matched-comparison artifact (comparison.json + metrics); skipped if absent")
+    parser.add_argument(
+        "--comparison", type=Path, help="a matched-comparison artifact (comparison.json + metrics); skipped if absent"
+    )
     parser.add_argument("--top", type=int, default=10, help="phases shown in each profile (default 10)")
 
 
@@ -50,10 +54,14 @@ def run(args: argparse.Namespace) -> int:
     if args.comparison is not None and comparison is None:
         print(f"skipped comparison.svg: {args.comparison} does not exist")
     # Draw everything before the artifact opens: a bad input leaves no half-written artifact.
-    figures = {f"{name}/{file}": svg for run_dir, name in zip(args.run, names)
-               for file, svg in run_figures(run_dir, name, args.top).items()}
-    figures["overview.svg"] = overview_svg([(name, read_metrics(RunDir(run_dir).metrics))
-                                            for run_dir, name in zip(args.run, names)])
+    figures = {
+        f"{name}/{file}": svg
+        for run_dir, name in zip(args.run, names)
+        for file, svg in run_figures(run_dir, name, args.top).items()
+    }
+    figures["overview.svg"] = overview_svg(
+        [(name, read_metrics(RunDir(run_dir).metrics)) for run_dir, name in zip(args.run, names)]
+    )
     if comparison is not None:
         figures["comparison.svg"] = comparison_svg(comparison)
     inputs = {}

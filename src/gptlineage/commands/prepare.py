@@ -15,12 +15,15 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from gptlineage.corpus.prepare import PrepareConfig, prepare, source_inputs
+from gptlineage.corpus.prepare import PrepareConfig, prepare
+from gptlineage.corpus.sources import source_inputs
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.settings import add_flags, as_mapping, from_args
 
 NAME = "prepare"
-EXAMPLE = "gptlineage prepare --input data/shakespeare/plays.jsonl.gz --max-documents 260 --output results/corpus_pretrain"
+EXAMPLE = (
+    "gptlineage prepare --input data/shakespeare/plays.jsonl.gz --max-documents 260 --output results/corpus_pretrain"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,8 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = from_args(PrepareConfig, args)
-    with ArtifactWriter(args.output, command=NAME, parameters=as_mapping(config),
-                        inputs=source_inputs(config)) as artifact:
+    with ArtifactWriter(
+        args.output, command=NAME, parameters=as_mapping(config), inputs=source_inputs(config)
+    ) as artifact:
         artifact.summary = prepare(config, artifact.path)
     print("\n".join(summary_lines(artifact.summary, args.output, config.dialogue)))
     return 0
@@ -40,12 +44,19 @@ def run(args: argparse.Namespace) -> int:
 def summary_lines(summary: dict[str, Any], output: Path, dialogue: bool) -> list[str]:
     """What was written: token counts, and for dialogues the assistant targets and records."""
     shards = summary["shards"]
-    lines = [(f"wrote {shards['train']['tokens']:,} training tokens and {shards['validation']['tokens']:,}"
-              f" validation tokens to {output} ({summary['documents']['read']:,} documents read)")]
+    lines = [
+        (
+            f"wrote {shards['train']['tokens']:,} training tokens and {shards['validation']['tokens']:,}"
+            f" validation tokens to {output} ({summary['documents']['read']:,} documents read)"
+        )
+    ]
     if dialogue:
         train, validation = shards["train"], shards["validation"]
-        lines.append(f"assistant targets: train={train['mask']['active_tokens']:,}"
-                     f" validation={validation['mask']['active_tokens']:,}")
-        lines.append(f"dialogue records: train={train['records']['records']:,}"
-                     f" validation={validation['records']['records']:,}")
+        lines.append(
+            f"assistant targets: train={train['mask']['active_tokens']:,}"
+            f" validation={validation['mask']['active_tokens']:,}"
+        )
+        lines.append(
+            f"dialogue records: train={train['records']['records']:,} validation={validation['records']['records']:,}"
+        )
     return lines

@@ -20,8 +20,10 @@ from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.settings import add_flags, from_args
 
 NAME = "prompt-suite"
-EXAMPLE = ("gptlineage prompt-suite --run results/sft_stage2 --suite results/synth_chat/prompt-suite.json "
-           "--output results/prompt_suite")
+EXAMPLE = (
+    "gptlineage prompt-suite --run results/sft_stage2 --suite results/synth_chat/prompt-suite.json "
+    "--output results/prompt_suite"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,9 +36,13 @@ def run(args: argparse.Namespace) -> int:
     parameters = {**recorded_settings(config), "suite": config.suite_name}
     model = load_model(config.model)
     report = suite_report(config, model, suite, parameters)
-    with ArtifactWriter(config.output, command=NAME, parameters=parameters,
-                        inputs={"suite": config.suite, **model_inputs(config.model)},
-                        device=config.model.device) as artifact:
+    with ArtifactWriter(
+        config.output,
+        command=NAME,
+        parameters=parameters,
+        inputs={"suite": config.suite, **model_inputs(config.model)},
+        device=config.model.device,
+    ) as artifact:
         write_json_atomic(artifact.path / "report.json", report)
         artifact.summary = {"exact_match": report["exact_match"]}
     print(f"wrote report: {config.output / 'report.json'}")

@@ -38,20 +38,32 @@ def run(args: argparse.Namespace) -> int:
     saved = {step for step, _ in list_checkpoints(run_dir.checkpoints)}
     step = best_checkpoint(points, saved)
     if step is None:
-        raise GptlineageError(f"{args.run}: no saved checkpoint after step 0 has a validation loss"
-                              " (set --checkpoint-every to a multiple of --eval-every)")
+        raise GptlineageError(
+            f"{args.run}: no saved checkpoint after step 0 has a validation loss"
+            " (set --checkpoint-every to a multiple of --eval-every)"
+        )
     loss = next(p["loss"] for p in points if p["phase"] == "validation" and p["step"] == step)
     chosen = run_dir.checkpoint(step) / PARAMETERS_FILE
     passport = run_dir.passport
-    with ArtifactWriter(args.output, command=NAME, parameters={"selection": SELECTION},
-                        inputs={"checkpoint": chosen, "passport": passport}) as artifact:
+    with ArtifactWriter(
+        args.output,
+        command=NAME,
+        parameters={"selection": SELECTION},
+        inputs={"checkpoint": chosen, "passport": passport},
+    ) as artifact:
         # The run's passport comes along, so `--run results/best_pretrain` gives dimensions and weights.
         for source, name in ((chosen, PARAMETERS_FILE), (passport, PASSPORT_FILE)):
             link_or_copy(source, artifact.path / name)
-        write_json_atomic(artifact.path / "selected-checkpoint.json", {
-            "schema": "gptlineage.selected-checkpoint.v1", "checkpoint": os.path.relpath(chosen.absolute(), args.output.absolute()),
-            "loss": loss, "selection": SELECTION, "step": step,
-        })
+        write_json_atomic(
+            artifact.path / "selected-checkpoint.json",
+            {
+                "schema": "gptlineage.selected-checkpoint.v1",
+                "checkpoint": os.path.relpath(chosen.absolute(), args.output.absolute()),
+                "loss": loss,
+                "selection": SELECTION,
+                "step": step,
+            },
+        )
         artifact.summary = {"step": step, "validation_loss": loss}
     print(f"selected step {step} (validation loss {loss:.6f}) of {args.run}: {RunDir(args.output).parameters}")
     return 0

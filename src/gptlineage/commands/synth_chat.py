@@ -27,8 +27,10 @@ from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.settings import add_flags, as_mapping, from_args
 
 NAME = "synth-chat"
-EXAMPLE = ("gptlineage synth-chat --stage1-dialogues 3000 --stage2-dialogues-per-split 1500 "
-           "--suite-prompts 40 --seed 1337 --output results/synth_chat")
+EXAMPLE = (
+    "gptlineage synth-chat --stage1-dialogues 3000 --stage2-dialogues-per-split 1500 "
+    "--suite-prompts 40 --seed 1337 --output results/synth_chat"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,8 +46,10 @@ def run(args: argparse.Namespace) -> int:
         splits = summary[key]["splits"]
         chars = summary[key]["chars"]
         listing = " ".join(f"{name}={count}" for name, count in splits.items())
-        print(f"wrote {args.output / directory} dialogues={sum(splits.values())} {listing} "
-              f"chars={chars} tokens~{chars // 4}")
+        print(
+            f"wrote {args.output / directory} dialogues={sum(splits.values())} {listing} "
+            f"chars={chars} tokens~{chars // 4}"
+        )
     suite = summary["suite"]
     print(f"wrote {args.output / SUITE_FILE} cases={suite['cases']} families={len(suite['families'])}")
     return 0

@@ -33,7 +33,9 @@ from gptlineage.training.workdir import (
 )
 
 NAME = "train"
-EXAMPLE = "gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --eval-every 5 --output results/pretrain"
+EXAMPLE = (
+    "gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --eval-every 5 --output results/pretrain"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,8 +61,9 @@ def run(args: argparse.Namespace) -> int:
         teardown(dist)
 
 
-def write_artifact(given: TrainConfig, config: TrainConfig, run_plan: Plan, outputs: TrainOutputs,
-                   dist: Distributed) -> int:
+def write_artifact(
+    given: TrainConfig, config: TrainConfig, run_plan: Plan, outputs: TrainOutputs, dist: Distributed
+) -> int:
     """Rank 0's part (the only part of a single-process run): train, and write the artifact.
 
     `config` is what runs; `given` is the command as typed, which the manifest records (so a
@@ -68,12 +71,15 @@ def write_artifact(given: TrainConfig, config: TrainConfig, run_plan: Plan, outp
     """
     work = work_directory(outputs.output.absolute())
     checkpoints = prepare_work(config, work)
-    inputs = {**given.data.files(), **({"load_params": given.checkpoints.load_params}
-                                       if given.checkpoints.load_params else {})}
+    inputs = {
+        **given.data.files(),
+        **({"load_params": given.checkpoints.load_params} if given.checkpoints.load_params else {}),
+    }
     parameters = {"settings": work_parameters(given), "resolved": run_plan.resolved()}
     tracer = Tracer()
-    with ArtifactWriter(outputs.output, command=NAME, parameters=parameters, inputs=inputs,
-                        device=config.runtime.device) as artifact:
+    with ArtifactWriter(
+        outputs.output, command=NAME, parameters=parameters, inputs=inputs, device=config.runtime.device
+    ) as artifact:
         result = run_training(config, run_plan, artifact.path, work, tracer, dist)
         built = RunDir(artifact.path)
         write_json_atomic(built.metrics, result.metrics.document())
@@ -83,14 +89,20 @@ def write_artifact(given: TrainConfig, config: TrainConfig, run_plan: Plan, outp
         link_checkpoints(checkpoints, artifact.path)
         artifact.summary = training_summary(result)
     written = RunDir(outputs.output)
-    for copy, source in ((outputs.save_params, written.parameters), (outputs.metrics, written.metrics),
-                         (outputs.passport, written.passport)):
+    for copy, source in (
+        (outputs.save_params, written.parameters),
+        (outputs.metrics, written.metrics),
+        (outputs.passport, written.passport),
+    ):
         if copy is not None:
             copy.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, copy)
     if not resumes_from(given, work):  # keep what --resume named
         shutil.rmtree(work, ignore_errors=True)
-    for what, path in (("checkpoint", written.parameters), ("metrics", written.metrics),
-                       ("passport", written.passport)):
+    for what, path in (
+        ("checkpoint", written.parameters),
+        ("metrics", written.metrics),
+        ("passport", written.passport),
+    ):
         print(f"wrote {what}: {path}")
     return 0

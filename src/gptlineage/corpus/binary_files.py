@@ -67,7 +67,7 @@ class PartialFileWriter:
         self.path = Path(path)
         self._partial = self.path.with_name(self.path.name + ".partial")
         try:
-            self._handle: BinaryIO | None = open(self._partial, "wb")
+            self._handle: BinaryIO | None = open(self._partial, "wb")  # noqa: SIM115  (closed by close())
         except OSError as exc:
             raise GptlineageError(f"{self.path}: cannot write ({exc.strerror})") from exc
 
@@ -113,4 +113,3 @@ class PartialFileWriter:
             self.close()
         else:
             self.abort()
-

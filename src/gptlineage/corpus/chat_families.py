@@ -28,61 +28,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gptlineage.corpus.chat_tables import (
+    CAPITALS,
+    HELD_OUT_COUNTRIES,
+    HELD_OUT_SUBJECTS,
+    HELD_OUT_WORDS,
+    NEGATIVE_SENTENCES,
+    POSITIVE_SENTENCES,
+    TRAIN_COUNTRIES,
+    TRAIN_SUBJECTS,
+    TRAIN_WORDS,
+)
 from gptlineage.errors import GptlineageError
 
 # ---------------------------------------------------------------------------------------------
-# Fixed tables. Entries listed under HELD_OUT_* are for the prompt suite only.
-
-CAPITALS: dict[str, str] = {
-    "France": "Paris", "Germany": "Berlin", "Italy": "Rome", "Spain": "Madrid",
-    "Japan": "Tokyo", "China": "Beijing", "Russia": "Moscow", "Egypt": "Cairo",
-    "Greece": "Athens", "Ireland": "Dublin", "Sweden": "Stockholm", "Finland": "Helsinki",
-    "Denmark": "Copenhagen", "Poland": "Warsaw", "Austria": "Vienna", "Belgium": "Brussels",
-    "the Netherlands": "Amsterdam", "Switzerland": "Bern", "Canada": "Ottawa",
-    "Australia": "Canberra", "Cuba": "Havana", "Thailand": "Bangkok", "Indonesia": "Jakarta",
-    "the Philippines": "Manila", "Iran": "Tehran", "Iraq": "Baghdad", "Turkey": "Ankara",
-    "Czechia": "Prague", "Romania": "Bucharest", "Bulgaria": "Sofia", "Serbia": "Belgrade",
-    "Croatia": "Zagreb", "Ghana": "Accra", "Senegal": "Dakar", "South Korea": "Seoul",
-    "Iceland": "Reykjavik", "Latvia": "Riga", "Estonia": "Tallinn", "Venezuela": "Caracas",
-    "Nepal": "Kathmandu", "Qatar": "Doha", "Lebanon": "Beirut",
-    # held out (see HELD_OUT_COUNTRIES)
-    "Portugal": "Lisbon", "Kenya": "Nairobi", "Norway": "Oslo", "Peru": "Lima",
-    "Vietnam": "Hanoi", "Hungary": "Budapest", "Morocco": "Rabat", "Jordan": "Amman",
-}
-HELD_OUT_COUNTRIES: tuple[str, ...] = (
-    "Portugal", "Kenya", "Norway", "Peru", "Vietnam", "Hungary", "Morocco", "Jordan",
-)
-TRAIN_COUNTRIES: tuple[str, ...] = tuple(c for c in CAPITALS if c not in HELD_OUT_COUNTRIES)
-
-TRAIN_WORDS: tuple[str, ...] = (
-    "apple", "river", "cat", "dog", "house", "garden", "window", "pencil", "tiger", "cloud",
-    "bread", "chair", "table", "forest", "mountain", "ocean", "rabbit", "yellow", "purple",
-    "silver", "rocket", "planet", "candle", "button", "turtle", "banana", "orange", "lemon",
-    "bottle", "ladder", "mirror", "basket", "jacket", "pillow", "carpet", "dragon", "castle",
-    "bridge", "island", "winter", "summer", "spring", "thunder", "sunset", "market", "engine",
-    "guitar", "piano", "camera", "hammer", "wallet", "kettle", "spoon", "horse", "monkey",
-    "zebra", "puzzle", "anchor", "feather", "marble",
-)
-HELD_OUT_WORDS: tuple[str, ...] = (
-    "lantern", "pebble", "violin", "harbor", "meadow", "falcon", "velvet", "canyon",
-    "walnut", "compass", "orchid", "glacier",
-)
-
-# Review subjects: (noun, noun phrase with its article).
-TRAIN_SUBJECTS: tuple[str, ...] = (
-    "film", "book", "meal", "hotel", "concert", "game", "show", "trip", "song", "class",
-    "restaurant", "play", "album", "lecture", "party", "movie",
-)
-HELD_OUT_SUBJECTS: tuple[str, ...] = ("museum", "podcast", "festival", "bakery")
-
-POSITIVE_SENTENCES: tuple[str, ...] = (
-    "I loved the {n}.", "The {n} was wonderful.", "What a fantastic {n}!",
-    "I really enjoyed the {n}.", "The {n} made me so happy.",
-)
-NEGATIVE_SENTENCES: tuple[str, ...] = (
-    "I hated the {n}.", "The {n} was terrible.", "What a boring {n}!",
-    "I regret paying for the {n}.", "The {n} was a complete waste of time.",
-)
+# Fixed settings. Operand pairs listed by addition_held_out are for the prompt suite only.
 
 ADDITION_MAX = 99  # operands are 0..ADDITION_MAX
 
@@ -138,10 +98,12 @@ def draw_sentiment(rng: random.Random) -> tuple[str, str]:
 
 def sentences(subjects: Sequence[str]) -> list[tuple[str, str]]:
     """Every (sentence, label) of the review templates over `subjects`, in a fixed order."""
-    return [(template.format(n=noun), label)
-            for noun in subjects
-            for label, templates in (("positive", POSITIVE_SENTENCES), ("negative", NEGATIVE_SENTENCES))
-            for template in templates]
+    return [
+        (template.format(n=noun), label)
+        for noun in subjects
+        for label, templates in (("positive", POSITIVE_SENTENCES), ("negative", NEGATIVE_SENTENCES))
+        for template in templates
+    ]
 
 
 def draw_word(rng: random.Random) -> str:
@@ -158,43 +120,79 @@ def word_family(name: str, templates: tuple[str, ...], answer: Callable[[str], s
 
 
 # In this order: a dialogue's family is drawn by position, so reordering changes every dataset.
-TASK_FAMILIES: dict[str, TaskFamily] = {family.name: family for family in (
-    TaskFamily("addition", (
-        "What is {a} + {b}? Answer with only the number.",
-        "Compute {a} + {b}. Reply with just the result.",
-        "Add {a} and {b}. Give only the number.",
-    ), draw_addition, held_out_additions, lambda item: ({"a": item[0], "b": item[1]}, str(item[0] + item[1]))),
-    word_family("echo_word", (
-        "Return exactly the word {w} and nothing else.",
-        "Reply with the single word {w}.",
-        "Say {w} and nothing else.",
-    ), lambda word: word),
-    TaskFamily("capital", (
-        "What is the capital of {c}? Answer in one word.",
-        "Name the capital city of {c}. One word only.",
-        "Which city is the capital of {c}? Reply with one word.",
-    ), lambda rng: rng.choice(TRAIN_COUNTRIES), lambda: list(HELD_OUT_COUNTRIES),
-        lambda country: ({"c": country}, CAPITALS[country])),
-    TaskFamily("sentiment", (
-        "Classify the sentiment as positive or negative. Answer with one word: {s}",
-        "Is the following review positive or negative? Answer with one word. Review: {s}",
-        "Sentiment (positive or negative) of this sentence: {s}",
-    ), draw_sentiment, lambda: sentences(HELD_OUT_SUBJECTS), lambda item: ({"s": item[0]}, item[1])),
-    word_family("repeat_word", (
-        "Repeat this word twice: {w}",
-        "Write the word {w} two times, separated by a space.",
-        "Say {w} twice, with a space in between.",
-    ), lambda word: f"{word} {word}"),
-    word_family("uppercase", (
-        "Write the word {w} in capital letters.",
-        "Convert to uppercase: {w}",
-        "Uppercase this word and reply with it only: {w}",
-    ), str.upper),
-    word_family("count_letters", (
-        "How many letters are in the word {w}? Answer with only the number.",
-        "Count the letters in {w}. Reply with just the number.",
-    ), lambda word: str(len(word))),
-)}
+TASK_FAMILIES: dict[str, TaskFamily] = {
+    family.name: family
+    for family in (
+        TaskFamily(
+            "addition",
+            (
+                "What is {a} + {b}? Answer with only the number.",
+                "Compute {a} + {b}. Reply with just the result.",
+                "Add {a} and {b}. Give only the number.",
+            ),
+            draw_addition,
+            held_out_additions,
+            lambda item: ({"a": item[0], "b": item[1]}, str(item[0] + item[1])),
+        ),
+        word_family(
+            "echo_word",
+            (
+                "Return exactly the word {w} and nothing else.",
+                "Reply with the single word {w}.",
+                "Say {w} and nothing else.",
+            ),
+            lambda word: word,
+        ),
+        TaskFamily(
+            "capital",
+            (
+                "What is the capital of {c}? Answer in one word.",
+                "Name the capital city of {c}. One word only.",
+                "Which city is the capital of {c}? Reply with one word.",
+            ),
+            lambda rng: rng.choice(TRAIN_COUNTRIES),
+            lambda: list(HELD_OUT_COUNTRIES),
+            lambda country: ({"c": country}, CAPITALS[country]),
+        ),
+        TaskFamily(
+            "sentiment",
+            (
+                "Classify the sentiment as positive or negative. Answer with one word: {s}",
+                "Is the following review positive or negative? Answer with one word. Review: {s}",
+                "Sentiment (positive or negative) of this sentence: {s}",
+            ),
+            draw_sentiment,
+            lambda: sentences(HELD_OUT_SUBJECTS),
+            lambda item: ({"s": item[0]}, item[1]),
+        ),
+        word_family(
+            "repeat_word",
+            (
+                "Repeat this word twice: {w}",
+                "Write the word {w} two times, separated by a space.",
+                "Say {w} twice, with a space in between.",
+            ),
+            lambda word: f"{word} {word}",
+        ),
+        word_family(
+            "uppercase",
+            (
+                "Write the word {w} in capital letters.",
+                "Convert to uppercase: {w}",
+                "Uppercase this word and reply with it only: {w}",
+            ),
+            str.upper,
+        ),
+        word_family(
+            "count_letters",
+            (
+                "How many letters are in the word {w}? Answer with only the number.",
+                "Count the letters in {w}. Reply with just the number.",
+            ),
+            lambda word: str(len(word)),
+        ),
+    )
+}
 FAMILIES: tuple[str, ...] = tuple(TASK_FAMILIES)
 
 
@@ -241,6 +239,8 @@ def held_out_cases(family: TaskFamily) -> list[dict[str, str]]:
     cases = []
     for item in family.held_out():
         fields, answer = family.solve(item)
-        cases.extend({"prompt": template.format(**fields), "expected": answer, "family": family.name}
-                     for template in family.templates)
+        cases.extend(
+            {"prompt": template.format(**fields), "expected": answer, "family": family.name}
+            for template in family.templates
+        )
     return cases

@@ -17,10 +17,7 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import os
-from collections import deque
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,13 +27,22 @@ from tqdm import tqdm
 
 from gptlineage.corpus.dialogue import encode_dialogue, slice_records, usable_dialogue
 from gptlineage.corpus.shards import MaskWriter, RecordWriter, ShardWriter
+from gptlineage.corpus.sources import (
+    Progress,
+    batched,
+    column,
+    describe_source,
+    is_text_file,
+    is_validation,
+    local_builder,
+    round_robin_rows,
+    source_description,
+    source_inputs,
+)
 from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding, tokenizer_identity
 from gptlineage.errors import GptlineageError
 from gptlineage.settings import SettingError, check_settings, setting
 
-TEXT_SUFFIXES = (".txt",)
-JSON_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
-PARQUET_SUFFIXES = (".parquet",)
 BATCH_DOCUMENTS = 256  # documents tokenized together (tiktoken spreads a batch over threads)
 SHARD_FORMAT = "llm.c .bin: 256 little-endian int32 header (magic 20240520, version 1, token count), then uint16 tokens"
 SPLIT_RULE = "validation iff int.from_bytes(sha256(f'{seed}:{index}')[:8], 'big') / 2**64 < validation_fraction"
@@ -46,16 +52,19 @@ SPLIT_RULE = "validation iff int.from_bytes(sha256(f'{seed}:{index}')[:8], 'big'
 class PrepareConfig:
     """Everything `gptlineage prepare` reads; each field is a flag and a workflow config key."""
 
-    input: tuple[str, ...] = setting((), "local .txt, .jsonl(.gz), .json(.gz) or .parquet file (repeatable)",
-                                     group="source")
-    hf_dataset: str | None = setting(None, "Hugging Face dataset id, or a local dataset directory, read in streaming"
-                                     " mode", group="source")
+    input: tuple[str, ...] = setting(
+        (), "local .txt, .jsonl(.gz), .json(.gz) or .parquet file (repeatable)", group="source"
+    )
+    hf_dataset: str | None = setting(
+        None, "Hugging Face dataset id, or a local dataset directory, read in streaming mode", group="source"
+    )
     hf_config: str | None = setting(None, "dataset configuration name", group="source")
     hf_revision: str | None = setting(None, "dataset commit (recorded; ignored for local directories)", group="source")
     hf_split: tuple[str, ...] = setting(("train",), "split to read (repeatable, read round-robin)", group="source")
     text_column: str = setting("text", "text column of each row", group="source")
-    messages_column: str | None = setting(None, "column holding a list of {role, content} messages: dialogue mode",
-                                          group="source")
+    messages_column: str | None = setting(
+        None, "column holding a list of {role, content} messages: dialogue mode", group="source"
+    )
     max_documents: int = setting(0, "stop after this many documents (0 = no limit)", minimum=0, group="limits")
     skip_documents: int = setting(0, "drop this many rows of the interleaved stream first", minimum=0, group="limits")
     max_tokens: int = setting(0, "write at most this many tokens (0 = no limit)", minimum=0, group="limits")
@@ -67,13 +76,16 @@ class PrepareConfig:
     def __post_init__(self) -> None:
         check_settings(self)
         if bool(self.input) == bool(self.hf_dataset):
-            raise SettingError("input", "pass either --input (repeatable) or --hf-dataset, not both and not neither",
-                               whole=True)
+            raise SettingError(
+                "input", "pass either --input (repeatable) or --hf-dataset, not both and not neither", whole=True
+            )
         if self.messages_column and self.skip_tokens:
             raise SettingError("skip_tokens", "would cut a conversation; use --skip-documents with --messages-column")
         for path in self.input:
             if not (is_text_file(path) or local_builder(path)):
-                raise SettingError("input", f"{path}: unsupported input; expected .txt, .jsonl(.gz), .json(.gz) or .parquet")
+                raise SettingError(
+                    "input", f"{path}: unsupported input; expected .txt, .jsonl(.gz), .json(.gz) or .parquet"
+                )
         text_files = [is_text_file(path) for path in self.input]
         if self.messages_column and any(text_files):
             raise SettingError("messages_column", "needs JSONL/Parquet --input files or --hf-dataset, not text files")
@@ -83,119 +95,6 @@ class PrepareConfig:
     @property
     def dialogue(self) -> bool:
         return self.messages_column is not None
-
-
-def source_inputs(config: PrepareConfig) -> dict[str, Path]:
-    """The local files (and local dataset directory) a run reads, by lineage role; each file must exist."""
-    inputs = {}
-    for index, path in enumerate(config.input):
-        if not Path(path).is_file():
-            raise GptlineageError(f"{path}: input file does not exist")
-        inputs[f"input{index}"] = Path(path)
-    if config.hf_dataset and Path(config.hf_dataset).is_dir():
-        inputs["dataset"] = Path(config.hf_dataset)
-    return inputs
-
-
-def is_text_file(path: str) -> bool:
-    return path.endswith(TEXT_SUFFIXES)
-
-
-def local_builder(path: str) -> str | None:
-    """The `datasets` builder that reads a local data file, or None."""
-    if path.endswith(JSON_SUFFIXES):
-        return "json"
-    if path.endswith(PARQUET_SUFFIXES):
-        return "parquet"
-    return None
-
-
-def is_validation(seed: int, index: int, fraction: float) -> bool:
-    """The per-document split: a stable hash of (seed, document index), independent of Python's salt."""
-    digest = hashlib.sha256(f"{seed}:{index}".encode("ascii")).digest()
-    return int.from_bytes(digest[:8], "big") / float(1 << 64) < fraction
-
-
-def hub_calls(config: PrepareConfig) -> list[dict[str, Any]]:
-    """The `datasets.load_dataset` keyword arguments, one call per split, in round-robin order."""
-    if config.hf_dataset:
-        revision = None if Path(config.hf_dataset).is_dir() else config.hf_revision
-        return [
-            {"path": config.hf_dataset, "name": config.hf_config, "split": split, "streaming": True, "revision": revision}
-            for split in config.hf_split
-        ]
-    builder = local_builder(config.input[0])
-    return [{"path": builder, "data_files": list(config.input), "split": "train", "streaming": True}]
-
-
-def source_description(config: PrepareConfig) -> dict[str, Any]:
-    if config.hf_dataset:
-        return {"kind": "hugging-face", "dataset": config.hf_dataset, "config": config.hf_config,
-                "revision": config.hf_revision, "splits": list(config.hf_split)}
-    return {"kind": "files", "files": list(config.input)}
-
-
-def round_robin_rows(config: PrepareConfig) -> Iterator[dict[str, Any]]:
-    """Rows of every split interleaved one at a time; the first `skip_documents` are dropped."""
-    import datasets  # imported here: loading it takes seconds and text-file runs never need it
-
-    streams = deque(iter(datasets.load_dataset(**call)) for call in hub_calls(config))
-    position = 0
-    while streams:
-        stream = streams.popleft()
-        try:
-            row = next(stream)
-        except StopIteration:
-            continue
-        streams.append(stream)
-        position += 1
-        if position <= config.skip_documents:
-            continue
-        if not isinstance(row, dict):
-            raise GptlineageError(f"{describe_source(config)}: row {position - 1} is not an object")
-        yield row
-
-
-def describe_source(config: PrepareConfig) -> str:
-    if config.hf_dataset:
-        suffix = f"/{config.hf_config}" if config.hf_config else ""
-        return f"{config.hf_dataset}{suffix}[{','.join(config.hf_split)}]"
-    return ",".join(config.input)
-
-
-def column(row: dict[str, Any], name: str, index: int, config: PrepareConfig) -> Any:
-    if name not in row:
-        raise GptlineageError(f"{describe_source(config)}: document {index} has no column named {name!r}")
-    return row[name]
-
-
-def batched(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
-    batch: list[Any] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-class Progress:
-    """A progress bar of documents with the token rate, on stderr."""
-
-    def __init__(self, description: str) -> None:
-        self.bar = tqdm(desc=description, unit=" docs", mininterval=1.0, disable=None, dynamic_ncols=True)
-        self.tokens = 0
-
-    def update(self, documents: int, tokens: int) -> None:
-        self.tokens += tokens
-        self.bar.update(documents)
-        elapsed = self.bar.format_dict.get("elapsed") or 0.0
-        if elapsed > 0:
-            self.bar.set_postfix_str(f"{self.tokens:,} tokens, {self.tokens / elapsed:,.0f} tokens/s", refresh=False)
-
-    def close(self) -> None:
-        self.bar.close()
 
 
 def prepare(config: PrepareConfig, output: Path) -> dict[str, Any]:
@@ -227,7 +126,7 @@ def prepare_text_files(config: PrepareConfig, output: Path) -> dict[str, Any]:
     for ids in encoding.encode_ordinary_batch(pieces, num_threads=os.cpu_count() or 1):
         tokens.extend(ids)
         tokens.append(EOT_ID)
-    tokens = tokens[config.skip_tokens:]
+    tokens = tokens[config.skip_tokens :]
     if config.max_tokens:
         tokens = tokens[: config.max_tokens]
     if len(tokens) < 2:
@@ -241,8 +140,11 @@ def prepare_text_files(config: PrepareConfig, output: Path) -> dict[str, Any]:
         "split": {"rule": "contiguous: the last validation_fraction of the tokens", "train_until_token": cut},
         "documents": {"read": len(pieces), "skipped": 0},
         "tokens": {"source_skipped": config.skip_tokens, "train": cut, "validation": len(tokens) - cut},
-        "shards": {"format": SHARD_FORMAT, "train": {"path": "train.bin", "tokens": cut},
-                   "validation": {"path": "val.bin", "tokens": len(tokens) - cut}},
+        "shards": {
+            "format": SHARD_FORMAT,
+            "train": {"path": "train.bin", "tokens": cut},
+            "validation": {"path": "val.bin", "tokens": len(tokens) - cut},
+        },
     }
 
 
@@ -265,7 +167,9 @@ def prepare_documents(config: PrepareConfig, output: Path) -> dict[str, Any]:
                     break
                 text = column(row, config.text_column, read + len(texts), config)
                 if not isinstance(text, str):
-                    raise GptlineageError(f"{describe_source(config)}: document {read + len(texts)} column {config.text_column!r} is not a string")
+                    raise GptlineageError(
+                        f"{describe_source(config)}: document {read + len(texts)} column {config.text_column!r} is not a string"
+                    )
                 texts.append(text)
             batch_tokens = 0
             for ids in encoding.encode_ordinary_batch(texts, num_threads=threads):
@@ -274,7 +178,7 @@ def prepare_documents(config: PrepareConfig, output: Path) -> dict[str, Any]:
                 ids.append(EOT_ID)
                 original = len(ids)
                 if source_tokens < config.skip_tokens:
-                    ids = ids[min(config.skip_tokens - source_tokens, original):]
+                    ids = ids[min(config.skip_tokens - source_tokens, original) :]
                 source_tokens += original
                 if not ids:
                     continue
@@ -298,8 +202,11 @@ def prepare_documents(config: PrepareConfig, output: Path) -> dict[str, Any]:
         "split": {"rule": SPLIT_RULE, "unit": "document"},
         "documents": {"read": read, "skipped": config.skip_documents, **{f"{k}": v for k, v in documents.items()}},
         "tokens": {"source_skipped": min(config.skip_tokens, source_tokens), **counts},
-        "shards": {"format": SHARD_FORMAT, "train": {"path": "train.bin", "tokens": counts["train"]},
-                   "validation": {"path": "val.bin", "tokens": counts["validation"]}},
+        "shards": {
+            "format": SHARD_FORMAT,
+            "train": {"path": "train.bin", "tokens": counts["train"]},
+            "validation": {"path": "val.bin", "tokens": counts["validation"]},
+        },
     }
 
 
@@ -339,11 +246,18 @@ def prepare_dialogues(config: PrepareConfig, output: Path) -> dict[str, Any]:
     progress = Progress(f"prepare dialogues {describe_source(config)}")
     skipped: list[dict[str, Any]] = []  # dialogues left out, each reported with its reason
     written = read = 0
-    with ShardWriter(output / "train.bin") as train_tokens, ShardWriter(output / "val.bin") as val_tokens, \
-            MaskWriter(output / "train.mask") as train_mask, MaskWriter(output / "val.mask") as val_mask, \
-            RecordWriter(output / "train.records") as train_records, RecordWriter(output / "val.records") as val_records:
-        sides = {"train": DialogueSide(train_tokens, train_mask, train_records),
-                 "validation": DialogueSide(val_tokens, val_mask, val_records)}
+    with (
+        ShardWriter(output / "train.bin") as train_tokens,
+        ShardWriter(output / "val.bin") as val_tokens,
+        MaskWriter(output / "train.mask") as train_mask,
+        MaskWriter(output / "val.mask") as val_mask,
+        RecordWriter(output / "train.records") as train_records,
+        RecordWriter(output / "val.records") as val_records,
+    ):
+        sides = {
+            "train": DialogueSide(train_tokens, train_mask, train_records),
+            "validation": DialogueSide(val_tokens, val_mask, val_records),
+        }
         for row in round_robin_rows(config):
             if config.max_documents and read >= config.max_documents:
                 break
@@ -352,7 +266,12 @@ def prepare_dialogues(config: PrepareConfig, output: Path) -> dict[str, Any]:
             ids, mask = encode_dialogue(column(row, config.messages_column, index, config), encoding, index)
             if config.max_tokens and written + len(ids) > config.max_tokens:
                 # The budget would cut this dialogue's targets away: stop here, as the reference does.
-                skipped.append({"dialogue": index, "reason": f"does not fit the remaining --max-tokens budget ({config.max_tokens - written} tokens)"})
+                skipped.append(
+                    {
+                        "dialogue": index,
+                        "reason": f"does not fit the remaining --max-tokens budget ({config.max_tokens - written} tokens)",
+                    }
+                )
                 break
             if not usable_dialogue(ids, mask):
                 skipped.append({"dialogue": index, "reason": "no assistant target after its first token"})
@@ -366,17 +285,37 @@ def prepare_dialogues(config: PrepareConfig, output: Path) -> dict[str, Any]:
         tqdm.write(f"skipped dialogue {entry['dialogue']}: {entry['reason']}")
     counts = {side: state.tokens.tokens for side, state in sides.items()}
     require_both_shards(config, counts)
+    return dialogue_summary(config, sides, read, skipped)
+
+
+def dialogue_summary(
+    config: PrepareConfig, sides: dict[str, DialogueSide], read: int, skipped: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The manifest summary of a dialogue corpus: documents read and left out, tokens, shard files."""
+    counts = {side: state.tokens.tokens for side, state in sides.items()}
     return {
         "split": {"rule": SPLIT_RULE, "unit": "dialogue"},
-        "documents": {"read": read, "skipped": config.skip_documents,
-                      **{side: state.dialogues for side, state in sides.items()}, "left_out": skipped},
+        "documents": {
+            "read": read,
+            "skipped": config.skip_documents,
+            **{side: state.dialogues for side, state in sides.items()},
+            "left_out": skipped,
+        },
         "tokens": {"source_skipped": 0, **counts},
         "shards": {
             "format": SHARD_FORMAT,
-            **{side: {"path": f"{prefix}.bin", "tokens": state.tokens.tokens,
-                   "mask": {"path": f"{prefix}.mask", "active_tokens": state.targets},
-                   "records": {"path": f"{prefix}.records", "records": state.record_count,
-                               "encoding": "little-endian uint64 offset,length,target_offset,target_length"}}
-               for (side, state), prefix in zip(sides.items(), ("train", "val"))},
+            **{
+                side: {
+                    "path": f"{prefix}.bin",
+                    "tokens": state.tokens.tokens,
+                    "mask": {"path": f"{prefix}.mask", "active_tokens": state.targets},
+                    "records": {
+                        "path": f"{prefix}.records",
+                        "records": state.record_count,
+                        "encoding": "little-endian uint64 offset,length,target_offset,target_length",
+                    },
+                }
+                for (side, state), prefix in zip(sides.items(), ("train", "val"))
+            },
         },
     }

@@ -54,9 +54,7 @@ MAGIC_AS_TOKENS = (LLMC_MAGIC & 0xFFFF, LLMC_MAGIC >> 16)  # (55432, 308)
 CHECK_CHUNK = 16 * 1024 * 1024
 
 MASK_DTYPE = np.dtype("u1")
-RECORD_DTYPE = np.dtype(
-    [("offset", "<u8"), ("length", "<u8"), ("target_offset", "<u8"), ("target_length", "<u8")]
-)
+RECORD_DTYPE = np.dtype([("offset", "<u8"), ("length", "<u8"), ("target_offset", "<u8"), ("target_length", "<u8")])
 RECORD_BYTES = RECORD_DTYPE.itemsize  # 32
 
 
@@ -122,7 +120,7 @@ class ShardWriter(PartialFileWriter):
 
 
 def shard_format(path: str | Path) -> ShardFormat:
-    """"llmc" when the file is at least a header long and starts with the llm.c magic, else "raw"."""
+    """ "llmc" when the file is at least a header long and starts with the llm.c magic, else "raw"."""
     path = Path(path)
     if file_size(path) < LLMC_HEADER_BYTES:
         return "raw"
@@ -295,9 +293,7 @@ def _check_records_against_mask(records: np.ndarray, path: Path, mask: np.ndarra
         i = int(np.argmax(inactive))
         start = int(toff[i])
         first = start + int(np.argmin(np.asarray(mask[start : int(tend[i])])))
-        raise GptlineageError(
-            f"dialogue record {i} in {path} names inactive mask entries (first at position {first})"
-        )
+        raise GptlineageError(f"dialogue record {i} in {path} names inactive mask entries (first at position {first})")
     covered, total_active = int(tlen.sum()), int(np.count_nonzero(mask))
     if covered != total_active:
         raise GptlineageError(f"{path} covers {covered} targets, but the mask has {total_active}")

@@ -108,8 +108,9 @@ def prompt_suite(seed: int, n: int) -> list[dict[str, str]]:
     for index, (name, family) in enumerate(TASK_FAMILIES.items()):
         wanted = n // len(FAMILIES) + (1 if index < n % len(FAMILIES) else 0)
         if wanted > capacity[name]:
-            raise GptlineageError(f"suite prompts: {n} needs {wanted} {name} prompts but only "
-                                  f"{capacity[name]} held-out ones exist")
+            raise GptlineageError(
+                f"suite prompts: {n} needs {wanted} {name} prompts but only {capacity[name]} held-out ones exist"
+            )
         per_family[name] = rng.sample(held_out_cases(family), wanted)
     ordered = []
     for position in range(max(len(cases) for cases in per_family.values())):
@@ -155,8 +156,9 @@ def dataset_readme(title: str, description: str, split_names: Sequence[str]) -> 
     return "\n".join(lines) + "\n"
 
 
-def write_chat_dataset(directory: str | Path, splits: Mapping[str, Sequence[Mapping[str, Any]]], *,
-                       title: str, description: str) -> dict[str, int]:
+def write_chat_dataset(
+    directory: str | Path, splits: Mapping[str, Sequence[Mapping[str, Any]]], *, title: str, description: str
+) -> dict[str, int]:
     """Write `directory/data/{split}.jsonl` and `directory/README.md`; return rows per split."""
     directory = Path(directory)
     if not splits:
@@ -177,8 +179,11 @@ def write_chat_dataset(directory: str | Path, splits: Mapping[str, Sequence[Mapp
 
 
 def write_prompt_suite(path: str | Path, cases: Sequence[Mapping[str, str]], settings: Mapping[str, Any]) -> None:
-    document = {"schema": SUITE_SCHEMA, "settings": dict(settings),
-                "cases": [{"prompt": c["prompt"], "expected": c["expected"], "family": c["family"]} for c in cases]}
+    document = {
+        "schema": SUITE_SCHEMA,
+        "settings": dict(settings),
+        "cases": [{"prompt": c["prompt"], "expected": c["expected"], "family": c["family"]} for c in cases],
+    }
     text = json.dumps(document, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
     Path(path).write_text(text, encoding="utf-8", newline="\n")
 
@@ -191,8 +196,8 @@ def read_prompt_suite(path: str | Path) -> dict[str, Any]:
         raise GptlineageError(f"{path}: schema is not {SUITE_SCHEMA}")
     cases = document.get("cases")
     if not isinstance(cases, list) or not all(
-            isinstance(c, dict) and all(isinstance(c.get(k), str) for k in ("prompt", "expected", "family"))
-            for c in cases):
+        isinstance(c, dict) and all(isinstance(c.get(k), str) for k in ("prompt", "expected", "family")) for c in cases
+    ):
         raise GptlineageError(f"{path}: cases must be a list of {{prompt, expected, family}} strings")
     return document
 
@@ -202,11 +207,15 @@ def count_chars(splits: Mapping[str, Iterable[Mapping[str, Any]]]) -> int:
     return sum(len(m["content"]) for rows in splits.values() for row in rows for m in row["messages"])
 
 
-STAGE1_DESCRIPTION = ("Synthetic stand-in for smol-smoltalk (stage 1): dialogues in the `messages` "
-                      "format drawn from task families whose answers are checked exactly. "
-                      "Written by `gptlineage synth-chat`.")
-STAGE2_DESCRIPTION = ("Synthetic stand-in for smoltalk2 (stage 2): one named split per family group, "
-                      "meant to be read round-robin in the order listed. Written by `gptlineage synth-chat`.")
+STAGE1_DESCRIPTION = (
+    "Synthetic stand-in for smol-smoltalk (stage 1): dialogues in the `messages` "
+    "format drawn from task families whose answers are checked exactly. "
+    "Written by `gptlineage synth-chat`."
+)
+STAGE2_DESCRIPTION = (
+    "Synthetic stand-in for smoltalk2 (stage 2): one named split per family group, "
+    "meant to be read round-robin in the order listed. Written by `gptlineage synth-chat`."
+)
 
 
 def write_synth_chat(output: str | Path, config: SynthChatConfig) -> dict[str, Any]:
@@ -219,13 +228,19 @@ def write_synth_chat(output: str | Path, config: SynthChatConfig) -> dict[str, A
     stage2 = stage2_dataset(config.stage2_dialogues_per_split, config.seed)
     cases = prompt_suite(config.seed, config.suite_prompts)
     check_held_out(cases, stage1, stage2)
-    stage1_counts = write_chat_dataset(output / STAGE1_DIR, stage1, title="synthetic chat, stage 1",
-                                       description=STAGE1_DESCRIPTION)
-    stage2_counts = write_chat_dataset(output / STAGE2_DIR, stage2, title="synthetic chat, stage 2",
-                                       description=STAGE2_DESCRIPTION)
-    settings = {"seed": config.seed, "prompts": config.suite_prompts, "families": list(FAMILIES),
-                "held_out": "operand pairs with (7a+3b) mod 13 == 5, words, countries and review "
-                            "subjects that no training dialogue draws"}
+    stage1_counts = write_chat_dataset(
+        output / STAGE1_DIR, stage1, title="synthetic chat, stage 1", description=STAGE1_DESCRIPTION
+    )
+    stage2_counts = write_chat_dataset(
+        output / STAGE2_DIR, stage2, title="synthetic chat, stage 2", description=STAGE2_DESCRIPTION
+    )
+    settings = {
+        "seed": config.seed,
+        "prompts": config.suite_prompts,
+        "families": list(FAMILIES),
+        "held_out": "operand pairs with (7a+3b) mod 13 == 5, words, countries and review "
+        "subjects that no training dialogue draws",
+    }
     write_prompt_suite(output / SUITE_FILE, cases, settings)
     return {
         "stage1": {"splits": stage1_counts, "chars": count_chars(stage1)},

@@ -76,8 +76,9 @@ class CacheBenchConfig:
         object.__setattr__(self, "sampling", dataclasses.replace(self.sampling, stop_at_eot=not self.model.random_init))
 
 
-def benchmark(model: GPT, prompt: list[int], settings: SamplingConfig, *,
-              pad_to_context: bool = False) -> tuple[Generation, Generation]:
+def benchmark(
+    model: GPT, prompt: list[int], settings: SamplingConfig, *, pad_to_context: bool = False
+) -> tuple[Generation, Generation]:
     """One untimed warm-up of each path, then one timed run of each: (full-prefix, cached)."""
     if settings.generate <= 0:
         raise GptlineageError(f"--generate must be positive, got {settings.generate}")
@@ -86,8 +87,10 @@ def benchmark(model: GPT, prompt: list[int], settings: SamplingConfig, *,
     full, cached = FullPrefixDecoder(model, pad_to_context=pad_to_context), CachedDecoder(model)
     for decoder in (full, cached):
         generate_tokens(decoder, prompt, settings, context=context)
-    return (generate_tokens(full, prompt, settings, context=context),
-            generate_tokens(cached, prompt, settings, context=context))
+    return (
+        generate_tokens(full, prompt, settings, context=context),
+        generate_tokens(cached, prompt, settings, context=context),
+    )
 
 
 def first_difference(a: tuple[int, ...], b: tuple[int, ...]) -> int | None:
@@ -100,11 +103,14 @@ def first_difference(a: tuple[int, ...], b: tuple[int, ...]) -> int | None:
 def print_timings(report: dict[str, Any]) -> None:
     print(f"prompt_tokens={report['prompt_tokens']}")
     print(f"full_prefix_ms={report['full_prefix_ms']:.3f}")
-    print(f"cached_prefill_ms={report['cached_prefill_ms']:.3f} "
-          f"cached_generation_ms={report['cached_generation_ms']:.3f}")
+    print(
+        f"cached_prefill_ms={report['cached_prefill_ms']:.3f} cached_generation_ms={report['cached_generation_ms']:.3f}"
+    )
     print(f"end_to_end_speedup={report['end_to_end_speedup']:.2f}x")
-    print(f"generated_tokens_equal={str(report['generated_tokens_equal']).lower()} "
-          f"generated_tokens={len(report['generated_tokens']['cached'])}")
+    print(
+        f"generated_tokens_equal={str(report['generated_tokens_equal']).lower()} "
+        f"generated_tokens={len(report['generated_tokens']['cached'])}"
+    )
 
 
 def cache_bench_report(config: CacheBenchConfig, model: GPT) -> dict[str, Any]:
@@ -117,14 +123,24 @@ def cache_bench_report(config: CacheBenchConfig, model: GPT) -> dict[str, Any]:
     prefill_ms, generation_ms = cached.prefill_seconds * 1000.0, cached.decode_seconds * 1000.0
     difference = first_difference(full.tokens, cached.tokens)
     report: dict[str, Any] = {
-        "schema": "gptlineage.cache-bench.v1", "prompt": prompt_info, "prompt_tokens": len(prompt),
-        "model": asdict(model.config), "sampling": asdict(settings), "pad_full_prefix": config.pad_full_prefix,
-        "full_prefix_ms": full_ms, "cached_prefill_ms": prefill_ms, "cached_generation_ms": generation_ms,
-        "end_to_end_speedup": full_ms / (prefill_ms + generation_ms), "generated_tokens_equal": difference is None,
+        "schema": "gptlineage.cache-bench.v1",
+        "prompt": prompt_info,
+        "prompt_tokens": len(prompt),
+        "model": asdict(model.config),
+        "sampling": asdict(settings),
+        "pad_full_prefix": config.pad_full_prefix,
+        "full_prefix_ms": full_ms,
+        "cached_prefill_ms": prefill_ms,
+        "cached_generation_ms": generation_ms,
+        "end_to_end_speedup": full_ms / (prefill_ms + generation_ms),
+        "generated_tokens_equal": difference is None,
         "generated_tokens": {"full_prefix": list(full.tokens), "cached": list(cached.tokens)},
         "stop": {"full_prefix": full.stop, "cached": cached.stop},
-        "device": config.model.device, "dtype": str(model.output_weight.dtype).removeprefix("torch."),
-        "torch_threads": torch.get_num_threads(), "warmup_runs_per_path": 1, "timed_runs_per_path": 1,
+        "device": config.model.device,
+        "dtype": str(model.output_weight.dtype).removeprefix("torch."),
+        "torch_threads": torch.get_num_threads(),
+        "warmup_runs_per_path": 1,
+        "timed_runs_per_path": 1,
     }
     print_timings(report)
     if difference is not None and settings.top_k == 1:

@@ -67,8 +67,12 @@ class PromptConfig:
     """The prompt of a cache check or benchmark: a chat message, or K synthetic token ids."""
 
     message: str = setting("What is two plus two?", "chat message of the prompt", group="prompt")
-    prompt_tokens: int | None = setting(None, "use a synthetic prompt of K token ids instead of --message "
-                                              "(drawn with --seed)", minimum=1, group="prompt")
+    prompt_tokens: int | None = setting(
+        None,
+        "use a synthetic prompt of K token ids instead of --message (drawn with --seed)",
+        minimum=1,
+        group="prompt",
+    )
     system: str = setting(DEFAULT_SYSTEM, 'system line of the chat transcript; "" omits it', group="prompt")
 
     def __post_init__(self) -> None:
@@ -110,7 +114,10 @@ def prompt_ids(prompt: PromptConfig, seed: int, model: GPT) -> tuple[list[int], 
     """The prompt's ids and how it was made (for the report); synthetic ids are drawn with `seed`."""
     if prompt.prompt_tokens is not None:
         return synthetic_prompt(prompt.prompt_tokens, model.config.vocab, seed), {
-            "kind": "synthetic", "tokens": prompt.prompt_tokens, "seed": seed}
+            "kind": "synthetic",
+            "tokens": prompt.prompt_tokens,
+            "seed": seed,
+        }
     ids = chat_prompt(gpt2_encoding(), prompt.system, [], prompt.message)
     check_vocabulary(ids, model.config.vocab)
     return ids, {"kind": "chat", "system": prompt.system, "message": prompt.message}
@@ -145,9 +152,11 @@ class PrefixComparison:
     cached_ms: float
 
     def line(self) -> str:
-        return (f"prefix={self.prefix} max_abs={self.max_abs:.6e} mean_abs={self.mean_abs:.6e} "
-                f"argmax={self.argmax_full}/{self.argmax_cached} margin={self.margin:.6f} "
-                f"margin_stable={str(self.margin_stable).lower()} full_ms={self.full_ms:.3f} cached_ms={self.cached_ms:.3f}")
+        return (
+            f"prefix={self.prefix} max_abs={self.max_abs:.6e} mean_abs={self.mean_abs:.6e} "
+            f"argmax={self.argmax_full}/{self.argmax_cached} margin={self.margin:.6f} "
+            f"margin_stable={str(self.margin_stable).lower()} full_ms={self.full_ms:.3f} cached_ms={self.cached_ms:.3f}"
+        )
 
 
 def _timed(call, device: torch.device):
@@ -177,21 +186,32 @@ def check_prefixes(model: GPT, ids: list[int], *, pad_to_context: bool = False) 
     full, cached = FullPrefixDecoder(model, pad_to_context=pad_to_context), CachedDecoder(model)
     results = []
     for n in sorted({1, min(4, len(ids)), len(ids)}):
-        reference, full_ms = _timed(lambda: full.prefill(ids[:n]), device)
-        candidate, cached_ms = _timed(lambda: cached_logits_at(cached, ids[:n]), device)
+        prefix = ids[:n]
+        reference, full_ms = _timed(lambda: full.prefill(prefix), device)  # noqa: B023  (called at once)
+        candidate, cached_ms = _timed(lambda: cached_logits_at(cached, prefix), device)  # noqa: B023
         if not (torch.isfinite(reference).all() and torch.isfinite(candidate).all()):
             raise GptlineageError(f"non-finite logits at prefix {n}")
         difference = (reference.double() - candidate.double()).abs()
         max_abs, margin = float(difference.max()), margin_of(reference)
-        result = PrefixComparison(n, max_abs, float(difference.mean()), greedy_token(reference), greedy_token(candidate),
-                                  margin, 2 * max_abs < margin, full_ms, cached_ms)
+        result = PrefixComparison(
+            n,
+            max_abs,
+            float(difference.mean()),
+            greedy_token(reference),
+            greedy_token(candidate),
+            margin,
+            2 * max_abs < margin,
+            full_ms,
+            cached_ms,
+        )
         print(result.line(), flush=True)
         results.append(result)
         if max_abs > TOLERANCE:
             raise GptlineageError(f"cached logits exceeded absolute tolerance {TOLERANCE:g} at prefix {n}")
         if result.argmax_full != result.argmax_cached:
-            raise GptlineageError(f"cached logits changed the greedy token at prefix {n} "
-                                  f"({result.argmax_full} -> {result.argmax_cached})")
+            raise GptlineageError(
+                f"cached logits changed the greedy token at prefix {n} ({result.argmax_full} -> {result.argmax_cached})"
+            )
     return results
 
 
@@ -205,8 +225,10 @@ class RolloutStep:
     certified: bool
 
     def line(self) -> str:
-        return (f"step={self.step} token={self.token_full}/{self.token_cached} epsilon={self.epsilon:.6e} "
-                f"margin={self.margin:.6f} certified={str(self.certified).lower()}")
+        return (
+            f"step={self.step} token={self.token_full}/{self.token_cached} epsilon={self.epsilon:.6e} "
+            f"margin={self.margin:.6f} certified={str(self.certified).lower()}"
+        )
 
 
 def certified_length(steps: list[RolloutStep]) -> int:
@@ -219,8 +241,9 @@ def certified_length(steps: list[RolloutStep]) -> int:
     return length
 
 
-def rollout(model: GPT, ids: list[int], count: int, *, penalty: float = 1.05, window: int = 64,
-            pad_to_context: bool = False) -> list[RolloutStep]:
+def rollout(
+    model: GPT, ids: list[int], count: int, *, penalty: float = 1.05, window: int = 64, pad_to_context: bool = False
+) -> list[RolloutStep]:
     """Greedy steps along the full-prefix path, with the cached decoder fed the same tokens.
 
     ε and the margin are taken on the penalized logits, the ones the greedy rule compares
@@ -253,24 +276,39 @@ def prefix_report(model: GPT, ids: list[int], prompt: dict[str, Any], pad_full_p
     comparisons = check_prefixes(model, ids, pad_to_context=pad_full_prefix)
     print("cached/full-prefix comparison passed")
     return {
-        "schema": "gptlineage.cache-check.v1", "prompt": prompt, "prompt_tokens": len(ids), "tolerance": TOLERANCE,
-        "prefixes": [{**asdict(c), "margin": finite_or_none(c.margin)} for c in comparisons], "passed": True,
-        "pad_full_prefix": pad_full_prefix, "dtype": str(model.output_weight.dtype).removeprefix("torch."),
+        "schema": "gptlineage.cache-check.v1",
+        "prompt": prompt,
+        "prompt_tokens": len(ids),
+        "tolerance": TOLERANCE,
+        "prefixes": [{**asdict(c), "margin": finite_or_none(c.margin)} for c in comparisons],
+        "passed": True,
+        "pad_full_prefix": pad_full_prefix,
+        "dtype": str(model.output_weight.dtype).removeprefix("torch."),
     }
 
 
 def rollout_report(model: GPT, ids: list[int], config: CacheCheckConfig) -> dict[str, Any]:
     """report.json's rollout part: every step, the certified length and the first divergence."""
-    steps = rollout(model, ids, config.rollout, penalty=config.repetition_penalty, window=config.repetition_window,
-                    pad_to_context=config.pad_full_prefix)
+    steps = rollout(
+        model,
+        ids,
+        config.rollout,
+        penalty=config.repetition_penalty,
+        window=config.repetition_window,
+        pad_to_context=config.pad_full_prefix,
+    )
     for step in steps:
         print(step.line())
     length = certified_length(steps)
     divergence = next((s.step for s in steps if s.token_full != s.token_cached), None)
     print(f"certified_length={length} of {len(steps)} greedy_tokens_equal={str(divergence is None).lower()}")
-    return {"steps": [{**asdict(s), "margin": finite_or_none(s.margin)} for s in steps],
-            "certified_length": length, "first_divergence": divergence,
-            "repetition_penalty": config.repetition_penalty, "repetition_window": config.repetition_window}
+    return {
+        "steps": [{**asdict(s), "margin": finite_or_none(s.margin)} for s in steps],
+        "certified_length": length,
+        "first_divergence": divergence,
+        "repetition_penalty": config.repetition_penalty,
+        "repetition_window": config.repetition_window,
+    }
 
 
 def cache_check_report(config: CacheCheckConfig, model: GPT) -> dict[str, Any]:

@@ -85,16 +85,24 @@ def decode_text(encoding: TextDecoder, tokens: Sequence[int]) -> str:
     return encoding.decode([t for t in tokens if known is None or t < known])
 
 
-def complete(decoder: Decoder, encoding: TextDecoder, prompt: Sequence[int], settings: SamplingConfig,
-             *, context: int | None = None) -> Completion:
+def complete(
+    decoder: Decoder,
+    encoding: TextDecoder,
+    prompt: Sequence[int],
+    settings: SamplingConfig,
+    *,
+    context: int | None = None,
+) -> Completion:
     """Generate after `prompt` and decode; stops at EOT and at a new "\\nUser:" line."""
     context = context if context is not None else decoder.model.config.context  # type: ignore[attr-defined]
-    generation = generate_tokens(decoder, prompt, settings, context=context,
-                                 stop=lambda tokens: USER_TURN in decode_text(encoding, tokens))
+    generation = generate_tokens(
+        decoder, prompt, settings, context=context, stop=lambda tokens: USER_TURN in decode_text(encoding, tokens)
+    )
     text = decode_text(encoding, generation.tokens)
     stop = "user-turn" if generation.stop == "stop" else generation.stop
-    return Completion(trim_text(text), Generation(generation.tokens, stop, generation.prefill_seconds,
-                                                  generation.decode_seconds))
+    return Completion(
+        trim_text(text), Generation(generation.tokens, stop, generation.prefill_seconds, generation.decode_seconds)
+    )
 
 
 # ---------------------------------------------------------------- chat transcripts
@@ -108,8 +116,11 @@ class Turn:
 
 def _piece(encoding: OrdinaryEncoder, role: str, content: str) -> list[int]:
     # Encoded piece by piece, exactly as encode_dialogue builds the training transcripts.
-    return encoding.encode_ordinary(ROLE_PREFIXES[role]) + encoding.encode_ordinary(
-        content.strip(CONTENT_WHITESPACE)) + encoding.encode_ordinary("\n")
+    return (
+        encoding.encode_ordinary(ROLE_PREFIXES[role])
+        + encoding.encode_ordinary(content.strip(CONTENT_WHITESPACE))
+        + encoding.encode_ordinary("\n")
+    )
 
 
 def chat_prompt(encoding: OrdinaryEncoder, system: str, turns: Sequence[Turn], message: str) -> list[int]:
@@ -158,9 +169,11 @@ def chat_loop(
             return session
         prompt = chat_prompt(encoding, system, transcript, message)
         if len(prompt) + settings.generate > context and transcript:
-            stdout.write(f"context full: the transcript plus this message ({len(prompt)} tokens) and "
-                         f"{settings.generate} new tokens exceed context length {context}; "
-                         "starting a new conversation\n")
+            stdout.write(
+                f"context full: the transcript plus this message ({len(prompt)} tokens) and "
+                f"{settings.generate} new tokens exceed context length {context}; "
+                "starting a new conversation\n"
+            )
             transcript = []
             prompt = chat_prompt(encoding, system, transcript, message)
         try:
@@ -176,7 +189,6 @@ def chat_loop(
         stdout.flush()
         transcript.append(turn)
         session.append(turn)
-
 
 
 # ---------------------------------------------------------------- gptlineage generate
@@ -208,19 +220,35 @@ def answer_once(config: GenerateConfig, model: GPT, encoding: TextDecoder) -> di
         mode, text = "chat-message", config.message or ""
         prompt = chat_prompt(encoding, config.system, [], text)
     check_vocabulary(prompt, model.config.vocab)
-    completion = complete(make_decoder(model, config.decoder), encoding, prompt, config.sampling,
-                          context=model.config.context)
-    return {"mode": mode, "input": text, "prompt_tokens": len(prompt), "output": completion.text,
-            "tokens": list(completion.generation.tokens), "stop": completion.stop}
+    completion = complete(
+        make_decoder(model, config.decoder), encoding, prompt, config.sampling, context=model.config.context
+    )
+    return {
+        "mode": mode,
+        "input": text,
+        "prompt_tokens": len(prompt),
+        "output": completion.text,
+        "tokens": list(completion.generation.tokens),
+        "stop": completion.stop,
+    }
 
 
-def generate_records(config: GenerateConfig, model: GPT, encoding: TextDecoder, *, stdin: TextIO,
-                     stdout: TextIO) -> list[dict[str, Any]]:
+def generate_records(
+    config: GenerateConfig, model: GPT, encoding: TextDecoder, *, stdin: TextIO, stdout: TextIO
+) -> list[dict[str, Any]]:
     """Print the one answer, or run the chat loop on stdin; the records generation.json lists."""
     if config.prompt is not None or config.message is not None:
         record = answer_once(config, model, encoding)
         stdout.write(record["output"] + "\n")
         return [record]
-    turns = chat_loop(make_decoder(model, config.decoder), encoding, config.sampling, context=model.config.context,
-                      vocab=model.config.vocab, system=config.system, stdin=stdin, stdout=stdout)
+    turns = chat_loop(
+        make_decoder(model, config.decoder),
+        encoding,
+        config.sampling,
+        context=model.config.context,
+        vocab=model.config.vocab,
+        system=config.system,
+        stdin=stdin,
+        stdout=stdout,
+    )
     return [{"mode": "chat-turn", "input": turn.message, "output": turn.answer} for turn in turns]

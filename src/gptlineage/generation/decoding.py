@@ -130,10 +130,12 @@ class SamplingConfig:
     temperature: float = setting(0.8, "softmax temperature", above=0, group="sampling")
     top_k: int = setting(40, "sample among the k largest logits; 1 = greedy, 0 = all", minimum=0, group="sampling")
     seed: int = setting(1337, "sampling seed; chat turn n uses seed + n", group="sampling")
-    repetition_penalty: float = setting(1.05, "subtracted from a logit per occurrence of its id in the window",
-                                        group="sampling")
-    repetition_window: int = setting(64, "tokens the penalty looks back over, prompt included", minimum=0,
-                                     group="sampling")
+    repetition_penalty: float = setting(
+        1.05, "subtracted from a logit per occurrence of its id in the window", group="sampling"
+    )
+    repetition_window: int = setting(
+        64, "tokens the penalty looks back over, prompt included", minimum=0, group="sampling"
+    )
     stop_at_eot: bool = setting(True, "stop at <|endoftext|>; random weights give it no meaning", flag=False)
 
     def __post_init__(self) -> None:
@@ -152,8 +154,9 @@ def penalized(logits: torch.Tensor, history: Sequence[int], penalty: float, wind
     recent = list(history[-window:]) if window else []
     if not recent or penalty == 0:
         return logits.clone()
-    counts = torch.bincount(torch.tensor(recent, dtype=torch.long, device=logits.device),
-                            minlength=logits.shape[-1])  # [V]
+    counts = torch.bincount(
+        torch.tensor(recent, dtype=torch.long, device=logits.device), minlength=logits.shape[-1]
+    )  # [V]
     return logits - penalty * counts.to(logits.dtype)
 
 
@@ -207,8 +210,10 @@ class Generation:
 def check_fits(prompt_length: int, continuation: int, context: int) -> None:
     """The reference's error when prompt plus requested continuation exceed the context."""
     if prompt_length + continuation > context:
-        raise GptlineageError(f"generation: prompt ({prompt_length}) plus requested continuation ({continuation}) "
-                              f"exceeds context length {context}")
+        raise GptlineageError(
+            f"generation: prompt ({prompt_length}) plus requested continuation ({continuation}) "
+            f"exceeds context length {context}"
+        )
 
 
 def check_vocabulary(ids: Sequence[int], vocab: int) -> None:
@@ -254,8 +259,9 @@ def generate_tokens(
     for counter in range(settings.generate):
         if keep_logits:
             kept.append(logits.detach().clone())
-        token = sample_token(penalized(logits, history, settings.repetition_penalty, settings.repetition_window),
-                             settings, counter)
+        token = sample_token(
+            penalized(logits, history, settings.repetition_penalty, settings.repetition_window), settings, counter
+        )
         if settings.stop_at_eot and token == EOT_ID:
             reason = "eot"
             break
@@ -269,4 +275,3 @@ def generate_tokens(
     _synchronize(device)
     finished = time.perf_counter()
     return Generation(tuple(new), reason, prefilled - began, finished - prefilled, tuple(kept))
-

@@ -44,8 +44,10 @@ PAPER_SUITE_NAME = "gptlineage/assets/paper-prompt-suite.json"  # its place in t
 SYSTEM = ""  # the reference's suite runs without a system line
 DECODER = "cached"
 SUITE_SAMPLING = SamplingConfig(temperature=1.0, top_k=1, seed=0)  # greedy; the penalty as in generate
-MATCH_RULE = ("output and expected answer whitespace-stripped and casefolded; a match when equal, or when "
-              "the output starts with the answer followed by a non-alphanumeric character")
+MATCH_RULE = (
+    "output and expected answer whitespace-stripped and casefolded; a match when equal, or when "
+    "the output starts with the answer followed by a non-alphanumeric character"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,8 +55,9 @@ class PromptSuiteConfig:
     """`gptlineage prompt-suite`: only the suite and the answer length are settings; the sampling is fixed."""
 
     model: ModelSource
-    suite: Path = setting(PAPER_SUITE, "prompt suite (gptlineage.prompt-suite.v1); the default is the "
-                                       "reference's nine prompts")
+    suite: Path = setting(
+        PAPER_SUITE, "prompt suite (gptlineage.prompt-suite.v1); the default is the reference's nine prompts"
+    )
     generate: int = setting_like(SamplingConfig, "generate", 48)
     output: Path = setting_like(CacheCheckConfig, "output")
 
@@ -110,21 +113,38 @@ def answer_cases(config: PromptSuiteConfig, model: GPT, cases: list[dict[str, An
         output = completion.text.strip()
         expected = case["expected"].strip() or None
         matches = matches_expected(output, expected) if expected is not None else None
-        results.append({"prompt": case["prompt"], "family": case["family"], "expected": expected, "output": output,
-                        "matches": matches, "prompt_tokens": len(ids), "tokens": list(completion.generation.tokens),
-                        "stop": completion.stop})
+        results.append(
+            {
+                "prompt": case["prompt"],
+                "family": case["family"],
+                "expected": expected,
+                "output": output,
+                "matches": matches,
+                "prompt_tokens": len(ids),
+                "tokens": list(completion.generation.tokens),
+                "stop": completion.stop,
+            }
+        )
         verdict = "-" if matches is None else str(matches).lower()
         print(f"[{index + 1}] matches={verdict} output={output!r}", flush=True)
     return results
 
 
-def suite_report(config: PromptSuiteConfig, model: GPT, suite: dict[str, Any],
-                 parameters: dict[str, Any]) -> dict[str, Any]:
+def suite_report(
+    config: PromptSuiteConfig, model: GPT, suite: dict[str, Any], parameters: dict[str, Any]
+) -> dict[str, Any]:
     """report.json's content: the cases of `suite` (read by `read_prompt_suite`) answered, and the score."""
     results = answer_cases(config, model, suite["cases"])
     score = exact_match(results)
     rate = "n/a" if score["rate"] is None else f"{score['rate']:.4f}"
     print(f"exact_match={score['matched']}/{score['judged']} rate={rate}")
     settings = {**parameters, "system": SYSTEM, "sampling": asdict(config.sampling), "decoder": DECODER}
-    return {"schema": SCHEMA, "suite": config.suite_name, "settings": settings, "match_rule": MATCH_RULE,
-            "tokenizer": tokenizer_identity(), "cases": results, "exact_match": score}
+    return {
+        "schema": SCHEMA,
+        "suite": config.suite_name,
+        "settings": settings,
+        "match_rule": MATCH_RULE,
+        "tokenizer": tokenizer_identity(),
+        "cases": results,
+        "exact_match": score,
+    }

@@ -46,21 +46,27 @@ class ModelSource:
     """Where the weights and dimensions come from; exactly one of run, load_params, random_init
     (load_params may also replace a run's parameters)."""
 
-    run: Path | None = setting(None, "a training artifact: its passport.json gives the dimensions, its "
-                                     "parameters.safetensors the weights", group="model")
-    load_params: Path | None = setting(None, "parameter file (safetensors); with --run, replaces its parameters",
-                                       group="model")
+    run: Path | None = setting(
+        None,
+        "a training artifact: its passport.json gives the dimensions, its parameters.safetensors the weights",
+        group="model",
+    )
+    load_params: Path | None = setting(
+        None, "parameter file (safetensors); with --run, replaces its parameters", group="model"
+    )
     random_init: bool = setting(False, "random weights (drawn with --init-seed) instead of a checkpoint", group="model")
     init_seed: int = setting(0, "seed of --random-init", group="model")
-    preset: str | None = setting(None, "quick, cpu-small or gpt2-small; none means quick (not with --run)",
-                                 group="model")
+    preset: str | None = setting(
+        None, "quick, cpu-small or gpt2-small; none means quick (not with --run)", group="model"
+    )
     context: int | None = _dimension("context")
     vocab: int | None = _dimension("vocab")
     width: int | None = _dimension("width")
     heads: int | None = _dimension("heads")
     layers: int | None = _dimension("layers")
-    layer_norm_eps: float | None = setting(None, "override the preset's LayerNorm epsilon (not with --run)",
-                                           above=0, group="model")
+    layer_norm_eps: float | None = setting(
+        None, "override the preset's LayerNorm epsilon (not with --run)", above=0, group="model"
+    )
     precision: str = setting("float32", "parameter dtype", choices=DECODING_PRECISIONS, group="model")
     device: str = setting("cpu", "cpu or cuda", group="model")
 

@@ -90,8 +90,11 @@ def closure_paths(module: str, source_root: Path = SOURCE_ROOT) -> list[str]:
     """Paths (relative to `source_root`) of the files `module` runs; `gptlineage` alone means every file."""
     if module == PACKAGE:
         package_dir = source_root / PACKAGE
-        return sorted(path.relative_to(source_root).as_posix() for path in package_dir.rglob("*.py")
-                      if "__pycache__" not in path.parts)
+        return sorted(
+            path.relative_to(source_root).as_posix()
+            for path in package_dir.rglob("*.py")
+            if "__pycache__" not in path.parts
+        )
     if module_path(module, source_root) is None:
         raise ValueError(f"{module}: no such module under {source_root}")
     return module_files(module, source_root)
@@ -108,8 +111,13 @@ def closure_sha256(files: Sequence[dict[str, str]]) -> str:
 def code_closure(module: str, source_root: Path = SOURCE_ROOT) -> dict[str, Any]:
     """The manifest's `code` block: package, version, module, its files with their sha256, and their hash."""
     files = [{"path": path, "sha256": sha256_file(source_root / path)} for path in closure_paths(module, source_root)]
-    return {"package": PACKAGE, "version": gptlineage.__version__, "module": module,
-            "closure_sha256": closure_sha256(files), "files": files}
+    return {
+        "package": PACKAGE,
+        "version": gptlineage.__version__,
+        "module": module,
+        "closure_sha256": closure_sha256(files),
+        "files": files,
+    }
 
 
 def package_source_files() -> list[Path]:
@@ -136,9 +144,12 @@ def code_identity() -> dict[str, Any]:
 @functools.cache
 def git_state() -> dict[str, Any]:
     """The git commit and dirty flag of the checkout holding the package, or nulls outside git."""
+
     def git(*args: str) -> str | None:
         try:
-            done = subprocess.run(["git", *args], cwd=PACKAGE_DIR, capture_output=True, text=True, timeout=10)
+            done = subprocess.run(
+                ["git", *args], cwd=PACKAGE_DIR, capture_output=True, text=True, timeout=10, check=False
+            )
         except (OSError, subprocess.TimeoutExpired):
             return None
         return done.stdout.strip() if done.returncode == 0 else None
@@ -178,8 +189,12 @@ def environment_class(environment: dict[str, Any]) -> dict[str, Any]:
     Thread count, platform and which GPU of a node are left out: they are recorded, but the same
     work on another core count or card is still the same work.
     """
-    return {"python": environment.get("python"), "torch": environment.get("torch"),
-            "numpy": environment.get("numpy"), "device": device_kind(environment.get("device", "cpu"))}
+    return {
+        "python": environment.get("python"),
+        "torch": environment.get("torch"),
+        "numpy": environment.get("numpy"),
+        "device": device_kind(environment.get("device", "cpu")),
+    }
 
 
 def host_name() -> str:

@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from gptlineage.lineage.artifact import MANIFEST
-from gptlineage.jsonio import write_json_atomic
 from gptlineage.errors import GptlineageError
 from gptlineage.files import link_or_copy
+from gptlineage.jsonio import write_json_atomic
+from gptlineage.lineage.artifact import MANIFEST
 from gptlineage.lineage.hashing import sha256_file
 from gptlineage.lineage.walk import Node, input_artifact_dir, refuse_inside, walk
 
@@ -43,8 +43,11 @@ RO_CRATE = "https://w3id.org/ro/crate/1.1"
 PROCESS_RUN = "https://w3id.org/ro/wfrun/process/0.5"
 WORKFLOW_RUN = "https://w3id.org/ro/wfrun/workflow/0.5"
 WORKFLOW_RO_CRATE = "https://w3id.org/workflowhub/workflow-ro-crate/1.0"
-PROFILES = {PROCESS_RUN: ("Process Run Crate", "0.5"), WORKFLOW_RUN: ("Workflow Run Crate", "0.5"),
-            WORKFLOW_RO_CRATE: ("Workflow RO-Crate", "1.0")}
+PROFILES = {
+    PROCESS_RUN: ("Process Run Crate", "0.5"),
+    WORKFLOW_RUN: ("Workflow Run Crate", "0.5"),
+    WORKFLOW_RO_CRATE: ("Workflow RO-Crate", "1.0"),
+}
 COMPLETED = {"@id": "http://schema.org/CompletedActionStatus"}
 
 
@@ -83,12 +86,16 @@ class Crate:
         """A File entity for bytes at `source`, placed at `relative` in the crate."""
         entity_id = data_id(relative)
         self.payload[relative] = source
-        self.add({
-            "@id": entity_id, "@type": "File", "name": Path(relative).name,
-            "contentSize": str(size if size is not None else source.stat().st_size),
-            "sha256": sha256 or sha256_file(source),
-            "encodingFormat": mimetypes.guess_type(relative)[0] or "application/octet-stream",
-        })
+        self.add(
+            {
+                "@id": entity_id,
+                "@type": "File",
+                "name": Path(relative).name,
+                "contentSize": str(size if size is not None else source.stat().st_size),
+                "sha256": sha256 or sha256_file(source),
+                "encodingFormat": mimetypes.guess_type(relative)[0] or "application/octet-stream",
+            }
+        )
         return entity_id
 
     def dataset(self, relative: str, name: str, parts: list[str]) -> str:
@@ -108,13 +115,19 @@ def add_artifact(crate: Crate, node: Node, folder: str) -> tuple[str, list[str]]
         full = node.path / entry["path"]
         if not full.is_file() or full.stat().st_size != entry["bytes"]:
             raise GptlineageError(f"{full}: missing or changed since its manifest; run gptlineage lineage verify")
-    results = [crate.file(f"{folder}/{entry['path']}", node.path / entry["path"], entry["sha256"], entry["bytes"])
-               for entry in node.manifest["files"]]
+    results = [
+        crate.file(f"{folder}/{entry['path']}", node.path / entry["path"], entry["sha256"], entry["bytes"])
+        for entry in node.manifest["files"]
+    ]
     manifest = crate.file(f"{folder}/{MANIFEST}", node.path / MANIFEST)
     crate.entities[manifest]["description"] = "gptlineage manifest: files, command, parameters, inputs, code"
     dataset = crate.dataset(folder, node.path.name, [*results, manifest])
-    crate.entities[dataset].update({"identifier": f"urn:gptlineage:artifact:{node.manifest['id']}",
-                                    "description": f"artifact written by gptlineage {node.manifest['command']['name']}"})
+    crate.entities[dataset].update(
+        {
+            "identifier": f"urn:gptlineage:artifact:{node.manifest['id']}",
+            "description": f"artifact written by gptlineage {node.manifest['command']['name']}",
+        }
+    )
     return dataset, results
 
 
@@ -123,10 +136,19 @@ def add_input(crate: Crate, node: Node, entry: dict[str, Any], folders: dict[Pat
     source = (node.path / entry["path"]).resolve()
     upstream = input_artifact_dir(node.path, entry)
     if upstream is not None and upstream not in folders:
-        return crate.add({"@id": f"urn:gptlineage:artifact:{entry['artifact_id']}", "@type": "CreativeWork",
-                          "name": f"{upstream.name} (missing from this lineage)"})["@id"]
+        return crate.add(
+            {
+                "@id": f"urn:gptlineage:artifact:{entry['artifact_id']}",
+                "@type": "CreativeWork",
+                "name": f"{upstream.name} (missing from this lineage)",
+            }
+        )["@id"]
     if upstream is not None:
-        relative = f"{folders[upstream]}/{source.relative_to(upstream).as_posix()}" if source != upstream else folders[upstream]
+        relative = (
+            f"{folders[upstream]}/{source.relative_to(upstream).as_posix()}"
+            if source != upstream
+            else folders[upstream]
+        )
         if source.is_dir():  # a folder of an artifact (a dataset written by synth-chat, say)
             parent = data_id(folders[upstream] + "/")
             part = crate.dataset(relative, source.name, [])
@@ -154,13 +176,19 @@ def instrument(crate: Crate, manifest: dict[str, Any]) -> str:
     """The gptlineage command as a SoftwareApplication, one per command and code closure."""
     code = manifest["code"]
     command = manifest["command"]["name"]
-    return crate.add({
-        "@id": f"#gptlineage-{command}-{code['closure_sha256'][:12]}", "@type": "SoftwareApplication",
-        "name": f"gptlineage {command}", "softwareVersion": code["version"],
-        "identifier": f"sha256:{code['closure_sha256']}",
-        "description": (f"the gptlineage command line; identifier is the sha256 over the {len(code['files'])}"
-                        f" package source files {code['module']} runs (paths and bytes)"),
-    })["@id"]
+    return crate.add(
+        {
+            "@id": f"#gptlineage-{command}-{code['closure_sha256'][:12]}",
+            "@type": "SoftwareApplication",
+            "name": f"gptlineage {command}",
+            "softwareVersion": code["version"],
+            "identifier": f"sha256:{code['closure_sha256']}",
+            "description": (
+                f"the gptlineage command line; identifier is the sha256 over the {len(code['files'])}"
+                f" package source files {code['module']} runs (paths and bytes)"
+            ),
+        }
+    )["@id"]
 
 
 def parameter_values(crate: Crate, manifest: dict[str, Any]) -> list[str]:
@@ -168,8 +196,11 @@ def parameter_values(crate: Crate, manifest: dict[str, Any]) -> list[str]:
     ids = []
     for key, value in manifest["parameters"].items():
         text = value if isinstance(value, str) else json_text(value)
-        ids.append(crate.add({"@id": f"#param-{manifest['id'][:12]}-{key}", "@type": "PropertyValue",
-                              "name": key, "value": text})["@id"])
+        ids.append(
+            crate.add(
+                {"@id": f"#param-{manifest['id'][:12]}-{key}", "@type": "PropertyValue", "name": key, "value": text}
+            )["@id"]
+        )
     return ids
 
 
@@ -181,14 +212,16 @@ def add_action(crate: Crate, node: Node, folders: dict[Path, str], results: list
     manifest, run = node.manifest, node.manifest.get("run", {})
     objects = [add_input(crate, node, entry, folders) for entry in manifest["inputs"]]
     action = {
-        "@id": f"#run-{manifest['id']}", "@type": "CreateAction",
+        "@id": f"#run-{manifest['id']}",
+        "@type": "CreateAction",
         "name": f"gptlineage {manifest['command']['name']} -> {node.path.name}",
         "description": shlex.join(manifest["command"]["argv"]),
         "identifier": f"urn:gptlineage:artifact:{manifest['id']}",
         "instrument": ref(instrument(crate, manifest)),
         "object": [ref(o) for o in dict.fromkeys(objects + parameter_values(crate, manifest))],
         "result": [ref(r) for r in results],
-        "startTime": run.get("started_utc"), "endTime": run.get("finished_utc"),
+        "startTime": run.get("started_utc"),
+        "endTime": run.get("finished_utc"),
         "actionStatus": COMPLETED,
     }
     return crate.add({key: value for key, value in action.items() if value is not None})["@id"]
@@ -197,13 +230,20 @@ def add_action(crate: Crate, node: Node, folders: dict[Path, str], results: list
 def run_order(nodes: list[Node]) -> list[Node]:
     """Upstream first (the order a rerun needs); among those ready, the one that started first."""
     by_path = {node.path: node for node in nodes}
-    needs = {node.path: {up for entry in node.manifest["inputs"]
-                         if (up := input_artifact_dir(node.path, entry)) in by_path and up != node.path}
-             for node in nodes}
+    needs = {
+        node.path: {
+            up
+            for entry in node.manifest["inputs"]
+            if (up := input_artifact_dir(node.path, entry)) in by_path and up != node.path
+        }
+        for node in nodes
+    }
     order: list[Node] = []
     while needs:
         ready = [path for path, ups in needs.items() if not ups] or list(needs)  # no cycles, but never spin
-        chosen = min(ready, key=lambda path: (by_path[path].manifest.get("run", {}).get("started_utc") or "", str(path)))
+        chosen = min(
+            ready, key=lambda path: (by_path[path].manifest.get("run", {}).get("started_utc") or "", str(path))
+        )
         order.append(by_path[chosen])
         del needs[chosen]
         for ups in needs.values():
@@ -213,8 +253,12 @@ def run_order(nodes: list[Node]) -> list[Node]:
 
 def workflow_script(nodes: list[Node]) -> str:
     """The commands, upstream first: the chain as a script to read or rerun."""
-    lines = ["#!/bin/sh", "# The gptlineage commands that made this lineage, each after the ones it needs,",
-             "# as recorded in each artifact's manifest (run them from the directory they ran in).", "set -e"]
+    lines = [
+        "#!/bin/sh",
+        "# The gptlineage commands that made this lineage, each after the ones it needs,",
+        "# as recorded in each artifact's manifest (run them from the directory they ran in).",
+        "set -e",
+    ]
     return "\n".join(lines + [shlex.join(node.manifest["command"]["argv"]) for node in run_order(nodes)]) + "\n"
 
 
@@ -227,35 +271,47 @@ def crate_metadata(nodes: list[Node], folders: dict[Path, str], crate: Crate, sc
     tools = [crate.entities[action]["instrument"]["@id"] for action in actions]
     target, runs = nodes[0], [node.manifest.get("run", {}) for node in nodes]
     workflow = crate.file(WORKFLOW, script)
-    crate.entities[workflow].update({
-        "@type": ["File", "SoftwareSourceCode", "ComputationalWorkflow"],
-        "name": f"commands that made {target.path.name}", "programmingLanguage": ref("#sh"),
-        "hasPart": [ref(t) for t in dict.fromkeys(tools)],
-    })
+    crate.entities[workflow].update(
+        {
+            "@type": ["File", "SoftwareSourceCode", "ComputationalWorkflow"],
+            "name": f"commands that made {target.path.name}",
+            "programmingLanguage": ref("#sh"),
+            "hasPart": [ref(t) for t in dict.fromkeys(tools)],
+        }
+    )
     crate.add({"@id": "#sh", "@type": "ComputerLanguage", "name": "POSIX shell", "alternateName": "sh"})
     sources = [ref(source) for source in crate.sources]
-    started = min((r.get("started_utc") for r in runs if r.get("started_utc")), default=None)
-    finished = max((r.get("finished_utc") for r in runs if r.get("finished_utc")), default=None)
-    chain = crate.add({key: value for key, value in {
-        "@id": "#lineage-run", "@type": "CreateAction", "name": f"the chain of commands that made {target.path.name}",
-        "instrument": ref(workflow), "object": sources,
-        "result": crate.entities[actions[0]]["result"], "startTime": started, "endTime": finished,
-        "actionStatus": COMPLETED}.items() if value is not None})
-    license_id = crate.add({"@id": "#license", "@type": "CreativeWork", "name": "license not recorded",
-                            "description": "gptlineage records no license; each source input keeps its own terms"})["@id"]
+    chain, finished = chain_action(crate, target, workflow, sources, crate.entities[actions[0]]["result"], runs)
+    license_id = crate.add(
+        {
+            "@id": "#license",
+            "@type": "CreativeWork",
+            "name": "license not recorded",
+            "description": "gptlineage records no license; each source input keeps its own terms",
+        }
+    )["@id"]
     root = {
-        "@id": "./", "@type": "Dataset", "name": f"Lineage of {target.path.name}",
+        "@id": "./",
+        "@type": "Dataset",
+        "name": f"Lineage of {target.path.name}",
         "description": f"gptlineage artifact {target.manifest['id']} and the {len(nodes) - 1} artifacts upstream of it",
-        "datePublished": finished or "1970-01-01T00:00:00Z", "license": ref(license_id),
+        "datePublished": finished or "1970-01-01T00:00:00Z",
+        "license": ref(license_id),
         "conformsTo": [ref(PROCESS_RUN), ref(WORKFLOW_RUN), ref(WORKFLOW_RO_CRATE)],
         "mainEntity": ref(workflow),
         "hasPart": [ref(workflow), *(ref(d) for d in datasets), *sources],
         "mentions": [ref(chain["@id"]), *(ref(a) for a in actions)],
     }
-    descriptor = {"@id": METADATA, "@type": "CreativeWork", "about": ref("./"),
-                  "conformsTo": [ref(RO_CRATE), ref(WORKFLOW_RO_CRATE)]}
-    profiles = [{"@id": uri, "@type": "CreativeWork", "name": name, "version": version}
-                for uri, (name, version) in PROFILES.items()]
+    descriptor = {
+        "@id": METADATA,
+        "@type": "CreativeWork",
+        "about": ref("./"),
+        "conformsTo": [ref(RO_CRATE), ref(WORKFLOW_RO_CRATE)],
+    }
+    profiles = [
+        {"@id": uri, "@type": "CreativeWork", "name": name, "version": version}
+        for uri, (name, version) in PROFILES.items()
+    ]
     return {"@context": CONTEXT, "@graph": [descriptor, root, *profiles, *crate.entities.values()]}
 
 
@@ -286,3 +342,29 @@ def export_ro_crate(path: str | Path, output: str | Path) -> Path:
         shutil.rmtree(temporary, ignore_errors=True)
         raise
     return output / METADATA
+
+
+def chain_action(
+    crate: Crate, target: Node, workflow: str, sources: list[dict], result: Any, runs: list[dict]
+) -> tuple[dict[str, Any], str | None]:
+    """The CreateAction of the whole chain (from its first start to its last finish) and that finish."""
+    started = min((r.get("started_utc") for r in runs if r.get("started_utc")), default=None)
+    finished = max((r.get("finished_utc") for r in runs if r.get("finished_utc")), default=None)
+    chain = crate.add(
+        {
+            key: value
+            for key, value in {
+                "@id": "#lineage-run",
+                "@type": "CreateAction",
+                "name": f"the chain of commands that made {target.path.name}",
+                "instrument": ref(workflow),
+                "object": sources,
+                "result": result,
+                "startTime": started,
+                "endTime": finished,
+                "actionStatus": COMPLETED,
+            }.items()
+            if value is not None
+        }
+    )
+    return chain, finished

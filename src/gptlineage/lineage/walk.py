@@ -103,7 +103,11 @@ def show_lines(path: str | Path) -> list[str]:
             lines.append(f"{pad}  file: {entry['path']} ({entry['bytes']} bytes) sha256 {short(entry['sha256'])}")
         for entry in manifest["inputs"]:
             origin = f"artifact {short(entry['artifact_id'])}" if "artifact_id" in entry else "source"
-            digest = f" sha256 {short(entry.get('sha256') or entry.get('tree_sha256'))}" if "artifact_id" not in entry or "sha256" in entry else ""
+            digest = (
+                f" sha256 {short(entry.get('sha256') or entry.get('tree_sha256'))}"
+                if "artifact_id" not in entry or "sha256" in entry
+                else ""
+            )
             lines.append(f"{pad}  input {entry['role']}: {entry['path']} ({origin}){digest}")
     return lines
 
@@ -141,7 +145,9 @@ def verify_input(directory: Path, entry: dict[str, Any]) -> list[str]:
             return [f"{upstream}: input artifact missing (needed by {directory.name})"]
         found = read_manifest(upstream).get("id")
         if found != entry["artifact_id"]:
-            return [f"{upstream}: input artifact was replaced (id {short(found)}, {directory.name} used {short(entry['artifact_id'])})"]
+            return [
+                f"{upstream}: input artifact was replaced (id {short(found)}, {directory.name} used {short(entry['artifact_id'])})"
+            ]
     if "sha256" in entry:
         if not source.is_file():
             return [f"{source}: input file missing (needed by {directory.name})"]

@@ -41,9 +41,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from safetensors.torch import save_file
 
+from gptlineage.corpus.tokenizer import EOT_ID  # GPT-2's <|endoftext|>, Hugging Face's default bos/eos
 from gptlineage.errors import GptlineageError
 from gptlineage.model.gpt import GPT, GPTConfig
-from gptlineage.corpus.tokenizer import EOT_ID  # GPT-2's <|endoftext|>, Hugging Face's default bos/eos
 
 if TYPE_CHECKING:  # transformers is heavy; import it only where an object of it is built
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -109,9 +109,14 @@ def ours_config(values: Mapping[str, Any]) -> GPTConfig:
     for flag in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention"):
         if values.get(flag):
             raise GptlineageError(f"{flag} is set; our model has no such variant")
-    return GPTConfig(context=values["n_positions"], vocab=values["vocab_size"], width=values["n_embd"],
-                     heads=values["n_head"], layers=values["n_layer"],
-                     layer_norm_eps=values.get("layer_norm_epsilon", 1e-5))
+    return GPTConfig(
+        context=values["n_positions"],
+        vocab=values["vocab_size"],
+        width=values["n_embd"],
+        heads=values["n_head"],
+        layers=values["n_layer"],
+        layer_norm_eps=values.get("layer_norm_epsilon", 1e-5),
+    )
 
 
 # ---------------------------------------------------------------- state mapping
@@ -123,6 +128,7 @@ def _same_names(ours: str, hf: str) -> list[tuple[str, str]]:
 
 def ours_to_hf(state: Mapping[str, torch.Tensor], config: GPTConfig) -> dict[str, torch.Tensor]:
     """Our state dict -> Hugging Face GPT-2 tensors (contiguous copies), without the tied lm_head."""
+
     def get(name: str) -> torch.Tensor:
         if name not in state:
             raise GptlineageError(f"our state dict has no tensor {name}")
@@ -172,11 +178,13 @@ def hf_to_ours(state: Mapping[str, torch.Tensor], config: GPTConfig) -> dict[str
             out[a] = get(b)
         c_attn = get(f"{hf}.attn.c_attn.weight")  # [W, 3W]
         if tuple(c_attn.shape) != (width, 3 * width):
-            raise GptlineageError(f"{hf}.attn.c_attn.weight has shape {tuple(c_attn.shape)}, expected {(width, 3 * width)}")
+            raise GptlineageError(
+                f"{hf}.attn.c_attn.weight has shape {tuple(c_attn.shape)}, expected {(width, 3 * width)}"
+            )
         if torch.count_nonzero(get(f"{hf}.attn.c_attn.bias")):
             raise GptlineageError(f"{hf}.attn.c_attn.bias is not zero; our q/k/v projections have no bias")
         for j, part in enumerate(("query", "key", "value")):
-            out[f"{ours}.attn.{part}.weight"] = c_attn[:, j * width:(j + 1) * width].t()
+            out[f"{ours}.attn.{part}.weight"] = c_attn[:, j * width : (j + 1) * width].t()
         for ours_linear, hf_conv in (("attn.proj", "attn.c_proj"), ("mlp.fc", "mlp.c_fc"), ("mlp.proj", "mlp.c_proj")):
             out[f"{ours}.{ours_linear}.weight"] = get(f"{hf}.{hf_conv}.weight").t()
             out[f"{ours}.{ours_linear}.bias"] = get(f"{hf}.{hf_conv}.bias")
@@ -185,7 +193,9 @@ def hf_to_ours(state: Mapping[str, torch.Tensor], config: GPTConfig) -> dict[str
     if LM_HEAD in state:
         used.add(LM_HEAD)
         if not torch.equal(state[LM_HEAD], out["wte.weight"]):
-            raise GptlineageError("lm_head.weight differs from transformer.wte.weight; our output is tied to the embedding")
+            raise GptlineageError(
+                "lm_head.weight differs from transformer.wte.weight; our output is tied to the embedding"
+            )
     # Old checkpoints carry the causal-mask buffers attn.bias / attn.masked_bias: not weights.
     leftover = sorted(name for name in set(state) - used if not name.endswith((".attn.bias", ".attn.masked_bias")))
     if leftover:
@@ -222,7 +232,10 @@ def write_hf_directory(model: GPT, directory: str | Path) -> dict[str, Any]:
     values = hf_config_values(model.config)
     # Through GPT2Config so the file carries model_type and transformers' own defaults.
     gpt2_config(model.config).save_pretrained(directory)
-    tensors = {name: t.to(device="cpu", dtype=torch.float32) for name, t in ours_to_hf(model.state_dict(), model.config).items()}
+    tensors = {
+        name: t.to(device="cpu", dtype=torch.float32)
+        for name, t in ours_to_hf(model.state_dict(), model.config).items()
+    }
     temporary = directory / f".{WEIGHTS_FILE}.tmp-{os.getpid()}"
     # format=pt is what from_pretrained checks in the metadata of a safetensors file.
     save_file(tensors, str(temporary), metadata={"format": "pt"})
@@ -252,8 +265,10 @@ def check_export(model: GPT, directory: str | Path) -> float:
     """The probe difference of an exported directory; above PROBE_TOLERANCE it is an error."""
     difference = probe_difference(model, directory)
     if not difference <= PROBE_TOLERANCE:
-        raise GptlineageError(f"the exported model's probe logits differ from ours by {difference:.3g} "
-                              f"(> {PROBE_TOLERANCE}); nothing written")
+        raise GptlineageError(
+            f"the exported model's probe logits differ from ours by {difference:.3g} "
+            f"(> {PROBE_TOLERANCE}); nothing written"
+        )
     return difference
 
 
@@ -266,10 +281,18 @@ def load_hf_directory(directory: str | Path, *, attn_implementation: str = "sdpa
     directory = Path(directory)
     if not (directory / CONFIG_FILE).is_file():
         raise GptlineageError(f"{directory}: no {CONFIG_FILE}; not a Hugging Face model directory")
-    model, info = GPT2LMHeadModel.from_pretrained(directory, local_files_only=True, dtype=torch.float32,
-                                                  attn_implementation=attn_implementation, output_loading_info=True)
-    problems = [f"{kind} {names[0]}" for kind in ("missing_keys", "unexpected_keys", "mismatched_keys")
-                if (names := sorted(map(str, info.get(kind, []))))]
+    model, info = GPT2LMHeadModel.from_pretrained(
+        directory,
+        local_files_only=True,
+        dtype=torch.float32,
+        attn_implementation=attn_implementation,
+        output_loading_info=True,
+    )
+    problems = [
+        f"{kind} {names[0]}"
+        for kind in ("missing_keys", "unexpected_keys", "mismatched_keys")
+        if (names := sorted(map(str, info.get(kind, []))))
+    ]
     if problems:
         raise GptlineageError(f"{directory}: loading the Hugging Face model reported {problems[0]}")
     return model.eval()

@@ -47,8 +47,17 @@ class KVCache:
     For gpt2-small in float32 the two tables take 2·12·12·1024·64·4 bytes = 72 MiB.
     """
 
-    def __init__(self, layers: int, heads: int, head_dim: int, capacity: int, *, batch: int = 1,
-                 dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> None:
+    def __init__(
+        self,
+        layers: int,
+        heads: int,
+        head_dim: int,
+        capacity: int,
+        *,
+        batch: int = 1,
+        dtype: torch.dtype = torch.float32,
+        device: str | torch.device = "cpu",
+    ) -> None:
         shape = (batch, heads, capacity, head_dim)
         self.capacity = capacity
         # torch.empty: rows past a layer's length are never read, so they need no zeroing.
@@ -61,8 +70,15 @@ class KVCache:
         """An empty cache shaped for `model` (its dtype and device), holding up to its context."""
         config = model.config
         weight = model.output_weight
-        return cls(config.layers, config.heads, config.head_dim, config.context, batch=batch,
-                   dtype=weight.dtype, device=weight.device)
+        return cls(
+            config.layers,
+            config.heads,
+            config.head_dim,
+            config.context,
+            batch=batch,
+            dtype=weight.dtype,
+            device=weight.device,
+        )
 
     def lengths(self) -> list[int]:
         """How many positions each layer holds (all equal between forward passes)."""
@@ -76,10 +92,11 @@ class KVCache:
         """Store rows [B, H, t, D] after the layer's cached ones; return all rows [B, H, n+t, D] (views)."""
         start, t = self._lengths[layer], keys.shape[2]
         if start + t > self.capacity:
-            raise GptlineageError(f"key/value cache: {start} cached plus {t} new positions exceed "
-                                  f"context length {self.capacity}")
-        self._keys[layer][:, :, start:start + t] = keys
-        self._values[layer][:, :, start:start + t] = values
+            raise GptlineageError(
+                f"key/value cache: {start} cached plus {t} new positions exceed context length {self.capacity}"
+            )
+        self._keys[layer][:, :, start : start + t] = keys
+        self._values[layer][:, :, start : start + t] = values
         self._lengths[layer] = start + t
         return self.keys(layer), self.values(layer)
 
@@ -125,8 +142,9 @@ def cached_hidden(model: GPT, cache: KVCache, ids: torch.Tensor) -> torch.Tensor
     if t == 0:
         raise ValueError("cached_hidden needs at least one new token")
     if start + t > model.config.context:
-        raise GptlineageError(f"generation: {start} cached plus {t} new positions exceed "
-                              f"context length {model.config.context}")
+        raise GptlineageError(
+            f"generation: {start} cached plus {t} new positions exceed context length {model.config.context}"
+        )
     positions = torch.arange(start, start + t, device=ids.device)  # [t], continuing the cache
     x = model.wte(ids) + model.wpe(positions)  # [B, t, W]
     for layer, block in enumerate(model.blocks):

@@ -68,7 +68,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
     """Σ_i w_i · CE(h_i @ Wᵀ, y_i), with both gradients computed in the forward pass."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, targets, row_weights, chunk, matmul_dtype):  # noqa: ANN001
+    def forward(ctx, hidden, weight, targets, row_weights, chunk, matmul_dtype):
         # hidden [N, W], weight [V, W], targets [N] (int64), row_weights [N]; chunk rows per pass.
         wants_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
         weight_mm = weight.to(matmul_dtype)  # a no-op in float32; one bf16 copy of W under autocast
@@ -117,13 +117,14 @@ class _LinearCrossEntropy(torch.autograd.Function):
         return total  # float64 for float64 inputs, else float32
 
     @staticmethod
-    def backward(ctx, grad_total):  # noqa: ANN001
+    def backward(ctx, grad_total):
         grad_hidden, grad_weight = ctx.saved_tensors
         return grad_hidden * grad_total, grad_weight * grad_total, None, None, None, None
 
 
-def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                         row_weights: torch.Tensor | None, chunk: int) -> torch.Tensor:
+def linear_cross_entropy(
+    hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, row_weights: torch.Tensor | None, chunk: int
+) -> torch.Tensor:
     """Σ w·CE(hidden @ weightᵀ, targets) over rows, `chunk` rows at a time; w = 1/N when None (the mean).
 
     hidden [N, W], weight [V, W], targets [N]. Under bf16 autocast the matmuls run in bf16 and
@@ -166,8 +167,9 @@ class LossModel(nn.Module):
             hidden = self.model.hidden(x)  # [B, T, W]
             if self.loss_chunk:
                 flat_weights = None if weights is None else weights.flatten()
-                return linear_cross_entropy(hidden.flatten(0, 1), self.model.output_weight, y.flatten(),
-                                            flat_weights, self.loss_chunk)
+                return linear_cross_entropy(
+                    hidden.flatten(0, 1), self.model.output_weight, y.flatten(), flat_weights, self.loss_chunk
+                )
             logits = self.model.logits(hidden)  # [B, T, V]
         logits = logits.float() if self.bf16 else logits
         if weights is None:

@@ -33,6 +33,7 @@ def esc(value: Any) -> str:
 
 # ---------------------------------------------------------------- the graph
 
+
 @dataclass
 class GraphNode:
     key: str
@@ -63,8 +64,9 @@ def lineage_graph(nodes: Sequence[Node]) -> Graph:
     """Artifacts, plain source inputs and missing input artifacts, joined by what used what."""
     graph = Graph()
     for index, node in enumerate(nodes):
-        graph.nodes[str(node.path)] = GraphNode(str(node.path), node.path.name, "artifact",
-                                                node.manifest["command"]["name"], anchor_of(index, node))
+        graph.nodes[str(node.path)] = GraphNode(
+            str(node.path), node.path.name, "artifact", node.manifest["command"]["name"], anchor_of(index, node)
+        )
     walked = {str(node.path): node for node in nodes}
     for node in nodes:
         for entry in node.manifest.get("inputs", []):
@@ -162,9 +164,11 @@ def order_rows(plan: Layout) -> None:
     def sort_row(index: int, neighbours: dict[str, list[str]]) -> None:
         place_rows(plan)
         row = plan.rows[index]
+
         def mean(key: str) -> float:
             linked = [plan.center(other) for other in neighbours.get(key, [])]
             return sum(linked) / len(linked) if linked else plan.center(key)
+
         plan.rows[index] = sorted(row, key=lambda key: (mean(key), row.index(key)))
 
     for _ in range(3):
@@ -207,8 +211,10 @@ def dag_svg(graph: Graph) -> str:
     ]
     for edge, route in plan.routes.items():
         color = "#c0392b" if graph.edges[edge] else "#666"
-        parts.append(f'<path d="{edge_path(plan, route)}" fill="none" stroke="{color}" stroke-width="1.4" '
-                     'marker-end="url(#arrow)"/>')
+        parts.append(
+            f'<path d="{edge_path(plan, route)}" fill="none" stroke="{color}" stroke-width="1.4" '
+            'marker-end="url(#arrow)"/>'
+        )
     for key, node in graph.nodes.items():
         parts.append(node_svg(node, plan.left[key], plan.top[key]))
     parts.append("</svg>")
@@ -220,13 +226,13 @@ def node_svg(node: GraphNode, x: float, y: float) -> str:
     dash = ' stroke-dasharray="4 3"' if node.kind != "artifact" else ""
     stroke = "#c0392b" if node.kind == "missing" else "#555"
     kind = {"source": "source input", "missing": "missing artifact"}.get(node.kind, f"[{node.command}]")
-    shape = (f'<g class="node {node.kind}"><title>{esc(node.label)} ({esc(kind)})</title>'
-             f'<rect x="{x:.1f}" y="{y:.1f}" width="{NODE_WIDTH}" height="{NODE_HEIGHT}" rx="6" fill="{fill}" '
-             f'stroke="{stroke}"{dash}/>'
-             f'<text x="{x + NODE_WIDTH / 2:.1f}" y="{y + 19:.1f}" text-anchor="middle" font-size="13" '
-             f'font-weight="600">{esc(clipped(node.label))}</text>'
-             f'<text x="{x + NODE_WIDTH / 2:.1f}" y="{y + 36:.1f}" text-anchor="middle" font-size="11" '
-             f'fill="#444">{esc(kind)}</text></g>')
+    shape = (
+        f'<g class="node {node.kind}"><title>{esc(node.label)} ({esc(kind)})</title>'
+        f'<rect x="{x:.1f}" y="{y:.1f}" width="{NODE_WIDTH}" height="{NODE_HEIGHT}" rx="6" fill="{fill}" '
+        f'stroke="{stroke}"{dash}/>'
+        f'<text x="{x + NODE_WIDTH / 2:.1f}" y="{y + 19:.1f}" text-anchor="middle" font-size="13" '
+        f'font-weight="600">{esc(clipped(node.label))}</text>'
+        f'<text x="{x + NODE_WIDTH / 2:.1f}" y="{y + 36:.1f}" text-anchor="middle" font-size="11" '
+        f'fill="#444">{esc(kind)}</text></g>'
+    )
     return f'<a href="#{node.anchor}">{shape}</a>' if node.anchor else shape
-
-

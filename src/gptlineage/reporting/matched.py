@@ -40,8 +40,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from gptlineage.errors import GptlineageError
-from gptlineage.model.hf import hf_model, hf_to_ours
 from gptlineage.model.gpt import GPT, PRECISIONS, set_strict_float32
+from gptlineage.model.hf import hf_model, hf_to_ours
 from gptlineage.settings import SettingError, check_settings, from_mapping, setting
 from gptlineage.training.config import Plan, TrainConfig, plan, with_corpus_files
 from gptlineage.training.data import Split, load_split
@@ -80,8 +80,9 @@ class MatchedSettings:
     eval_every: int = setting(10, "validate every N updates, and at the start and end", minimum=0, group=SCHEDULE)
     eval_batches: int = setting(2, "fixed validation batches", minimum=1, group=SCHEDULE)
     threshold: float = setting(1e-4, "fail when a train loss differs by more than this", minimum=0, group=COMPARISON)
-    attn_implementation: str = setting("sdpa", "the reference's attention kernel in transformers",
-                                       choices=ATTENTION, group=COMPARISON)
+    attn_implementation: str = setting(
+        "sdpa", "the reference's attention kernel in transformers", choices=ATTENTION, group=COMPARISON
+    )
     threads: int = setting(0, "torch CPU threads; 0 = every core", minimum=0, group=COMPARISON)
 
     def __post_init__(self) -> None:
@@ -109,13 +110,31 @@ class Side:
 def train_config(settings: MatchedSettings, model: GPT, data: str | Path, precision: str, device: str) -> TrainConfig:
     """Our trainer's configuration for these settings: what batch_for, training_objective and evaluate read."""
     dims = model.config
-    config = from_mapping(TrainConfig, {
-        "preset": "quick", "context": dims.context, "vocab": dims.vocab, "width": dims.width, "heads": dims.heads,
-        "layers": dims.layers, "dropout": 0.0, "layer_norm_eps": dims.layer_norm_eps, "steps": settings.updates,
-        "batch": settings.batch, "lr": settings.lr, "min_lr": settings.min_lr, "warmup_steps": settings.warmup_steps,
-        "weight_decay": settings.weight_decay, "eval_every": settings.eval_every,
-        "eval_batches": settings.eval_batches, "seed": settings.seed, "precision": precision,
-        "device": device, "data": Path(data)})
+    config = from_mapping(
+        TrainConfig,
+        {
+            "preset": "quick",
+            "context": dims.context,
+            "vocab": dims.vocab,
+            "width": dims.width,
+            "heads": dims.heads,
+            "layers": dims.layers,
+            "dropout": 0.0,
+            "layer_norm_eps": dims.layer_norm_eps,
+            "steps": settings.updates,
+            "batch": settings.batch,
+            "lr": settings.lr,
+            "min_lr": settings.min_lr,
+            "warmup_steps": settings.warmup_steps,
+            "weight_decay": settings.weight_decay,
+            "eval_every": settings.eval_every,
+            "eval_batches": settings.eval_batches,
+            "seed": settings.seed,
+            "precision": precision,
+            "device": device,
+            "data": Path(data),
+        },
+    )
     return with_corpus_files(config)
 
 
@@ -124,12 +143,12 @@ def ours_side(model: GPT, config: TrainConfig, run: Plan, val: Split, dtype: tor
     optimizer = build_optimizer(model, config.schedule.weight_decay, config.runtime.device, run.lr)
     loss_of = on_device(training_objective(model, config.runtime), config.runtime.device)
     updater = Updater(optimizer, loss_of, run, config.schedule.seed, dtype=dtype)
-    return Side("gptlineage", model, updater,
-                lambda: evaluate(updater, val, config.evaluation.eval_batches, model))
+    return Side("gptlineage", model, updater, lambda: evaluate(updater, val, config.evaluation.eval_batches, model))
 
 
-def reference_loss(hf: nn.Module, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None,
-                   device: str) -> torch.Tensor:
+def reference_loss(
+    hf: nn.Module, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None, device: str
+) -> torch.Tensor:
     """The objective from Hugging Face logits: Σ weight·CE over assistant rows, or the mean CE."""
     logits = hf(input_ids=x.to(device), use_cache=False).logits  # [B, T, V]
     ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.to(device).reshape(-1), reduction="none")
@@ -138,8 +157,9 @@ def reference_loss(hf: nn.Module, x: torch.Tensor, y: torch.Tensor, weights: tor
     return (ce * weights.to(device=device, dtype=ce.dtype).reshape(-1)).sum()
 
 
-def reference_side(model: GPT, config: TrainConfig, run: Plan, val: Split, dtype: torch.dtype,
-                   attn_implementation: str) -> Side:
+def reference_side(
+    model: GPT, config: TrainConfig, run: Plan, val: Split, dtype: torch.dtype, attn_implementation: str
+) -> Side:
     """Hugging Face GPT-2 with our weights; its q|k|v bias frozen at zero and outside the optimizer."""
     hf = hf_model(model, attn_implementation=attn_implementation)
     start = hf_to_ours(hf.state_dict(), model.config)
@@ -148,8 +168,9 @@ def reference_side(model: GPT, config: TrainConfig, run: Plan, val: Split, dtype
     for block in hf.transformer.h:
         block.attn.c_attn.bias.requires_grad_(False)  # GPT-2 has the bias, ours does not: keep it 0
     trainable = [p for p in hf.parameters() if p.requires_grad]  # parameters() lists the tied wte once
-    optimizer = torch.optim.AdamW(trainable, lr=run.lr, betas=ADAM_BETAS, eps=ADAM_EPS,
-                                  weight_decay=config.schedule.weight_decay)
+    optimizer = torch.optim.AdamW(
+        trainable, lr=run.lr, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=config.schedule.weight_decay
+    )
     hf.train()  # every dropout is 0; train mode only mirrors ours
 
     def loss_of(x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
@@ -159,8 +180,9 @@ def reference_side(model: GPT, config: TrainConfig, run: Plan, val: Split, dtype
     return Side("reference", hf, updater, lambda: evaluate(updater, val, config.evaluation.eval_batches, hf))
 
 
-def train_sides(sides: list[Side], train: Split, config: TrainConfig, run: Plan,
-                dtype: torch.dtype) -> dict[str, list[dict[str, Any]]]:
+def train_sides(
+    sides: list[Side], train: Split, config: TrainConfig, run: Plan, dtype: torch.dtype
+) -> dict[str, list[dict[str, Any]]]:
     """N updates of every trainer with the trainer's logging rules; metric points like metrics.json's, per side.
 
     The trainers alternate update by update, so a change in the machine's load while the
@@ -194,14 +216,18 @@ def _max_difference(ours: dict[int, float], reference: dict[int, float], phase: 
     return max((abs(ours[s] - reference[s]) for s in ours), default=0.0)
 
 
-def compare(ours: list[dict[str, Any]], reference: list[dict[str, Any]], run: Plan,
-            threshold: float, precision: str) -> dict[str, Any]:
+def compare(
+    ours: list[dict[str, Any]], reference: list[dict[str, Any]], run: Plan, threshold: float, precision: str
+) -> dict[str, Any]:
     """comparison.json: loss differences over identical step sets, final losses, throughputs."""
     train = {side: _losses(points, "train", side) for side, points in zip(SIDES, (ours, reference))}
     val = {side: _losses(points, "validation", side) for side, points in zip(SIDES, (ours, reference))}
-    speed = {side: statistics.median(p["tokens_per_second"] for p in points if p["phase"] == "train"
-                                     and p["tokens_per_second"] is not None)
-             for side, points in zip(SIDES, (ours, reference))}
+    speed = {
+        side: statistics.median(
+            p["tokens_per_second"] for p in points if p["phase"] == "train" and p["tokens_per_second"] is not None
+        )
+        for side, points in zip(SIDES, (ours, reference))
+    }
     final = max(val["gptlineage"])
     return {
         "schema": SCHEMA,
@@ -222,7 +248,9 @@ def compare(ours: list[dict[str, Any]], reference: list[dict[str, Any]], run: Pl
 def parameter_difference(ours: GPT, reference: nn.Module) -> float:
     """max |Δ| between the two trained models' weights, the reference mapped back to our names."""
     mapped = hf_to_ours(reference.state_dict(), ours.config)
-    return max(float((mapped[name].to(tensor.dtype) - tensor).abs().max()) for name, tensor in ours.state_dict().items())
+    return max(
+        float((mapped[name].to(tensor.dtype) - tensor).abs().max()) for name, tensor in ours.state_dict().items()
+    )
 
 
 # ---------------------------------------------------------------- the whole comparison
@@ -236,8 +264,9 @@ class MatchedResult:
     points: dict[str, list[dict[str, Any]]]  # side -> metric points
 
 
-def run_matched(model: GPT, data: str | Path, settings: MatchedSettings, *, precision: str = "float32",
-                device: str = "cpu") -> MatchedResult:
+def run_matched(
+    model: GPT, data: str | Path, settings: MatchedSettings, *, precision: str = "float32", device: str = "cpu"
+) -> MatchedResult:
     """Train `model` itself with our trainer and a Hugging Face copy of its starting weights with the
     reference, on the corpus `data`, in `precision` (float32 or float64); compare them (the threshold
     is applied by `check_threshold`)."""
@@ -265,16 +294,19 @@ def check_threshold(comparison: dict[str, Any]) -> None:
     """The comparison's verdict: fail when a train loss differs by more than the threshold."""
     difference, threshold = comparison["max_absolute_train_loss_difference"], comparison["threshold"]
     if not difference <= threshold:
-        raise GptlineageError(f"max |train loss difference| {difference:.3g} exceeds --threshold {threshold:g}; "
-                              "no artifact written")
+        raise GptlineageError(
+            f"max |train loss difference| {difference:.3g} exceeds --threshold {threshold:g}; no artifact written"
+        )
 
 
 def step_lines(result: MatchedResult) -> list[str]:
     """One line per logged point: both losses and both step times side by side."""
     lines = []
     for ours, ref in zip(result.points["gptlineage"], result.points["reference"]):
-        line = f"step={ours['step']} {ours['phase']}_loss gptlineage={ours['loss']:.6f} reference={ref['loss']:.6f}" \
-               f" |Δ|={abs(ours['loss'] - ref['loss']):.3g}"
+        line = (
+            f"step={ours['step']} {ours['phase']}_loss gptlineage={ours['loss']:.6f} reference={ref['loss']:.6f}"
+            f" |Δ|={abs(ours['loss'] - ref['loss']):.3g}"
+        )
         if ours["phase"] == "train":
             line += f" step_ms gptlineage={ours['duration_ms']:.1f} reference={ref['duration_ms']:.1f}"
         lines.append(line)
@@ -284,7 +316,9 @@ def step_lines(result: MatchedResult) -> list[str]:
 def summary_line(comparison: dict[str, Any]) -> str:
     """The headline: both maximal loss differences and both median throughputs."""
     c = comparison
-    return (f"max |Δ train loss| {c['max_absolute_train_loss_difference']:.3g} (threshold {c['threshold']:g}), "
-            f"max |Δ validation loss| {c['max_absolute_validation_loss_difference']:.3g}, "
-            f"median tokens/s gptlineage {c['median_tokens_per_second']['gptlineage']:.0f} "
-            f"reference {c['median_tokens_per_second']['reference']:.0f} (ratio {c['throughput_ratio']:.2f})")
+    return (
+        f"max |Δ train loss| {c['max_absolute_train_loss_difference']:.3g} (threshold {c['threshold']:g}), "
+        f"max |Δ validation loss| {c['max_absolute_validation_loss_difference']:.3g}, "
+        f"median tokens/s gptlineage {c['median_tokens_per_second']['gptlineage']:.0f} "
+        f"reference {c['median_tokens_per_second']['reference']:.0f} (ratio {c['throughput_ratio']:.2f})"
+    )

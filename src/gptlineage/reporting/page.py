@@ -35,6 +35,7 @@ REPORT_FILE = "index.html"
 
 # ---------------------------------------------------------------- HTML pieces
 
+
 def code(value: Any) -> str:
     return f"<code>{esc(value)}</code>"
 
@@ -56,8 +57,9 @@ def json_block(value: Any) -> str:
 
 def svg_image(svg: bytes, alt: str) -> str:
     """A figure as a data URI: its ids and styles stay inside the image, away from the page's."""
-    return (f'<img class="figure" alt="{esc(alt)}" '
-            f'src="data:image/svg+xml;base64,{base64.b64encode(svg).decode("ascii")}">')
+    return (
+        f'<img class="figure" alt="{esc(alt)}" src="data:image/svg+xml;base64,{base64.b64encode(svg).decode("ascii")}">'
+    )
 
 
 def duration(started: Any, finished: Any) -> str:
@@ -70,17 +72,24 @@ def duration(started: Any, finished: Any) -> str:
 
 # ---------------------------------------------------------------- one artifact
 
+
 def key_metrics(points: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
     """First, last and best validation loss, and the median training throughput."""
     validation = loss_points(points, "validation")
     rows: list[tuple[str, str]] = []
     if validation:
         best = min(validation, key=lambda p: (p["loss"], p["step"]))
-        for label, point in (("first validation loss", validation[0]), ("last validation loss", validation[-1]),
-                             ("best validation loss", best)):
+        for label, point in (
+            ("first validation loss", validation[0]),
+            ("last validation loss", validation[-1]),
+            ("best validation loss", best),
+        ):
             rows.append((label, f"{point['loss']:.6f} at step {point['step']}"))
-    rates = [p["tokens_per_second"] for p in points if isinstance(p, dict) and p.get("phase") == "train"
-             and is_number(p.get("tokens_per_second"))]
+    rates = [
+        p["tokens_per_second"]
+        for p in points
+        if isinstance(p, dict) and p.get("phase") == "train" and is_number(p.get("tokens_per_second"))
+    ]
     if rates:
         rows.append(("median tokens/s", f"{statistics.median(rates):,.1f} over {len(rates)} steps"))
     return rows
@@ -130,9 +139,12 @@ def files_html(manifest: dict[str, Any]) -> str:
     files = manifest.get("files", [])
     rows = [(code(entry["path"]), f"{entry['bytes']:,}", code(entry["sha256"])) for entry in files]
     opened = " open" if len(files) <= 12 else ""
-    return (f"<h3>Files</h3><details{opened}><summary>{len(files)} files, "
-            f"{sum(entry['bytes'] for entry in files):,} bytes</summary>"
-            + table(["path", "bytes", "sha256"], rows) + "</details>")
+    return (
+        f"<h3>Files</h3><details{opened}><summary>{len(files)} files, "
+        f"{sum(entry['bytes'] for entry in files):,} bytes</summary>"
+        + table(["path", "bytes", "sha256"], rows)
+        + "</details>"
+    )
 
 
 def artifact_html(node: Node, graph: Graph, root: Path) -> str:
@@ -141,30 +153,40 @@ def artifact_html(node: Node, graph: Graph, root: Path) -> str:
     code_id = manifest.get("code", {})
     anchor = graph.nodes[str(node.path)].anchor
     git = f"{run.get('git_commit') or '-'}{' (dirty)' if run.get('git_dirty') else ''}"
-    facts = definitions([
-        ("path", code(os.path.relpath(node.path, root))),
-        ("id", code(manifest["id"])),
-        ("command line", code(shlex.join(manifest["command"]["argv"]))),
-        ("started", esc(run.get("started_utc"))),
-        ("finished", f"{esc(run.get('finished_utc'))} ({duration(run.get('started_utc'), run.get('finished_utc'))})"),
-        ("host", esc(run.get("host"))),
-        ("git commit", code(git)),
-        ("code", f"{esc(code_id.get('package'))} {esc(code_id.get('version'))}, "
-                 f"{esc(code_id.get('module'))} closure sha256 {code(code_id.get('closure_sha256'))}"),
-        ("environment", esc(", ".join(f"{k} {v}" for k, v in manifest.get("environment", {}).items()))),
-    ])
-    return "\n".join([
-        f'<section class="artifact" id="{anchor}">',
-        f'<h2>{esc(node.path.name)} <span class="command">[{esc(manifest["command"]["name"])}]</span></h2>',
-        facts,
-        f"<h3>Parameters</h3><p>sha256 {code(manifest.get('parameters_sha256'))}</p>",
-        json_block(manifest.get("parameters")),
-        inputs_html(node, graph),
-        files_html(manifest),
-        "<h3>Summary</h3>" + json_block(manifest.get("summary")),
-        training_html(node),
-        "</section>",
-    ])
+    facts = definitions(
+        [
+            ("path", code(os.path.relpath(node.path, root))),
+            ("id", code(manifest["id"])),
+            ("command line", code(shlex.join(manifest["command"]["argv"]))),
+            ("started", esc(run.get("started_utc"))),
+            (
+                "finished",
+                f"{esc(run.get('finished_utc'))} ({duration(run.get('started_utc'), run.get('finished_utc'))})",
+            ),
+            ("host", esc(run.get("host"))),
+            ("git commit", code(git)),
+            (
+                "code",
+                f"{esc(code_id.get('package'))} {esc(code_id.get('version'))}, "
+                f"{esc(code_id.get('module'))} closure sha256 {code(code_id.get('closure_sha256'))}",
+            ),
+            ("environment", esc(", ".join(f"{k} {v}" for k, v in manifest.get("environment", {}).items()))),
+        ]
+    )
+    return "\n".join(
+        [
+            f'<section class="artifact" id="{anchor}">',
+            f'<h2>{esc(node.path.name)} <span class="command">[{esc(manifest["command"]["name"])}]</span></h2>',
+            facts,
+            f"<h3>Parameters</h3><p>sha256 {code(manifest.get('parameters_sha256'))}</p>",
+            json_block(manifest.get("parameters")),
+            inputs_html(node, graph),
+            files_html(manifest),
+            "<h3>Summary</h3>" + json_block(manifest.get("summary")),
+            training_html(node),
+            "</section>",
+        ]
+    )
 
 
 # ---------------------------------------------------------------- the page
@@ -196,32 +218,42 @@ def report_html(path: str | Path) -> str:
     graph = lineage_graph(nodes)
     target = nodes[0]
     root = target.path.parent  # paths are shown relative to the reported artifact's folder
-    contents = table(["artifact", "command", "id", "finished"], [
-        (f'<a href="#{graph.nodes[str(node.path)].anchor}">{esc(node.path.name)}</a>',
-         esc(node.manifest["command"]["name"]), code(node.manifest["id"][:12]),
-         esc(node.manifest.get("run", {}).get("finished_utc"))) for node in nodes])
+    contents = table(
+        ["artifact", "command", "id", "finished"],
+        [
+            (
+                f'<a href="#{graph.nodes[str(node.path)].anchor}">{esc(node.path.name)}</a>',
+                esc(node.manifest["command"]["name"]),
+                code(node.manifest["id"][:12]),
+                esc(node.manifest.get("run", {}).get("finished_utc")),
+            )
+            for node in nodes
+        ],
+    )
     sources = sum(1 for node in graph.nodes.values() if node.kind == "source")
     missing = [node.label for node in graph.nodes.values() if node.kind == "missing"]
-    warning = (f'<p class="bad">missing input artifacts: {esc(", ".join(missing))}</p>' if missing else "")
-    return "\n".join([
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>Lineage of {esc(target.path.name)}</title>",
-        f"<style>{STYLE}</style></head><body>",
-        f"<header><h1>Lineage of <code>{esc(target.path.name)}</code></h1>",
-        f"<p>{len(nodes)} artifact{'s' if len(nodes) != 1 else ''} and {sources} source input{'s' if sources != 1 else ''}; "
-        f"artifact id {code(target.manifest['id'])}.</p>"
-        f"{warning}</header>",
-        '<section id="graph"><h2>Graph</h2><p>Inputs above, results below; a box links to its section '
-        '(dashed: a source file or a missing artifact; a red edge: the input was replaced since it was used).</p>',
-        dag_svg(graph),
-        "</section>",
-        f'<section id="contents"><h2>Artifacts</h2>{contents}</section>',
-        *(artifact_html(node, graph, root) for node in nodes),
-        "</body></html>",
-        "",
-    ])
+    warning = f'<p class="bad">missing input artifacts: {esc(", ".join(missing))}</p>' if missing else ""
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>Lineage of {esc(target.path.name)}</title>",
+            f"<style>{STYLE}</style></head><body>",
+            f"<header><h1>Lineage of <code>{esc(target.path.name)}</code></h1>",
+            f"<p>{len(nodes)} artifact{'s' if len(nodes) != 1 else ''} and {sources} source input{'s' if sources != 1 else ''}; "
+            f"artifact id {code(target.manifest['id'])}.</p>"
+            f"{warning}</header>",
+            '<section id="graph"><h2>Graph</h2><p>Inputs above, results below; a box links to its section '
+            "(dashed: a source file or a missing artifact; a red edge: the input was replaced since it was used).</p>",
+            dag_svg(graph),
+            "</section>",
+            f'<section id="contents"><h2>Artifacts</h2>{contents}</section>',
+            *(artifact_html(node, graph, root) for node in nodes),
+            "</body></html>",
+            "",
+        ]
+    )
 
 
 def write_report(path: str | Path, output: str | Path) -> Path:
@@ -230,8 +262,13 @@ def write_report(path: str | Path, output: str | Path) -> Path:
     artifact_dir = resolve_artifact(path)
     refuse_inside(output, walk(artifact_dir), "report")
     page = report_html(path)  # built first: an error leaves no half-written artifact
-    with ArtifactWriter(output, command="lineage-report", parameters={"format": "html"},
-                        inputs={"artifact": path}, code_module="gptlineage.commands.lineage") as artifact:
+    with ArtifactWriter(
+        output,
+        command="lineage-report",
+        parameters={"format": "html"},
+        inputs={"artifact": path},
+        code_module="gptlineage.commands.lineage",
+    ) as artifact:
         (artifact.path / REPORT_FILE).write_text(page, encoding="utf-8")
         artifact.summary = {"artifacts": page.count('<section class="artifact"'), "report": REPORT_FILE}
     return output / REPORT_FILE

@@ -22,13 +22,13 @@ import matplotlib
 
 matplotlib.use("Agg")  # never open a window; figures only become files
 
-from matplotlib import rc_context  # noqa: E402  (after choosing the backend)
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.transforms import blended_transform_factory  # noqa: E402
+from matplotlib import rc_context
+from matplotlib.figure import Figure
+from matplotlib.transforms import blended_transform_factory
 
-from gptlineage.jsonio import read_json  # noqa: E402
-from gptlineage.errors import GptlineageError  # noqa: E402
-from gptlineage.training.layout import RunDir  # noqa: E402
+from gptlineage.errors import GptlineageError
+from gptlineage.jsonio import read_json
+from gptlineage.training.layout import RunDir
 
 TRAIN_COLOR = "#2463a8"
 VALIDATION_COLOR = "#d66a2c"
@@ -50,14 +50,21 @@ DETERMINISTIC_RC = {
 
 # ---------------------------------------------------------------- reading inputs
 
+
 def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def loss_points(points: Iterable[Any], phase: str | None = None) -> list[dict[str, Any]]:
     """Points with a finite numeric step and loss (optionally of one phase), in step order."""
-    kept = [p for p in points if isinstance(p, dict) and is_number(p.get("step")) and is_number(p.get("loss"))
-            and (phase is None or p.get("phase") == phase)]
+    kept = [
+        p
+        for p in points
+        if isinstance(p, dict)
+        and is_number(p.get("step"))
+        and is_number(p.get("loss"))
+        and (phase is None or p.get("phase") == phase)
+    ]
     return sorted(kept, key=lambda p: p["step"])
 
 
@@ -74,9 +81,14 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
 def timing_rows(summary: Any) -> list[dict[str, Any]]:
     """Rows with an integer total_ns above zero, longest first."""
     rows = summary.get("rows") if isinstance(summary, dict) else None
-    kept = [row for row in (rows if isinstance(rows, list) else [])
-            if isinstance(row, dict) and isinstance(row.get("total_ns"), int)
-            and not isinstance(row.get("total_ns"), bool) and row["total_ns"] > 0]
+    kept = [
+        row
+        for row in (rows if isinstance(rows, list) else [])
+        if isinstance(row, dict)
+        and isinstance(row.get("total_ns"), int)
+        and not isinstance(row.get("total_ns"), bool)
+        and row["total_ns"] > 0
+    ]
     return sorted(kept, key=lambda row: (-row["total_ns"], str(row.get("phase"))))
 
 
@@ -89,6 +101,7 @@ def read_trace_summary(path: str | Path) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- drawing
+
 
 def new_figure(width: float, height: float) -> Figure:
     """A figure sized in SVG units (points), not attached to pyplot's global state."""
@@ -134,8 +147,15 @@ def loss_svg(points: Sequence[dict[str, Any]], title: str) -> bytes:
             if series:
                 # r=4 dots, smaller when hundreds of training steps would merge into a band
                 size = 8 if len(series) <= 60 else 3
-                axes.plot([p["step"] for p in series], [p["loss"] for p in series], color=color,
-                          marker="o", markersize=size, linewidth=1.6, label=f"{phase} ({len(series)} points)")
+                axes.plot(
+                    [p["step"] for p in series],
+                    [p["loss"] for p in series],
+                    color=color,
+                    marker="o",
+                    markersize=size,
+                    linewidth=1.6,
+                    label=f"{phase} ({len(series)} points)",
+                )
         axes.set_xlim(0, max(p["step"] for p in finite) or 1)
         set_loss_limits(axes, [p["loss"] for p in finite])
         axes.set_xlabel("step")
@@ -153,7 +173,7 @@ def megabytes(kilobytes: Any) -> str:
 
 def profile_svg(summary: dict[str, Any], title: str, top: int = 10) -> bytes:
     """Horizontal bars of time per phase, the `top` longest rows, peak memory in the title."""
-    rows = timing_rows(summary)[:max(top, 1)]
+    rows = timing_rows(summary)[: max(top, 1)]
     if not rows:
         raise GptlineageError(f"{title}: trace summary has no nonzero timing rows")
     height = max(420, 125 + 42 * len(rows))
@@ -173,10 +193,13 @@ def profile_svg(summary: dict[str, Any], title: str, top: int = 10) -> bytes:
         axes.set_xlabel("seconds (total per phase)")
         axes.set_title(f"{title}: time per phase (peak memory {megabytes(summary.get('peak_resident_set_size_kb'))})")
         wall = summary.get("wall_ns")
-        footer = (f"{summary.get('event_count', '?')} trace events, wall {wall / 1e9:.3g} s, "
-                  f"peak resident set {megabytes(summary.get('peak_resident_set_size_kb'))}"
-                  if is_number(wall) else f"{summary.get('event_count', '?')} trace events, "
-                  f"peak resident set {megabytes(summary.get('peak_resident_set_size_kb'))}")
+        footer = (
+            f"{summary.get('event_count', '?')} trace events, wall {wall / 1e9:.3g} s, "
+            f"peak resident set {megabytes(summary.get('peak_resident_set_size_kb'))}"
+            if is_number(wall)
+            else f"{summary.get('event_count', '?')} trace events, "
+            f"peak resident set {megabytes(summary.get('peak_resident_set_size_kb'))}"
+        )
         figure.text(0.01, 0.01, footer, fontsize=10, color="#555555")
         figure.tight_layout(rect=(0, 0.04, 1, 1))
         return svg_bytes(figure)
@@ -205,8 +228,15 @@ def overview_svg(stages: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> byte
         label_at = blended_transform_factory(axes.transData, axes.transAxes)
         for index, (name, offset, series) in enumerate(validation):
             if series:
-                axes.plot([offset + p["step"] for p in series], [p["loss"] for p in series], color=VALIDATION_COLOR,
-                          marker="o", markersize=6, linewidth=1.6, label="validation loss" if index == 0 else None)
+                axes.plot(
+                    [offset + p["step"] for p in series],
+                    [p["loss"] for p in series],
+                    color=VALIDATION_COLOR,
+                    marker="o",
+                    markersize=6,
+                    linewidth=1.6,
+                    label="validation loss" if index == 0 else None,
+                )
             if index > 0:
                 axes.axvline(offset, color=EDGE_COLOR, linestyle="--", linewidth=1)
             stop = offsets[index + 1] if index + 1 < len(offsets) else end
@@ -222,6 +252,7 @@ def overview_svg(stages: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> byte
 
 
 # ---------------------------------------------------------------- matched comparison
+
 
 def comparison_series(directory: Path) -> list[tuple[str, list[dict[str, Any]]]]:
     """Each side's points with a finite loss, from matched-compare's metrics-{side}.json, labelled by side."""
@@ -239,9 +270,11 @@ def comparison_title(comparison: Any) -> str:
     if not isinstance(comparison, dict):
         return "matched comparison"
     parts = []
-    for key, label in (("max_absolute_train_loss_difference", "max |Δ train|"),
-                       ("max_absolute_validation_loss_difference", "max |Δ validation|"),
-                       ("throughput_ratio", "throughput ratio")):
+    for key, label in (
+        ("max_absolute_train_loss_difference", "max |Δ train|"),
+        ("max_absolute_validation_loss_difference", "max |Δ validation|"),
+        ("throughput_ratio", "throughput ratio"),
+    ):
         if is_number(comparison.get(key)):
             parts.append(f"{label} {comparison[key]:.3g}")
     return "matched comparison" + (f": {', '.join(parts)}" if parts else "")
@@ -265,8 +298,16 @@ def comparison_svg(directory: str | Path) -> bytes:
                 part = loss_points(points, phase)
                 if part:
                     losses += [p["loss"] for p in part]
-                    axes.plot([p["step"] for p in part], [p["loss"] for p in part], linestyle=style, color=color,
-                              marker="o", markersize=4, linewidth=1.4, label=f"{name} {phase}")
+                    axes.plot(
+                        [p["step"] for p in part],
+                        [p["loss"] for p in part],
+                        linestyle=style,
+                        color=color,
+                        marker="o",
+                        markersize=4,
+                        linewidth=1.4,
+                        label=f"{name} {phase}",
+                    )
         set_loss_limits(axes, losses)
         axes.set_xlabel("step")
         axes.set_ylabel("loss")
@@ -278,6 +319,7 @@ def comparison_svg(directory: str | Path) -> bytes:
 
 
 # ---------------------------------------------------------------- one training run
+
 
 def run_figures(run: Path, name: str, top: int = 10) -> dict[str, bytes]:
     """`loss.svg` and `profile.svg` of one training artifact."""

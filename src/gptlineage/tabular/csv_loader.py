@@ -137,9 +137,7 @@ def parse_csv_rows(text: str, options: CsvOptions, source: str | Path) -> list[C
     return rows
 
 
-def _parse_line(
-    line: str, number: int, options: CsvOptions, source: str | Path
-) -> tuple[float, ...]:
+def _parse_line(line: str, number: int, options: CsvOptions, source: str | Path) -> tuple[float, ...]:
     values: list[float] = []
     for column, raw_cell in enumerate(line.split(options.delimiter), start=1):
         cell = raw_cell.strip(ASCII_WHITESPACE) if options.trim_cells else raw_cell
@@ -176,8 +174,7 @@ def _split_row(
     for values, width in zip(parts, (input_width, target_width)):
         if len(values) != width:
             raise GptlineageError(
-                f"{path}: csv row {row.number}: expected {width} values for shape [{width}], "
-                f"got {len(values)}"
+                f"{path}: csv row {row.number}: expected {width} values for shape [{width}], got {len(values)}"
             )
     return parts
 
@@ -187,9 +184,7 @@ def csv_rows_dataset(
 ) -> Dataset:
     """Unbatched samples of shape (input_width,)/(target_width,), read at every materialize."""
     if input_width < 0 or target_width < 0:
-        raise GptlineageError(
-            f"from_csv: widths must be >= 0, got input {input_width} and target {target_width}"
-        )
+        raise GptlineageError(f"from_csv: widths must be >= 0, got input {input_width} and target {target_width}")
 
     def materialize(dtype: torch.dtype) -> SampleStream:
         rows = read_csv_rows(path, options)

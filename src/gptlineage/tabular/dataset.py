@@ -98,9 +98,7 @@ class Dataset:
     def materialize(self, dtype: torch.dtype = torch.float32) -> SampleStream:
         """Produce the samples in `dtype` and check every one against the declared shapes."""
         if dtype not in SUPPORTED_DTYPES:
-            raise GptlineageError(
-                f"{self.name}: unsupported dtype {dtype}; expected torch.float32 or torch.float64"
-            )
+            raise GptlineageError(f"{self.name}: unsupported dtype {dtype}; expected torch.float32 or torch.float64")
         stream = self._materialize(dtype)
         for index in range(len(stream)):
             _check_sample(self, stream[index], index, dtype)
@@ -118,9 +116,7 @@ def _check_sample(ds: Dataset, sample: Sample, index: int, dtype: torch.dtype) -
                 f"expected {format_shape(declared)}"
             )
         if tensor.dtype != dtype:
-            raise GptlineageError(
-                f"{ds.name}: sample {index} {side} has dtype {tensor.dtype}, expected {dtype}"
-            )
+            raise GptlineageError(f"{ds.name}: sample {index} {side} has dtype {tensor.dtype}, expected {dtype}")
 
 
 def _as_float64(values: Any) -> torch.Tensor:
@@ -147,14 +143,10 @@ def from_tensors(inputs: Any, targets: Any) -> Dataset:
     if xs.dim() == 0 or ys.dim() == 0:
         raise GptlineageError("from_tensors: inputs and targets need a leading sample axis")
     if xs.shape[0] != ys.shape[0]:
-        raise GptlineageError(
-            f"from_tensors: inputs have {xs.shape[0]} samples but targets have {ys.shape[0]}"
-        )
+        raise GptlineageError(f"from_tensors: inputs have {xs.shape[0]} samples but targets have {ys.shape[0]}")
 
     def materialize(dtype: torch.dtype) -> SampleStream:
-        return SampleStream(
-            xs.shape[0], lambda i: Sample(_convert(xs[i], dtype), _convert(ys[i], dtype))
-        )
+        return SampleStream(xs.shape[0], lambda i: Sample(_convert(xs[i], dtype), _convert(ys[i], dtype)))
 
     return Dataset(tuple(xs.shape[1:]), tuple(ys.shape[1:]), materialize, "from_tensors")
 
@@ -171,8 +163,7 @@ def from_samples(
     hosts = [(_as_float64(x), _as_float64(y)) for x, y in pairs]
     if not hosts and (input_shape is None or target_shape is None):
         raise GptlineageError(
-            "from_samples: cannot infer sample shapes from an empty list; "
-            "pass input_shape and target_shape"
+            "from_samples: cannot infer sample shapes from an empty list; pass input_shape and target_shape"
         )
     in_shape = tuple(input_shape) if input_shape is not None else tuple(hosts[0][0].shape)
     tgt_shape = tuple(target_shape) if target_shape is not None else tuple(hosts[0][1].shape)
@@ -181,9 +172,7 @@ def from_samples(
         _require_shape("from_samples", index, "target", tuple(y.shape), tgt_shape)
 
     def materialize(dtype: torch.dtype) -> SampleStream:
-        return SampleStream(
-            len(hosts), lambda i: Sample(_convert(hosts[i][0], dtype), _convert(hosts[i][1], dtype))
-        )
+        return SampleStream(len(hosts), lambda i: Sample(_convert(hosts[i][0], dtype), _convert(hosts[i][1], dtype)))
 
     return Dataset(in_shape, tgt_shape, materialize, "from_samples")
 
@@ -191,8 +180,7 @@ def from_samples(
 def _require_shape(context: str, index: int, side: str, actual: Shape, expected: Shape) -> None:
     if actual != expected:
         raise GptlineageError(
-            f"{context}: sample {index} {side} has shape {format_shape(actual)}, "
-            f"expected {format_shape(expected)}"
+            f"{context}: sample {index} {side} has shape {format_shape(actual)}, expected {format_shape(expected)}"
         )
 
 
@@ -201,9 +189,7 @@ def from_sample(input: Any, target: Any) -> Dataset:
     return replace(from_samples([(input, target)]), name="from_sample")
 
 
-def defer(
-    action: Callable[[], tuple[Any, Any]], input_shape: Shape, target_shape: Shape
-) -> Dataset:
+def defer(action: Callable[[], tuple[Any, Any]], input_shape: Shape, target_shape: Shape) -> Dataset:
     """One sample produced by `action()` at every materialization (for example a file read).
 
     The action never runs at construction, so defining the dataset touches no file.
@@ -250,9 +236,7 @@ def random_split(ds: Dataset, train_count: int, seed: int = 0) -> tuple[Dataset,
             source = ds.materialize(dtype)
             n = len(source)
             if train_count > n:
-                raise GptlineageError(
-                    f"random_split: requested split {train_count}, but dataset only has {n} samples"
-                )
+                raise GptlineageError(f"random_split: requested split {train_count}, but dataset only has {n} samples")
             order, _ = shuffled_indices(n, seed)
             chosen = order[:train_count] if take_train else order[train_count:]
             return SampleStream(len(chosen), lambda i: source[chosen[i]])
@@ -266,9 +250,7 @@ def random_split(ds: Dataset, train_count: int, seed: int = 0) -> tuple[Dataset,
 
 def stack_samples(samples: Sequence[Sample]) -> Sample:
     """Collate samples into one batch sample with a new leading axis."""
-    return Sample(
-        torch.stack([s.input for s in samples]), torch.stack([s.target for s in samples])
-    )
+    return Sample(torch.stack([s.input for s in samples]), torch.stack([s.target for s in samples]))
 
 
 def batch(ds: Dataset, batch_size: int, shuffle: bool = True, seed: int = 0) -> Dataset:
@@ -293,9 +275,7 @@ def batch(ds: Dataset, batch_size: int, shuffle: bool = True, seed: int = 0) -> 
         ]
         return SampleStream.of(batches)
 
-    return Dataset(
-        (batch_size, *ds.input_shape), (batch_size, *ds.target_shape), materialize, "batch"
-    )
+    return Dataset((batch_size, *ds.input_shape), (batch_size, *ds.target_shape), materialize, "batch")
 
 
 @dataclass(frozen=True)
@@ -312,9 +292,7 @@ class EpochLoader:
     seed: int = 0
     drop_last: bool = True
 
-    def next_epoch(
-        self, name: str = "loader"
-    ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], EpochLoader]:
+    def next_epoch(self, name: str = "loader") -> tuple[list[tuple[torch.Tensor, torch.Tensor]], EpochLoader]:
         """Shuffle the original samples with `seed`, cut ceil(n/b) batches, drop short ones."""
         if self.batch_size <= 0:
             raise GptlineageError(f"{name}: batchSize must be > 0")
@@ -334,14 +312,11 @@ class EpochLoader:
             batches.append((stacked.input, stacked.target))
         return batches, replace(self, seed=next_seed)
 
-    def next_nonempty_epoch(
-        self, name: str = "loader"
-    ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], EpochLoader]:
+    def next_nonempty_epoch(self, name: str = "loader") -> tuple[list[tuple[torch.Tensor, torch.Tensor]], EpochLoader]:
         """Like `next_epoch`, but an epoch without a single full batch is an error."""
         batches, following = self.next_epoch(name)
         if not batches:
             raise GptlineageError(
-                f"{name}: no full minibatch available "
-                f"(batch={self.batch_size}, rows={len(self.samples)})"
+                f"{name}: no full minibatch available (batch={self.batch_size}, rows={len(self.samples)})"
             )
         return batches, following

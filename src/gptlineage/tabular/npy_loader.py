@@ -203,9 +203,7 @@ def _check_prefix(header: NpyHeader, rows: int, trailing: tuple[int, ...]) -> No
     if not header.shape:
         raise _NpyFormatError("prefix row loading requires a leading axis; scalar arrays have none")
     if header.shape[1:] != trailing:
-        raise _NpyFormatError(
-            f"shape mismatch: expected trailing dims {trailing}, got {header.shape[1:]}"
-        )
+        raise _NpyFormatError(f"shape mismatch: expected trailing dims {trailing}, got {header.shape[1:]}")
     if header.shape[0] < rows:
         raise _NpyFormatError(f"expected at least {rows} rows, got {header.shape[0]}")
 
@@ -221,15 +219,12 @@ def check_supervised_npy(
             raise GptlineageError(f"{path}: expected shape (N,{width}), got {header.shape}")
     if x_header.shape[0] != y_header.shape[0]:
         raise GptlineageError(
-            f"NPY row mismatch: {x_path} has {x_header.shape[0]} rows, "
-            f"{y_path} has {y_header.shape[0]}"
+            f"NPY row mismatch: {x_path} has {x_header.shape[0]} rows, {y_path} has {y_header.shape[0]}"
         )
     return x_header, y_header
 
 
-def from_supervised_npy(
-    x_path: str | Path, y_path: str | Path, input_width: int, target_width: int
-) -> Dataset:
+def from_supervised_npy(x_path: str | Path, y_path: str | Path, input_width: int, target_width: int) -> Dataset:
     """Samples (X[i], y[i]) of shapes (input_width,)/(target_width,), read at materialize."""
 
     def materialize(dtype: torch.dtype) -> SampleStream:

@@ -183,8 +183,7 @@ def train_regression(dataset: Dataset, config: RegressionTrainConfig) -> Regress
     batches = [(stream[i].input, stream[i].target) for i in range(len(stream))]
     if config.steps > 0 and not batches:
         raise GptlineageError(
-            "Trainer.train: no training samples; check the dataset and batch size "
-            "(including drop_last)"
+            "Trainer.train: no training samples; check the dataset and batch size (including drop_last)"
         )
 
     model = build_mlp(config.seed, dtype)
@@ -260,10 +259,7 @@ def write_trainlog(
     document = {
         "title": title,
         "steps": [int(s) for s in steps],
-        "series": [
-            {"name": s.name, "values": [_json_number(v) for v in s.values], "color": s.color}
-            for s in curves
-        ],
+        "series": [{"name": s.name, "values": [_json_number(v) for v in s.values], "color": s.color} for s in curves],
         "notes": list(notes),
     }
     out = Path(path)

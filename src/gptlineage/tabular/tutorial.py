@@ -34,7 +34,9 @@ TARGET_WIDTH = 1  # y
 DEFAULT_CSV = Path("results/small_data/small_regression.csv")
 DEFAULT_X = Path("results/small_data/small_regression_X.npy")
 DEFAULT_Y = Path("results/small_data/small_regression_y.npy")
-SMALL_DATA_HINT = "generate it with: snakemake --cores 1 results/small_data (or gptlineage small-data --output results/small_data)"
+SMALL_DATA_HINT = (
+    "generate it with: snakemake --cores 1 results/small_data (or gptlineage small-data --output results/small_data)"
+)
 
 
 @dataclass(frozen=True)
@@ -84,8 +86,9 @@ class DataNpyConfig:
         return as_mapping(self.training)
 
 
-def header_lines(title: str, config: RegressionTrainConfig, data_dir: Path, paths: list[tuple[str, Path]],
-                 label_width: int) -> list[str]:
+def header_lines(
+    title: str, config: RegressionTrainConfig, data_dir: Path, paths: list[tuple[str, Path]], label_width: int
+) -> list[str]:
     """The transcript up to the train line: title, model summary, data paths, seed, optimiser.
 
     Labels are padded to `label_width` as in the chapter's transcripts (9 for CSV, 8 for NPY).
@@ -134,10 +137,19 @@ def csv_tutorial(config: DataCsvConfig, output: Path) -> None:
     print("\n".join(transcript), flush=True)
     if not csv.is_file():
         raise GptlineageError(f"missing CSV dataset: {csv} ({SMALL_DATA_HINT})")
-    dataset = from_csv(csv, training.batch, INPUT_WIDTH, TARGET_WIDTH, options=config.options, shuffle=True,
-                       seed=training.seed)
-    train_and_write(command="data-csv", title="small regression (CSV)", dataset=dataset, config=training,
-                    transcript=transcript, parameters=config.parameters(), inputs={"csv": csv}, output=output)
+    dataset = from_csv(
+        csv, training.batch, INPUT_WIDTH, TARGET_WIDTH, options=config.options, shuffle=True, seed=training.seed
+    )
+    train_and_write(
+        command="data-csv",
+        title="small regression (CSV)",
+        dataset=dataset,
+        config=training,
+        transcript=transcript,
+        parameters=config.parameters(),
+        inputs={"csv": csv},
+        output=output,
+    )
 
 
 def npy_tutorial(config: DataNpyConfig, output: Path) -> None:
@@ -149,11 +161,20 @@ def npy_tutorial(config: DataNpyConfig, output: Path) -> None:
         if not path.is_file():
             raise GptlineageError(f"missing NPY array: {path} ({SMALL_DATA_HINT})")
     x_header, y_header = check_supervised_npy(x, y, INPUT_WIDTH, TARGET_WIDTH)
-    described = [f"X.npy dtype={x_header.dtype} shape={tuple(x_header.shape)}",
-                 f"y.npy dtype={y_header.dtype} shape={tuple(y_header.shape)}"]
+    described = [
+        f"X.npy dtype={x_header.dtype} shape={tuple(x_header.shape)}",
+        f"y.npy dtype={y_header.dtype} shape={tuple(y_header.shape)}",
+    ]
     print("\n".join(described), flush=True)
     samples = from_supervised_npy(x, y, INPUT_WIDTH, TARGET_WIDTH)
     dataset = batch(samples, training.batch, shuffle=True, seed=training.seed)
-    train_and_write(command="data-npy", title="small regression (NPY)", dataset=dataset, config=training,
-                    transcript=transcript + described, parameters=config.parameters(),
-                    inputs={"x": x, "y": y}, output=output)
+    train_and_write(
+        command="data-npy",
+        title="small regression (NPY)",
+        dataset=dataset,
+        config=training,
+        transcript=transcript + described,
+        parameters=config.parameters(),
+        inputs={"x": x, "y": y},
+        output=output,
+    )

@@ -342,7 +342,7 @@ def prune_checkpoints(root: str | Path, keep_last: int, protect: Collection[str]
         raise ValueError(f"keep_last must be >= 0, got {keep_last}")
     root = Path(root)
     checkpoints = list_checkpoints(root)
-    kept = {path.name for _, path in checkpoints[len(checkpoints) - keep_last:]} if keep_last else set()
+    kept = {path.name for _, path in checkpoints[len(checkpoints) - keep_last :]} if keep_last else set()
     kept |= {Path(name).name for name in protect}
     latest = _latest_step(root)
     if latest is not None:

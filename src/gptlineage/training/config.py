@@ -57,15 +57,22 @@ class ModelSettings:
 class ScheduleSettings:
     """How long and how fast: updates, batch, the warmup-cosine learning rate, AdamW's decay, the seed."""
 
-    steps: int | None = setting(None, "optimizer updates; unset: 1000 for gpt2-small, else 2", minimum=0, group="schedule")
-    token_budget: int | None = setting(None, "steps = ceil(budget / (batch x context)); not with --steps", above=0,
-                                       group="schedule")
-    batch: int | None = setting(None, "rows per update across all processes; unset: 4 for gpt2-small, else 2", minimum=1,
-                                group="schedule")
-    lr: float | None = setting(None, "peak learning rate; unset: 6e-4 for gpt2-small, else 3e-4", above=0, group="schedule")
+    steps: int | None = setting(
+        None, "optimizer updates; unset: 1000 for gpt2-small, else 2", minimum=0, group="schedule"
+    )
+    token_budget: int | None = setting(
+        None, "steps = ceil(budget / (batch x context)); not with --steps", above=0, group="schedule"
+    )
+    batch: int | None = setting(
+        None, "rows per update across all processes; unset: 4 for gpt2-small, else 2", minimum=1, group="schedule"
+    )
+    lr: float | None = setting(
+        None, "peak learning rate; unset: 6e-4 for gpt2-small, else 3e-4", above=0, group="schedule"
+    )
     min_lr: float | None = setting(None, "final learning rate; unset: 0.1 x lr", minimum=0, group="schedule")
-    warmup_steps: int | None = setting(None, "linear warmup updates; unset: min(2000, steps/10) for gpt2-small, else 0",
-                                       minimum=0, group="schedule")
+    warmup_steps: int | None = setting(
+        None, "linear warmup updates; unset: min(2000, steps/10) for gpt2-small, else 0", minimum=0, group="schedule"
+    )
     weight_decay: float = setting(0.1, "AdamW decoupled weight decay", minimum=0, group="schedule")
     seed: int = setting(0, "initialization and batch stream seed", minimum=0, group="schedule")
 
@@ -75,7 +82,9 @@ class ScheduleSettings:
             if getattr(self, name) is not None and not math.isfinite(getattr(self, name)):
                 raise SettingError(name, "must be finite")
         if self.steps is not None and self.token_budget is not None:
-            raise SettingError("steps", "cannot go with --token-budget: pass either --steps or --token-budget, not both")
+            raise SettingError(
+                "steps", "cannot go with --token-budget: pass either --steps or --token-budget, not both"
+            )
         if self.lr is not None and self.min_lr is not None and self.min_lr > self.lr:
             raise SettingError("min_lr", f"cannot exceed --lr ({self.min_lr} > {self.lr})")
 
@@ -84,8 +93,12 @@ class ScheduleSettings:
 class EvaluationSettings:
     """Validation on fixed batches."""
 
-    eval_every: int | None = setting(None, "validate every N updates, 0 = only at start and end;"
-                                           " unset: 1 if steps <= 10, else 100", minimum=0, group="evaluation")
+    eval_every: int | None = setting(
+        None,
+        "validate every N updates, 0 = only at start and end; unset: 1 if steps <= 10, else 100",
+        minimum=0,
+        group="evaluation",
+    )
     eval_batches: int = setting(4, "fixed validation batches", minimum=0, group="evaluation")
 
     def __post_init__(self) -> None:
@@ -108,8 +121,10 @@ class DataSettings:
         check_settings(self)
         given = [getattr(self, role) is not None for role in DIALOGUE_ROLES]
         if any(given) and not all(given):
-            raise SettingError(DIALOGUE_ROLES[given.index(False)],
-                               "is missing: training masks and dialogue records must be supplied as paired sets")
+            raise SettingError(
+                DIALOGUE_ROLES[given.index(False)],
+                "is missing: training masks and dialogue records must be supplied as paired sets",
+            )
 
     @property
     def dialogue(self) -> bool:
@@ -125,14 +140,18 @@ class CheckpointSettings:
     """Where training starts from and what it keeps."""
 
     load_params: Path | None = setting(None, "start from these parameters (safetensors)", group="checkpoints")
-    resume: Path | None = setting(None, "continue from a checkpoint (a step-N directory or a directory with LATEST)",
-                                  group="checkpoints")
-    checkpoint_dir: Path | None = setting(None, "where resumable checkpoints go; unset: .<output>.work/checkpoints beside the output",
-                                          group="checkpoints")
-    checkpoint_every: int = setting(0, "save a resumable checkpoint every N updates; 0 = none", minimum=0,
-                                    group="checkpoints")
-    keep_last: int = setting(0, "keep the newest K checkpoints (and LATEST and the best); 0 keeps all", minimum=0,
-                             group="checkpoints")
+    resume: Path | None = setting(
+        None, "continue from a checkpoint (a step-N directory or a directory with LATEST)", group="checkpoints"
+    )
+    checkpoint_dir: Path | None = setting(
+        None, "where resumable checkpoints go; unset: .<output>.work/checkpoints beside the output", group="checkpoints"
+    )
+    checkpoint_every: int = setting(
+        0, "save a resumable checkpoint every N updates; 0 = none", minimum=0, group="checkpoints"
+    )
+    keep_last: int = setting(
+        0, "keep the newest K checkpoints (and LATEST and the best); 0 keeps all", minimum=0, group="checkpoints"
+    )
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -144,16 +163,26 @@ class CheckpointSettings:
 class RuntimeSettings:
     """Where and how the numbers are computed; none of it changes the schedule or the data stream."""
 
-    precision: str = setting("float32", "float32 (no TF32), float64 or bf16 (autocast)", choices=tuple(PRECISIONS),
-                             group="runtime")
+    precision: str = setting(
+        "float32", "float32 (no TF32), float64 or bf16 (autocast)", choices=tuple(PRECISIONS), group="runtime"
+    )
     device: str = setting("cpu", "cpu or cuda", group="runtime")
-    threads: int = setting(0, "torch CPU threads per process; 0 = every core, shared among this node's processes",
-                           minimum=0, group="runtime")
+    threads: int = setting(
+        0,
+        "torch CPU threads per process; 0 = every core, shared among this node's processes",
+        minimum=0,
+        group="runtime",
+    )
     compile: bool = setting(False, "torch.compile the model and its loss", group="runtime")
-    loss_chunk: int = setting(256, "rows per chunk of the fused output projection + cross-entropy; 0 = full logits",
-                              minimum=0, group="runtime")
-    processes: int = setting(1, "data-parallel processes on this node; > 1 relaunches under torchrun", minimum=1,
-                             group="runtime")
+    loss_chunk: int = setting(
+        256,
+        "rows per chunk of the fused output projection + cross-entropy; 0 = full logits",
+        minimum=0,
+        group="runtime",
+    )
+    processes: int = setting(
+        1, "data-parallel processes on this node; > 1 relaunches under torchrun", minimum=1, group="runtime"
+    )
     accumulate: int = setting(1, "micro-batches per update (gradient accumulation)", minimum=1, group="runtime")
 
     def __post_init__(self) -> None:
@@ -204,8 +233,14 @@ class Plan:
 
     def resolved(self) -> dict[str, int | float]:
         """The defaults this plan filled in, as the artifact records them."""
-        return {"steps": self.steps, "batch": self.batch, "lr": self.lr, "min_lr": self.min_lr,
-                "warmup_steps": self.warmup_steps, "eval_every": self.eval_every}
+        return {
+            "steps": self.steps,
+            "batch": self.batch,
+            "lr": self.lr,
+            "min_lr": self.min_lr,
+            "warmup_steps": self.warmup_steps,
+            "eval_every": self.eval_every,
+        }
 
 
 def plan(config: TrainConfig) -> Plan:
@@ -238,8 +273,9 @@ def with_corpus_files(config: TrainConfig) -> TrainConfig:
         return config
     corpus = CorpusDir(config.data.data)
     if not corpus.train_bin.is_file():
-        raise GptlineageError(f"{corpus.path}: not a prepared corpus (no {corpus.train_bin.name}); make it with"
-                              " gptlineage prepare")
+        raise GptlineageError(
+            f"{corpus.path}: not a prepared corpus (no {corpus.train_bin.name}); make it with gptlineage prepare"
+        )
     roles = DATA_ROLES if corpus.is_dialogue else DATA_ROLES[:2]
     filled = {role: getattr(corpus, role) for role in roles if getattr(config.data, role) is None}
     return replace(config, data=replace(config.data, **filled))

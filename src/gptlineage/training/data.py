@@ -58,8 +58,9 @@ def batch_for(split: Split, seed: int, step: int, run: Plan, dtype: torch.dtype)
     return x, y, None
 
 
-def micro_batches(x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None, rows: slice, parts: int,
-                  dtype: torch.dtype) -> list[Batch]:
+def micro_batches(
+    x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None, rows: slice, parts: int, dtype: torch.dtype
+) -> list[Batch]:
     """`rows` of a global batch in `parts` pieces, each weighted as a part of the whole batch.
 
     The pieces' losses Σ w·CE then add up to the whole batch's loss (its mean, or its

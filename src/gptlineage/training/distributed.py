@@ -72,9 +72,12 @@ def setup(device: str) -> Distributed:
     """Join the process group if torchrun started us; otherwise a world of one."""
     if not launched_by_torchrun():
         return SINGLE
-    dist = Distributed(rank=int(os.environ["RANK"]), world=int(os.environ["WORLD_SIZE"]),
-                       local_rank=int(os.environ["LOCAL_RANK"]),
-                       local_world=int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"])))
+    dist = Distributed(
+        rank=int(os.environ["RANK"]),
+        world=int(os.environ["WORLD_SIZE"]),
+        local_rank=int(os.environ["LOCAL_RANK"]),
+        local_world=int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"])),
+    )
     if dist.world > 1 and not torch_dist.is_initialized():
         cuda = device.startswith("cuda")
         if cuda:
@@ -91,8 +94,9 @@ def teardown(dist: Distributed) -> None:
 def check_batch_split(batch: int, processes: int, accumulate: int) -> None:
     """Refuse a global batch that does not split evenly over processes and micro-batches."""
     if batch % (processes * accumulate):
-        raise GptlineageError(f"--batch {batch} must be divisible by processes × accumulate"
-                              f" = {processes} × {accumulate}")
+        raise GptlineageError(
+            f"--batch {batch} must be divisible by processes × accumulate = {processes} × {accumulate}"
+        )
 
 
 def rank_rows(batch: int, dist: Distributed, accumulate: int) -> slice:
@@ -114,8 +118,16 @@ def relaunch_with_torchrun(processes: int, argv: list[str]) -> int:
     own log lines, and its traceback saying that a rank failed, are left out: the rank has
     already said why in one line (printed once, however many ranks said it).
     """
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}",
-               "-m", "gptlineage", *argv]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={processes}",
+        "-m",
+        "gptlineage",
+        *argv,
+    ]
     environment = dict(os.environ)
     environment.setdefault("OMP_NUM_THREADS", "1")  # torchrun's own default; our --threads decides per rank
     launcher = subprocess.Popen(command, env=environment, stderr=subprocess.PIPE, text=True)

@@ -80,9 +80,16 @@ def resume_config(config: TrainConfig, run: Plan, hashes: dict[str, str | None])
     """Everything that changes the trained numbers; a resume must match it exactly."""
     return {
         "model": asdict(run.model),
-        "batch": run.batch, "steps": run.steps, "lr": run.lr, "min_lr": run.min_lr,
-        "warmup_steps": run.warmup_steps, "weight_decay": config.schedule.weight_decay, "seed": config.schedule.seed,
-        "precision": config.runtime.precision, "device": config.runtime.device, "objective": objective_name(run),
+        "batch": run.batch,
+        "steps": run.steps,
+        "lr": run.lr,
+        "min_lr": run.min_lr,
+        "warmup_steps": run.warmup_steps,
+        "weight_decay": config.schedule.weight_decay,
+        "seed": config.schedule.seed,
+        "precision": config.runtime.precision,
+        "device": config.runtime.device,
+        "objective": objective_name(run),
         "data": hashes,
     }
 
@@ -122,8 +129,19 @@ def start(config: TrainConfig, run: Plan, work: Path | None, tracer: Tracer, dis
         optimizer = build_optimizer(model, config.schedule.weight_decay, config.runtime.device, run.lr)
     metrics = Metrics(RunDir(work).metrics_log if dist.is_main else None)
     checkpoints = checkpoint_root(config, work) if dist.is_main else None
-    return Run(config, run, dist, tracer, model, optimizer, train, val, metrics, resume_config(config, run, hashes),
-               checkpoints)
+    return Run(
+        config,
+        run,
+        dist,
+        tracer,
+        model,
+        optimizer,
+        train,
+        val,
+        metrics,
+        resume_config(config, run, hashes),
+        checkpoints,
+    )
 
 
 def wrap(state: Run) -> None:
@@ -133,12 +151,22 @@ def wrap(state: Run) -> None:
     objective = training_objective(state.model, runtime)
     no_sync = None
     if dist.world > 1:
-        objective = DistributedDataParallel(objective, device_ids=[dist.local_rank] if device.startswith("cuda") else None)
+        objective = DistributedDataParallel(
+            objective, device_ids=[dist.local_rank] if device.startswith("cuda") else None
+        )
         no_sync = objective.no_sync
     if runtime.compile:
         objective = torch.compile(objective)
-    state.updater = Updater(state.optimizer, on_device(objective, device), state.plan, state.config.schedule.seed,
-                            runtime.accumulate, PRECISIONS[runtime.precision], dist, no_sync)
+    state.updater = Updater(
+        state.optimizer,
+        on_device(objective, device),
+        state.plan,
+        state.config.schedule.seed,
+        runtime.accumulate,
+        PRECISIONS[runtime.precision],
+        dist,
+        no_sync,
+    )
 
 
 def resume(state: Run) -> int:
@@ -155,8 +183,10 @@ def resume(state: Run) -> int:
     state.metrics.points = list(saved["training_state"].get("metrics", []))
     saved_world = saved["training_state"].get("world_size", 1)
     if saved_world != state.dist.world:
-        state.say(f"note: resuming a checkpoint written by {saved_world} process(es) with {state.dist.world}: every"
-                  " update still uses the same global batch, so only the order of floating-point sums changes")
+        state.say(
+            f"note: resuming a checkpoint written by {saved_world} process(es) with {state.dist.world}: every"
+            " update still uses the same global batch, so only the order of floating-point sums changes"
+        )
     return completed
 
 
@@ -166,11 +196,14 @@ def checkpoint(state: Run, completed: int) -> None:
         settings = state.config.checkpoints
         with state.tracer.phase("checkpointing", step=completed):
             training_state = {"metrics": state.metrics.points, "world_size": state.dist.world}
-            path = save_checkpoint(state.checkpoints, completed, state.model, state.optimizer, training_state,
-                                   state.identity)
+            path = save_checkpoint(
+                state.checkpoints, completed, state.model, state.optimizer, training_state, state.identity
+            )
             best = best_checkpoint(state.metrics.points, {step for step, _ in list_checkpoints(state.checkpoints)})
             if settings.keep_last:
-                prune_checkpoints(state.checkpoints, settings.keep_last, protect={checkpoint_name(best)} if best else set())
+                prune_checkpoints(
+                    state.checkpoints, settings.keep_last, protect={checkpoint_name(best)} if best else set()
+                )
         tqdm.write(f"wrote checkpoint: {path}")
     state.dist.barrier()  # no rank runs ahead of a checkpoint it might be asked to resume from
 
@@ -198,8 +231,14 @@ def header_lines(state: Run, parameters: int) -> list[str]:
 def train_steps(state: Run, first: int) -> None:
     """Updates first..steps-1, validating and checkpointing on their periods."""
     run, every = state.plan, state.config.checkpoints.checkpoint_every
-    progress = tqdm(total=run.steps, initial=first, desc="train", unit="step", dynamic_ncols=True,
-                    disable=None if state.dist.is_main else True)
+    progress = tqdm(
+        total=run.steps,
+        initial=first,
+        desc="train",
+        unit="step",
+        dynamic_ncols=True,
+        disable=None if state.dist.is_main else True,
+    )
     for t in range(first, run.steps):
         with state.tracer.phase("training steps", step=t + 1):
             point = timed_update(state.updater, state.train, t)
@@ -209,16 +248,19 @@ def train_steps(state: Run, first: int) -> None:
         line = f"step={completed} train_loss={train_loss:.6f}"
         if run.eval_every and (completed % run.eval_every == 0 or completed == run.steps):
             line += f" validation_loss={validate(state, completed):.6f}"
-        state.say(f"{line} learning_rate={point['learning_rate']:.6g} step_ms={point['duration_ms']:.1f}"
-                  f" tokens_per_second={point['tokens_per_second'] or 0:.0f}")
+        state.say(
+            f"{line} learning_rate={point['learning_rate']:.6g} step_ms={point['duration_ms']:.1f}"
+            f" tokens_per_second={point['tokens_per_second'] or 0:.0f}"
+        )
         progress.update(1)
         if every and (completed % every == 0 or completed == run.steps):
             checkpoint(state, completed)
     progress.close()
 
 
-def run_training(config: TrainConfig, run: Plan, output: Path | None, work: Path | None, tracer: Tracer,
-                 dist: Distributed = SINGLE) -> TrainingResult:
+def run_training(
+    config: TrainConfig, run: Plan, output: Path | None, work: Path | None, tracer: Tracer, dist: Distributed = SINGLE
+) -> TrainingResult:
     """Train into `output` (the artifact being built); checkpoints and live metrics go to `work`.
 
     Ranks other than 0 pass None for `output` and `work`.

@@ -49,8 +49,14 @@ def metrics_document(points: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def validation_point(step: int, loss: float) -> dict[str, Any]:
-    return {"phase": "validation", "step": step, "loss": finite_or_none(loss), "learning_rate": None,
-            "duration_ms": None, "tokens_per_second": None}
+    return {
+        "phase": "validation",
+        "step": step,
+        "loss": finite_or_none(loss),
+        "learning_rate": None,
+        "duration_ms": None,
+        "tokens_per_second": None,
+    }
 
 
 def validation_summary(points: list[dict[str, Any]]) -> dict[str, dict[str, Any] | None]:
@@ -63,6 +69,9 @@ def validation_summary(points: list[dict[str, Any]]) -> dict[str, dict[str, Any]
 
 def best_checkpoint(points: list[dict[str, Any]], saved_steps: set[int]) -> int | None:
     """The saved step (after 0) with the lowest validation loss: what select_best picks later."""
-    candidates = [(p["loss"], p["step"]) for p in points
-                  if p["phase"] == "validation" and p["step"] > 0 and p["step"] in saved_steps and p["loss"] is not None]
+    candidates = [
+        (p["loss"], p["step"])
+        for p in points
+        if p["phase"] == "validation" and p["step"] > 0 and p["step"] in saved_steps and p["loss"] is not None
+    ]
     return min(candidates)[1] if candidates else None

@@ -33,6 +33,7 @@ RNG_FILE = "rng.safetensors"
 
 # --------------------------------------------------------------------------- optimizer state
 
+
 def _parameter_names(model: torch.nn.Module) -> dict[int, str]:
     """Parameter object id -> its first name in the model (tied parameters appear once)."""
     return {id(parameter): name for name, parameter in model.named_parameters()}
@@ -120,13 +121,19 @@ def read_optimizer_state(directory: Path, model: torch.nn.Module, optimizer: tor
     # torch's state dict numbers parameters; map the checkpoint's names onto those numbers.
     names_by_id = _parameter_names(model)
     live = optimizer.state_dict()
-    live_names = [[names_by_id.get(id(p), "<not in model>") for p in group["params"]]
-                  for group in optimizer.param_groups]
+    live_names = [
+        [names_by_id.get(id(p), "<not in model>") for p in group["params"]] for group in optimizer.param_groups
+    ]
     if document["parameter_names"] != live_names:
-        raise GptlineageError(f"{json_path}: the optimizer's parameter groups differ from the checkpoint's "
-                              f"({_first_difference(document['parameter_names'], live_names)})")
-    index_of_name = {name: index for packed_group, names in zip(live["param_groups"], live_names)
-                     for index, name in zip(packed_group["params"], names)}
+        raise GptlineageError(
+            f"{json_path}: the optimizer's parameter groups differ from the checkpoint's "
+            f"({_first_difference(document['parameter_names'], live_names)})"
+        )
+    index_of_name = {
+        name: index
+        for packed_group, names in zip(live["param_groups"], live_names)
+        for index, name in zip(packed_group["params"], names)
+    }
     for name in [*document["tensor_state"], *document["scalar_state"]]:
         if name not in index_of_name:
             raise GptlineageError(f"{json_path}: holds state for {name}, which the optimizer does not hold")
@@ -139,8 +146,10 @@ def read_optimizer_state(directory: Path, model: torch.nn.Module, optimizer: tor
         state.setdefault(index_of_name[name], {}).update(entries)
 
     groups = [
-        {**{key: _restore_hyperparameter(value, packed_group.get(key)) for key, value in saved.items()},
-         "params": packed_group["params"]}
+        {
+            **{key: _restore_hyperparameter(value, packed_group.get(key)) for key, value in saved.items()},
+            "params": packed_group["params"],
+        }
         for saved, packed_group in zip(document["param_groups"], live["param_groups"])
     ]
     return {"state": state, "param_groups": groups}
@@ -162,8 +171,10 @@ def _read_optimizer_tensors(
                 tensor = handle.get_tensor(f"{name}/{key}")
                 # Moments have their parameter's shape; a 0-dim entry is AdamW's step count.
                 if tensor.dim() and tensor.shape != parameters[name].shape:
-                    raise GptlineageError(f"{path}: tensor {name}/{key} has shape {shape_text(tensor.shape)}, "
-                                          f"the parameter has {shape_text(parameters[name].shape)}")
+                    raise GptlineageError(
+                        f"{path}: tensor {name}/{key} has shape {shape_text(tensor.shape)}, "
+                        f"the parameter has {shape_text(parameters[name].shape)}"
+                    )
                 tensors.setdefault(name, {})[key] = tensor
     return tensors
 
@@ -203,7 +214,7 @@ def read_rng_state(path: Path) -> dict[str, torch.Tensor]:
     with open_safetensors(path) as handle:
         if (handle.metadata() or {}).get("schema") != RNG_SCHEMA:
             raise GptlineageError(f"{path}: schema is not {RNG_SCHEMA}")
-        tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+        tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118  (a safetensors handle is not iterable)
     if "torch.cpu" not in tensors or tensors["torch.cpu"].dtype != torch.uint8:
         raise GptlineageError(f"{path}: holds no uint8 tensor torch.cpu")
     return tensors
@@ -214,7 +225,6 @@ def restore_rng_state(tensors: Mapping[str, torch.Tensor]) -> None:
     cuda = [tensors[f"torch.cuda.{d}"] for d in range(len(tensors)) if f"torch.cuda.{d}" in tensors]
     if cuda and torch.cuda.is_available() and torch.cuda.device_count() == len(cuda):
         torch.cuda.set_rng_state_all(cuda)
-
 
 
 def write_rng_state(path: Path) -> None:

@@ -29,6 +29,7 @@ PARAMETERS_SCHEMA = "gptlineage.parameters.v1"
 
 # --------------------------------------------------------------------------- safetensors files
 
+
 def fsync_path(path: Path) -> None:
     """Flush a file (or a directory's entries) to disk, so a rename never exposes lost data."""
     descriptor = os.open(path, os.O_RDONLY)
@@ -94,8 +95,14 @@ def tensor_aliases(state: Mapping[str, torch.Tensor]) -> dict[str, str]:
     for name, tensor in state.items():
         if tensor.numel() == 0:
             continue  # empty tensors share a null pointer without being the same tensor
-        view = (tensor.device, tensor.untyped_storage().data_ptr(), tensor.storage_offset(),
-                tuple(tensor.shape), tensor.stride(), tensor.dtype)
+        view = (
+            tensor.device,
+            tensor.untyped_storage().data_ptr(),
+            tensor.storage_offset(),
+            tuple(tensor.shape),
+            tensor.stride(),
+            tensor.dtype,
+        )
         if view in first_name_by_view:
             aliases[name] = first_name_by_view[view]
         else:
@@ -172,8 +179,10 @@ def _loadable_dtype(stored: torch.dtype, wanted: torch.dtype) -> bool:
     """Same dtype, or a floating widening (float32 into float64) that loses nothing."""
     if stored == wanted:
         return True
-    return stored.is_floating_point and wanted.is_floating_point and (
-        torch.finfo(wanted).bits > torch.finfo(stored).bits and torch.finfo(wanted).eps <= torch.finfo(stored).eps
+    return (
+        stored.is_floating_point
+        and wanted.is_floating_point
+        and (torch.finfo(wanted).bits > torch.finfo(stored).bits and torch.finfo(wanted).eps <= torch.finfo(stored).eps)
     )
 
 
@@ -222,4 +231,3 @@ def load_parameters(path: str | Path, model: torch.nn.Module) -> None:
     """Check a parameter file against `model` (see `read_parameters`) and copy it in."""
     state = read_parameters(path, model)
     model.load_state_dict(state, strict=True)  # copy_ converts float32 into a float64 model
-

@@ -27,13 +27,20 @@ def as_text(value: Any) -> str | None:
 
 def schedule_block(config: TrainConfig, result: TrainingResult) -> dict[str, Any]:
     run = result.plan
-    return {"kind": "linear-warmup-cosine", "optimizer_steps": run.steps, "batch": run.batch,
-            "tokens_per_update": run.tokens_per_update, "requested_token_budget": config.schedule.token_budget,
-            "scheduled_training_tokens": run.steps * run.tokens_per_update, "peak_learning_rate": run.lr,
-            "minimum_learning_rate": run.min_lr, "warmup_steps": run.warmup_steps,
-            "weight_decay": config.schedule.weight_decay,
-            "optimizer": f"torch.optim.AdamW(betas={ADAM_BETAS}, eps={ADAM_EPS})",
-            "accumulate": config.runtime.accumulate}
+    return {
+        "kind": "linear-warmup-cosine",
+        "optimizer_steps": run.steps,
+        "batch": run.batch,
+        "tokens_per_update": run.tokens_per_update,
+        "requested_token_budget": config.schedule.token_budget,
+        "scheduled_training_tokens": run.steps * run.tokens_per_update,
+        "peak_learning_rate": run.lr,
+        "minimum_learning_rate": run.min_lr,
+        "warmup_steps": run.warmup_steps,
+        "weight_decay": config.schedule.weight_decay,
+        "optimizer": f"torch.optim.AdamW(betas={ADAM_BETAS}, eps={ADAM_EPS})",
+        "accumulate": config.runtime.accumulate,
+    }
 
 
 def passport(config: TrainConfig, result: TrainingResult, resumed: Path | None = None) -> dict[str, Any]:
@@ -49,10 +56,16 @@ def passport(config: TrainConfig, result: TrainingResult, resumed: Path | None =
         "parallelism": {"processes": result.world_size, "rows_per_process": run.batch // result.world_size},
         "loss": {"kind": "fused-chunked" if runtime.loss_chunk else "full-logits", "loss_chunk": runtime.loss_chunk},
         "compiled": runtime.compile,
-        "initialization": {"seed": seed, "standard_deviation": 0.02,
-                           "residual_projection_standard_deviation": run.model.residual_std},
-        "data": {role: {"path": as_text(getattr(config.data, role)), "sha256": result.hashes[f"{role}_sha256"]}
-                 for role in DATA_ROLES if getattr(config.data, role)},
+        "initialization": {
+            "seed": seed,
+            "standard_deviation": 0.02,
+            "residual_projection_standard_deviation": run.model.residual_std,
+        },
+        "data": {
+            role: {"path": as_text(getattr(config.data, role)), "sha256": result.hashes[f"{role}_sha256"]}
+            for role in DATA_ROLES
+            if getattr(config.data, role)
+        },
         "seeds": {"initialization_and_batches": seed, "validation_batches": validation_seed(seed)},
         "loaded_parameters": as_text(config.checkpoints.load_params),
         "resumed_checkpoint": as_text(resumed or config.checkpoints.resume),
@@ -67,10 +80,15 @@ def passport(config: TrainConfig, result: TrainingResult, resumed: Path | None =
 
 def training_summary(result: TrainingResult) -> dict[str, Any]:
     """The manifest's summary: size, steps, validation losses and the median training speed."""
-    rates = sorted(p["tokens_per_second"] for p in result.metrics.points
-                   if p["phase"] == "train" and p["tokens_per_second"])
+    rates = sorted(
+        p["tokens_per_second"] for p in result.metrics.points if p["phase"] == "train" and p["tokens_per_second"]
+    )
     validation = validation_summary(result.metrics.points)
     if validation["best"] is None:
         raise GptlineageError("no validation loss was measured")
-    return {"parameters": result.parameters, "steps": result.plan.steps, "validation_loss": validation,
-            "median_tokens_per_second": rates[len(rates) // 2] if rates else None}
+    return {
+        "parameters": result.parameters,
+        "steps": result.plan.steps,
+        "validation_loss": validation,
+        "median_tokens_per_second": rates[len(rates) // 2] if rates else None,
+    }

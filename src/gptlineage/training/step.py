@@ -39,8 +39,9 @@ def build_optimizer(model: torch.nn.Module, weight_decay: float, device: str, lr
     """AdamW over every parameter, decay on every tensor; the fused kernel where the device has one."""
     kind = torch.device(device).type
     fused = kind in ("cpu", "cuda") and all(p.dtype in (torch.float32, torch.float64) for p in model.parameters())
-    return torch.optim.AdamW(model.parameters(), lr=lr, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=weight_decay,
-                             fused=fused or None)
+    return torch.optim.AdamW(
+        model.parameters(), lr=lr, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=weight_decay, fused=fused or None
+    )
 
 
 def training_objective(model: GPT, runtime: RuntimeSettings) -> LossModel:
@@ -50,8 +51,10 @@ def training_objective(model: GPT, runtime: RuntimeSettings) -> LossModel:
 
 def on_device(loss_model: torch.nn.Module, device: str) -> LossFunction:
     """`loss_of(x, y, weights)`: move a CPU batch to `device` and evaluate the objective there."""
+
     def loss_of(x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
         return loss_model(x.to(device), y.to(device), None if weights is None else weights.to(device))
+
     return loss_of
 
 
@@ -96,9 +99,14 @@ def timed_update(updater: Updater, split: Split, t: int) -> dict[str, Any]:
     updater.optimizer.step()
     value = dist.all_reduce_sum(total).item()  # waits for the device, so the clock covers the whole update
     duration = (time.perf_counter() - clock) * 1000.0  # milliseconds
-    return {"phase": "train", "step": t + 1, "loss": finite_or_none(value), "learning_rate": lr,
-            "duration_ms": round(duration, 3),
-            "tokens_per_second": run.tokens_per_update * 1000.0 / duration if duration > 0 else None}
+    return {
+        "phase": "train",
+        "step": t + 1,
+        "loss": finite_or_none(value),
+        "learning_rate": lr,
+        "duration_ms": round(duration, 3),
+        "tokens_per_second": run.tokens_per_update * 1000.0 / duration if duration > 0 else None,
+    }
 
 
 @torch.no_grad()

@@ -25,6 +25,7 @@ from typing import Any
 
 from gptlineage.jsonio import write_json_atomic
 
+
 def peak_rss_kib() -> int:
     """Peak resident set size of this process so far, in KiB (Linux reports ru_maxrss in KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -48,11 +49,18 @@ class Tracer:
             end = time.perf_counter_ns()
             self.totals_ns[name] += end - start
             self.calls[name] += 1
-            self.events.append({
-                "name": name, "cat": "phase", "ph": "X",
-                "ts": (start - self.origin_ns) / 1000, "dur": (end - start) / 1000,  # microseconds
-                "pid": os.getpid(), "tid": threading.get_ident() % 2**31, "args": args,
-            })
+            self.events.append(
+                {
+                    "name": name,
+                    "cat": "phase",
+                    "ph": "X",
+                    "ts": (start - self.origin_ns) / 1000,
+                    "dur": (end - start) / 1000,  # microseconds
+                    "pid": os.getpid(),
+                    "tid": threading.get_ident() % 2**31,
+                    "args": args,
+                }
+            )
 
     def summary(self) -> dict[str, Any]:
         rows = sorted(

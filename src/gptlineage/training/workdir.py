@@ -45,8 +45,9 @@ def continue_interrupted(config: TrainConfig, run: Plan, work: Path, dist: Distr
         return config
     try:
         latest = checkpoint_directory(root)
-        resume_compatibility(read_checkpoint_manifest(latest)["config"],
-                             resume_config(config, run, data_hashes(config.data)))
+        resume_compatibility(
+            read_checkpoint_manifest(latest)["config"], resume_config(config, run, data_hashes(config.data))
+        )
     except GptlineageError:
         return config
     if dist.is_main:
@@ -68,8 +69,10 @@ def prepare_work(config: TrainConfig, work: Path) -> Path:
     work.mkdir(parents=True, exist_ok=True)
     checkpoints = checkpoint_root(config, work)
     if config.checkpoints.checkpoint_dir and not config.checkpoints.resume and list_checkpoints(checkpoints):
-        raise GptlineageError(f"{checkpoints} already holds checkpoints; pass --resume {checkpoints} to continue,"
-                              " or choose another --checkpoint-dir")
+        raise GptlineageError(
+            f"{checkpoints} already holds checkpoints; pass --resume {checkpoints} to continue,"
+            " or choose another --checkpoint-dir"
+        )
     return checkpoints
 
 

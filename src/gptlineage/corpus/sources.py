@@ -1,0 +1,151 @@
+"""Where `prepare` reads documents from: local text, JSONL or Parquet files, or Hugging Face
+datasets (a hub id or a local dataset directory) in streaming mode, several splits round-robin;
+and the per-document train/validation split.
+
+Example:
+    >>> is_text_file("plays.txt"), local_builder("plays.jsonl.gz"), local_builder("plays.csv")
+    (True, 'json', None)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tqdm import tqdm
+
+from gptlineage.errors import GptlineageError
+
+if TYPE_CHECKING:  # the config module imports this one for its input checks
+    from gptlineage.corpus.prepare import PrepareConfig
+
+TEXT_SUFFIXES = (".txt",)
+JSON_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
+PARQUET_SUFFIXES = (".parquet",)
+
+
+def source_inputs(config: PrepareConfig) -> dict[str, Path]:
+    """The local files (and local dataset directory) a run reads, by lineage role; each file must exist."""
+    inputs = {}
+    for index, path in enumerate(config.input):
+        if not Path(path).is_file():
+            raise GptlineageError(f"{path}: input file does not exist")
+        inputs[f"input{index}"] = Path(path)
+    if config.hf_dataset and Path(config.hf_dataset).is_dir():
+        inputs["dataset"] = Path(config.hf_dataset)
+    return inputs
+
+
+def is_text_file(path: str) -> bool:
+    return path.endswith(TEXT_SUFFIXES)
+
+
+def local_builder(path: str) -> str | None:
+    """The `datasets` builder that reads a local data file, or None."""
+    if path.endswith(JSON_SUFFIXES):
+        return "json"
+    if path.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    return None
+
+
+def is_validation(seed: int, index: int, fraction: float) -> bool:
+    """The per-document split: a stable hash of (seed, document index), independent of Python's salt."""
+    digest = hashlib.sha256(f"{seed}:{index}".encode("ascii")).digest()
+    return int.from_bytes(digest[:8], "big") / float(1 << 64) < fraction
+
+
+def hub_calls(config: PrepareConfig) -> list[dict[str, Any]]:
+    """The `datasets.load_dataset` keyword arguments, one call per split, in round-robin order."""
+    if config.hf_dataset:
+        revision = None if Path(config.hf_dataset).is_dir() else config.hf_revision
+        return [
+            {
+                "path": config.hf_dataset,
+                "name": config.hf_config,
+                "split": split,
+                "streaming": True,
+                "revision": revision,
+            }
+            for split in config.hf_split
+        ]
+    builder = local_builder(config.input[0])
+    return [{"path": builder, "data_files": list(config.input), "split": "train", "streaming": True}]
+
+
+def source_description(config: PrepareConfig) -> dict[str, Any]:
+    if config.hf_dataset:
+        return {
+            "kind": "hugging-face",
+            "dataset": config.hf_dataset,
+            "config": config.hf_config,
+            "revision": config.hf_revision,
+            "splits": list(config.hf_split),
+        }
+    return {"kind": "files", "files": list(config.input)}
+
+
+def round_robin_rows(config: PrepareConfig) -> Iterator[dict[str, Any]]:
+    """Rows of every split interleaved one at a time; the first `skip_documents` are dropped."""
+    import datasets  # imported here: loading it takes seconds and text-file runs never need it
+
+    streams = deque(iter(datasets.load_dataset(**call)) for call in hub_calls(config))
+    position = 0
+    while streams:
+        stream = streams.popleft()
+        try:
+            row = next(stream)
+        except StopIteration:
+            continue
+        streams.append(stream)
+        position += 1
+        if position <= config.skip_documents:
+            continue
+        if not isinstance(row, dict):
+            raise GptlineageError(f"{describe_source(config)}: row {position - 1} is not an object")
+        yield row
+
+
+def describe_source(config: PrepareConfig) -> str:
+    if config.hf_dataset:
+        suffix = f"/{config.hf_config}" if config.hf_config else ""
+        return f"{config.hf_dataset}{suffix}[{','.join(config.hf_split)}]"
+    return ",".join(config.input)
+
+
+def column(row: dict[str, Any], name: str, index: int, config: PrepareConfig) -> Any:
+    if name not in row:
+        raise GptlineageError(f"{describe_source(config)}: document {index} has no column named {name!r}")
+    return row[name]
+
+
+def batched(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+class Progress:
+    """A progress bar of documents with the token rate, on stderr."""
+
+    def __init__(self, description: str) -> None:
+        self.bar = tqdm(desc=description, unit=" docs", mininterval=1.0, disable=None, dynamic_ncols=True)
+        self.tokens = 0
+
+    def update(self, documents: int, tokens: int) -> None:
+        self.tokens += tokens
+        self.bar.update(documents)
+        elapsed = self.bar.format_dict.get("elapsed") or 0.0
+        if elapsed > 0:
+            self.bar.set_postfix_str(f"{self.tokens:,} tokens, {self.tokens / elapsed:,.0f} tokens/s", refresh=False)
+
+    def close(self) -> None:
+        self.bar.close()
