@@ -24,7 +24,7 @@ from gptlineage.settings import (
 )
 from gptlineage.tabular.regression import SmallDataConfig
 from gptlineage.tabular.tutorial import DataCsvConfig, DataNpyConfig
-from gptlineage.workflow_support import flags
+from gptlineage.workflow_support import command_slice, flags, wired_inputs
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = {
@@ -42,8 +42,8 @@ SLICES = {
     "synth_chat": "synth-chat",
     "corpus_pretrain": "prepare",
     "corpus_continuation": "prepare",
-    "sft_data_stage1": "prepare",
-    "sft_data_stage2": "prepare",
+    "corpus_sft_stage1": "prepare",
+    "corpus_sft_stage2": "prepare",
 }
 
 
@@ -80,7 +80,8 @@ def test_help_shows_every_setting_with_its_default(name, capsys, monkeypatch):
 
 @pytest.mark.parametrize(("profile", "key"), [(profile, key) for profile, _ in profiles() for key in SLICES])
 def test_each_config_slice_builds_the_same_settings_as_its_flags(profile, key):
-    config_slice = dict(profiles()[0 if profile == "default" else 1][1][key])
+    raw = profiles()[0 if profile == "default" else 1][1][key]
+    config_slice = {**command_slice(raw, key), **wired_inputs(key, raw)}  # the flags its rule passes
     name = SLICES[key]
     from_slice = from_mapping(CONFIGS[name], config_slice)
     words = shlex.split(flags(config_slice)) + ["--output", "out"]

@@ -27,6 +27,7 @@ from gptlineage.settings import (
     from_mapping,
     setting_fields,
 )
+from gptlineage.workflow_support import command_slice
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -80,13 +81,14 @@ def test_workflow_slices_build_the_configs(config_file):
     given = {"run": "results/sft_stage2", "output": "out"}
     for key, cls in (
         ("cache_check", CacheCheckConfig),
-        ("cache_benchmark", CacheBenchConfig),
+        ("cache_bench", CacheBenchConfig),
         ("prompt_suite", PromptSuiteConfig),
     ):
-        built = from_mapping(cls, {**config[key], **given})
-        for name, value in config[key].items():
+        flags_of_slice = command_slice(config[key], key)  # the workflow's own keys left out
+        built = from_mapping(cls, {**flags_of_slice, **given})
+        for name, value in flags_of_slice.items():
             assert as_mapping(built)[name] == value
-    matched = from_mapping(MatchedCompareConfig, {**config.get("matched_comparison", {}), **given, "data": "d"})
+    matched = from_mapping(MatchedCompareConfig, {**config.get("matched_compare", {}), **given, "data": "d"})
     assert matched.settings.updates == 50
 
 

@@ -143,7 +143,7 @@ def test_two_runs_with_one_name_are_refused(chain, tmp_path, capsys):
 
 
 def test_comparison_is_drawn_when_present_and_skipped_when_absent(chain, tmp_path, capsys):
-    comparison = tmp_path / "matched_comparison"
+    comparison = tmp_path / "matched_compare"
     comparison.mkdir()
     (comparison / "comparison.json").write_text(
         json.dumps(

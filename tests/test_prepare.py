@@ -20,7 +20,7 @@ from gptlineage.corpus.sources import hub_calls, is_validation, round_robin_rows
 from gptlineage.corpus.synth_chat import write_chat_dataset
 from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
 from gptlineage.settings import from_args, from_mapping
-from gptlineage.workflow_support import flags
+from gptlineage.workflow_support import command_slice, flags
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -273,8 +273,9 @@ def test_missing_and_unsupported_inputs_name_the_file(tmp_path, capsys):
     assert "table.csv: unsupported input" in capsys.readouterr().err
 
 
-def parsed_config(config_slice: dict) -> PrepareConfig:
-    """The PrepareConfig the workflow's shell line gives for one config slice."""
+def parsed_config(config: dict, name: str) -> PrepareConfig:
+    """The PrepareConfig the workflow's shell line gives for one config slice (its flags)."""
+    config_slice = command_slice(config[name], name)
     parser = argparse.ArgumentParser()
     prepare_command.add_arguments(parser)
     config = from_args(PrepareConfig, parser.parse_args(shlex.split(flags(config_slice)) + ["--output", "unused"]))
@@ -299,12 +300,12 @@ def test_paper_profile_resolves_to_the_reference_hub_calls(monkeypatch):
         "streaming": True,
         "revision": "87f09149ef4734204d70ed1d046ddc9ca3f2b8f9",
     }
-    assert hub_calls(parsed_config(config["corpus_pretrain"])) == [fineweb]
-    continuation = parsed_config(config["corpus_continuation"])
+    assert hub_calls(parsed_config(config, "corpus_pretrain")) == [fineweb]
+    continuation = parsed_config(config, "corpus_continuation")
     assert hub_calls(continuation) == [fineweb]
     assert (continuation.skip_documents, continuation.max_tokens) == (964709, 1530000000)
-    assert parsed_config(config["corpus_pretrain"]).max_tokens == 1020000000
-    assert hub_calls(parsed_config(config["sft_data_stage1"])) == [
+    assert parsed_config(config, "corpus_pretrain").max_tokens == 1020000000
+    assert hub_calls(parsed_config(config, "corpus_sft_stage1")) == [
         {
             "path": "HuggingFaceTB/smol-smoltalk",
             "name": None,
@@ -320,7 +321,7 @@ def test_paper_profile_resolves_to_the_reference_hub_calls(monkeypatch):
         "tulu_3_sft_personas_instruction_following_no_think",
         "OpenHermes_2.5_no_think",
     ]
-    stage2 = parsed_config(config["sft_data_stage2"])
+    stage2 = parsed_config(config, "corpus_sft_stage2")
     assert hub_calls(stage2) == [
         {
             "path": "HuggingFaceTB/smoltalk2",

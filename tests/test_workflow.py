@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import shutil
@@ -19,14 +20,14 @@ TARGETS = [
     "results/data_npy",
     "results/corpus_pretrain",
     "results/corpus_continuation",
-    "results/sft_data_stage1",
-    "results/sft_data_stage2",
+    "results/corpus_sft_stage1",
+    "results/corpus_sft_stage2",
     "results/sft_stage2",
     "results/cache_check",
-    "results/cache_benchmark",
+    "results/cache_bench",
     "results/prompt_suite",
     "results/export_hf",
-    "results/matched_comparison",
+    "results/matched_compare",
     "results/plots",
     "results/lineage_report",
 ]
@@ -50,8 +51,8 @@ def planned_rules(workdir: Path) -> list[str]:
 
 
 def copy_workflow(workdir: Path) -> Path:
-    """The workflow without its results (Snakefile, configs, rules and profiles, package, data) in workdir."""
-    for name in ["Snakefile", "config.yaml", "config.paper.yaml"]:
+    """The workflow without its results (configs, workflow/ with its rules and profiles, package, data) in workdir."""
+    for name in ["config.yaml", "config.paper.yaml"]:
         shutil.copy(REPO / name, workdir / name)
     for name in ["workflow", "src", "envs", "data"]:
         shutil.copytree(REPO / name, workdir / name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -64,12 +65,12 @@ def workflow_copy(tmp_path_factory) -> Path:
     config = yaml.safe_load((workdir / "config.yaml").read_text())
     for stage in ("pretrain", "continuation", "sft_stage1", "sft_stage2"):
         config[stage].update(TINY_TRAINING)
-    for stage in ("sft_data_stage1", "sft_data_stage2"):
+    for stage in ("corpus_sft_stage1", "corpus_sft_stage2"):
         config[stage]["record_context"] = TINY_TRAINING["context"]
     config["cache_check"]["rollout"] = 8
-    config["cache_benchmark"]["generate"] = 8
+    config["cache_bench"]["generate"] = 8
     config["prompt_suite"]["generate"] = 8
-    config["matched_comparison"].update({"updates": 4, "eval_every": 2, "batch": 2})
+    config["matched_compare"].update({"updates": 4, "eval_every": 2, "batch": 2})
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     done = snakemake(workdir, *TARGETS)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -91,6 +92,23 @@ def test_every_rule_writes_a_verified_artifact(workflow_copy):
         assert done.returncode == 0, done.stdout
 
 
+def test_every_job_writes_its_log(workflow_copy):
+    logs = {path.stem for path in (workflow_copy / "logs").glob("*.log")}
+    for target in TARGETS:
+        assert Path(target).name in logs, target
+    assert {"select_best_pretrain", "pretrain", "synth_chat"} <= logs
+
+
+def test_a_failing_job_leaves_its_one_line_error_in_its_log(tmp_path):
+    workdir = copy_workflow(tmp_path)
+    (workdir / "data/shakespeare/plays.jsonl.gz").write_bytes(gzip.compress(b'{"body": "no text column"}\n'))
+    done = snakemake(workdir, "results/corpus_pretrain")
+    assert done.returncode != 0
+    log = (workdir / "logs/corpus_pretrain.log").read_text()
+    assert log.startswith("error: prepare: ") and "no column named 'text'" in log and "Traceback" not in log
+    assert "logs/corpus_pretrain.log" in done.stdout + done.stderr  # Snakemake points at it
+
+
 def test_a_second_dry_run_has_nothing_to_do(workflow_copy):
     assert planned_rules(workflow_copy) == []
 
@@ -103,7 +121,7 @@ def test_changing_one_data_csv_parameter_reruns_data_csv_alone(workflow_copy):
     assert planned_rules(workflow_copy) == ["data_csv"]
     others = {
         name: (workflow_copy / f"results/{name}/manifest.json").read_bytes()
-        for name in ["small_data", "data_npy", "synth_chat", "sft_data_stage2"]
+        for name in ["small_data", "data_npy", "synth_chat", "corpus_sft_stage2"]
     }
     done = snakemake(workflow_copy, *TARGETS)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -119,7 +137,7 @@ def test_changing_stage_two_learning_rate_reruns_sft_stage2_alone(workflow_copy)
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     # sft_stage2 and only what depends on it
     assert planned_rules(workflow_copy) == [
-        "cache_benchmark",
+        "cache_bench",
         "cache_check",
         "export_hf",
         "lineage_report",
@@ -153,7 +171,7 @@ def test_the_training_chain_links_each_stage_to_the_best_checkpoint_before_it(wo
         "best_pretrain",
         "pretrain",
         "corpus_pretrain",
-        "sft_data_stage2",
+        "corpus_sft_stage2",
         "synth_chat",
     ):
         assert f"{name}  [" in done.stdout, name
@@ -161,7 +179,7 @@ def test_the_training_chain_links_each_stage_to_the_best_checkpoint_before_it(wo
 
 def test_the_generation_checks_report_on_the_stage_two_model(workflow_copy):
     check = json.loads((workflow_copy / "results/cache_check/report.json").read_text())
-    bench = json.loads((workflow_copy / "results/cache_benchmark/report.json").read_text())
+    bench = json.loads((workflow_copy / "results/cache_bench/report.json").read_text())
     suite = json.loads((workflow_copy / "results/prompt_suite/report.json").read_text())
     assert check["passed"] is True and check["prefixes"]
     assert bench["generated_tokens_equal"] is True
@@ -178,14 +196,14 @@ def test_rule_all_builds_every_result_and_the_report_shows_every_stage(workflow_
     assert planned_rules(workflow_copy) == []
     done = snakemake(workflow_copy, "--dry-run", "all")
     assert "Nothing to be done" in done.stdout + done.stderr
-    comparison = json.loads((workflow_copy / "results/matched_comparison/comparison.json").read_text())
+    comparison = json.loads((workflow_copy / "results/matched_compare/comparison.json").read_text())
     assert comparison["max_absolute_train_loss_difference"] <= comparison["threshold"]
     assert (workflow_copy / "results/export_hf/config.json").is_file()
     for stage in ("pretrain", "continuation", "sft_stage1", "sft_stage2"):
         assert (workflow_copy / f"results/plots/{stage}/loss.svg").stat().st_size > 0
     assert (workflow_copy / "results/plots/overview.svg").is_file()
     html = (workflow_copy / "results/lineage_report/index.html").read_text()
-    for stage in ("pretrain", "continuation", "sft_stage1", "sft_stage2", "matched_comparison", "corpus_pretrain"):
+    for stage in ("pretrain", "continuation", "sft_stage1", "sft_stage2", "matched_compare", "corpus_pretrain"):
         assert stage in html, stage
 
 
@@ -220,7 +238,7 @@ def test_a_bad_config_fails_before_any_job_naming_the_key(workflow_copy, tmp_pat
 
 
 def test_corpus_artifacts_name_their_sources(workflow_copy):
-    stage2 = json.loads((workflow_copy / "results/sft_data_stage2/manifest.json").read_text())
+    stage2 = json.loads((workflow_copy / "results/corpus_sft_stage2/manifest.json").read_text())
     assert stage2["inputs"][0]["artifact_path"] == "../synth_chat"
     assert stage2["summary"]["objective"] == "assistant-masked-next-token"
     assert [name for name in stage2["summary"]["source"]["splits"]] == [
@@ -243,7 +261,7 @@ def test_the_paper_profile_lists_its_jobs(workflow_copy):
         "--printshellcmds",
         "--directory",
         str(workflow_copy),
-        "results/sft_data_stage2",
+        "results/corpus_sft_stage2",
         "results/corpus_continuation",
     )
     assert done.returncode == 0, done.stderr[-3000:]

@@ -1,26 +1,105 @@
-"""Small helpers the Snakemake workflow uses to turn config slices into commands and inputs.
+"""What the Snakemake workflow needs from the package: the stage list, each config slice's
+settings class, the slice as command-line flags, and the config check run before any job.
 
-They live in the package (not in a .smk file) so tests can call them directly.
+The workflow (workflow/Snakefile and workflow/rules/) writes no setting, default or range of
+its own: a config slice is checked by building the settings dataclass of the command its rule
+runs, so a bad key gives the same one line as the command's flag would, before any job starts.
+The stage list is written here once; the rule files generate one rule per stage from it.
 
 Example:
     >>> flags({"steps": 5, "skip_header": True, "hf_split": ["a", "b"], "hf_config": None})
     '--hf-split a --hf-split b --skip-header --steps 5'
-    >>> local_sources({"hf_dataset": "results/synth_chat/stage1"})
-    ['results/synth_chat']
-    >>> rule_resources({"pretrain": {"threads": 2, "mem_mb": 2500}}, "pretrain")
-    {'threads': 2, 'gpus': 0, 'mem_mb': 2500}
-    >>> job_resources({"threads": 2, "gpus": 0, "mem_mb": 2500})
-    {'mem_mb': 2500, 'gpu': 0}
+    >>> [stage.corpus for stage in TRAINING_STAGES][:2]
+    ['corpus_pretrain', 'corpus_continuation']
+    >>> command_slice({"synth_chat": "stage1", "seed": 3}, "corpus_sft_stage1")
+    {'seed': 3}
 """
 
 from __future__ import annotations
 
+import importlib
 import shlex
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
-# The config slices of `gptlineage train` (the training chain's rules have the same names).
-TRAINING_STAGES = ("pretrain", "continuation", "sft_stage1", "sft_stage2")
+from gptlineage.errors import GptlineageError
+from gptlineage.settings import SettingError, from_mapping
+
+
+@dataclass(frozen=True)
+class TrainingStage:
+    """One stage of the training chain: its rule, results directory and config slice share `name`;
+    its corpus is prepared by the rule `corpus_<name>`, and it starts from the best checkpoint of
+    `previous` (None: from scratch)."""
+
+    name: str
+    previous: str | None
+
+    @property
+    def corpus(self) -> str:
+        return f"corpus_{self.name}"
+
+
+TRAINING_STAGES = (
+    TrainingStage("pretrain", None),
+    TrainingStage("continuation", "pretrain"),
+    TrainingStage("sft_stage1", "continuation"),
+    TrainingStage("sft_stage2", "sft_stage1"),
+)
+STAGE_NAMES = tuple(stage.name for stage in TRAINING_STAGES)
+
+
+@dataclass(frozen=True)
+class Slice:
+    """A config slice: the command its rule runs, the settings class that command builds from it
+    ("module:Class"), the keys the rule supplies itself (its inputs and output, placeholders for
+    the check), and the workflow's own keys (which input to wire), with their allowed values."""
+
+    command: str
+    settings: str
+    supplied: dict[str, Any] = field(default_factory=dict)
+    workflow_keys: dict[str, tuple] = field(default_factory=dict)
+    resolve: str | None = None  # "module:function" that resolves the built settings (and checks them)
+
+
+OUTPUT = {"output": "results/x"}
+MODEL_RUN = {"run": "results/sft_stage2", **OUTPUT}
+# synth_chat: which dataset of the synth_chat artifact a corpus reads (null: the slice names its source).
+CHAT_DATASETS = (None, "stage1", "stage2")
+SLICES: dict[str, Slice] = {
+    "small_data": Slice("small-data", "gptlineage.tabular.regression:SmallDataConfig"),
+    "data_csv": Slice("data-csv", "gptlineage.tabular.tutorial:DataCsvConfig", {"csv": "x.csv"}),
+    "data_npy": Slice("data-npy", "gptlineage.tabular.tutorial:DataNpyConfig", {"x": "x.npy", "y": "y.npy"}),
+    "synth_chat": Slice("synth-chat", "gptlineage.corpus.synth_chat:SynthChatConfig"),
+    **{
+        stage.corpus: Slice(
+            "prepare", "gptlineage.corpus.prepare:PrepareConfig", workflow_keys={"synth_chat": CHAT_DATASETS}
+        )
+        for stage in TRAINING_STAGES
+    },
+    **{
+        stage.name: Slice(
+            "train",
+            "gptlineage.training.config:TrainConfig",
+            {"train_bin": "train.bin", "val_bin": "val.bin"},
+            resolve="gptlineage.training.config:plan",  # batch split, learning rates, preset defaults
+        )
+        for stage in TRAINING_STAGES
+    },
+    "cache_check": Slice("cache-check", "gptlineage.generation.cache_check:CacheCheckConfig", MODEL_RUN),
+    "cache_bench": Slice("cache-bench", "gptlineage.generation.cache_bench:CacheBenchConfig", MODEL_RUN),
+    # held_out_suite: score the synth_chat artifact's held-out suite (false: the slice's `suite`, or
+    # the command's default, the reference's nine prompts).
+    "prompt_suite": Slice(
+        "prompt-suite",
+        "gptlineage.generation.prompt_suite:PromptSuiteConfig",
+        MODEL_RUN,
+        {"held_out_suite": (True, False)},
+    ),
+    "matched_compare": Slice(
+        "matched-compare", "gptlineage.commands.matched_compare:MatchedCompareConfig", {"data": "x", **MODEL_RUN}
+    ),
+}
 
 
 def flags(config_slice: dict[str, Any]) -> str:
@@ -41,71 +120,64 @@ def flags(config_slice: dict[str, Any]) -> str:
     return " ".join(words)
 
 
-def producer(path: str) -> str:
-    """The input that makes a config path available: the artifact directory under results/ that
-    holds it (so Snakemake runs the rule producing it), or the path itself for a source file."""
-    parts = Path(path).parts
-    if parts and parts[0] == "results" and len(parts) > 1:
-        return str(Path(*parts[:2]))
-    return str(path)
+def command_slice(config_slice: dict[str, Any], name: str) -> dict[str, Any]:
+    """The keys of a slice that are flags of its command (the workflow's own keys removed)."""
+    own = SLICES[name].workflow_keys
+    return {key: value for key, value in (config_slice or {}).items() if key not in own}
 
 
-def local_sources(config_slice: dict[str, Any]) -> list[str]:
-    """The local files and directories a prepare slice reads (hub ids are not local)."""
-    paths = list(config_slice.get("input") or [])
-    dataset = config_slice.get("hf_dataset")
-    if dataset and (dataset.startswith("results/") or Path(dataset).exists()):
-        paths.append(dataset)
-    return sorted({producer(path) for path in paths})
+def gpus(config_slice: dict[str, Any]) -> int:
+    """GPUs a job asks the scheduler for: one per process on CUDA, none on the CPU."""
+    if str(config_slice.get("device") or "cpu").startswith("cuda"):
+        return int(config_slice.get("processes") or 1)
+    return 0
 
 
-def rule_resources(resources_config: dict[str, Any], rule: str) -> dict[str, int]:
-    """A rule's entry of the config's `resources` section with the defaults filled in.
-
-    threads 1 and gpus 0 unless the entry says otherwise; mem_mb and runtime (minutes) only when
-    the entry sets them, so that Snakemake's default resources (or a profile's
-    default-resources) apply to the others."""
-    entry = dict(resources_config.get(rule) or {})
-    filled = {"threads": entry.get("threads", 1), "gpus": entry.get("gpus", 0)}
-    filled.update({key: entry[key] for key in ("mem_mb", "runtime") if key in entry})
-    return filled
+def load(reference: str) -> Any:
+    """The object a "module:name" reference names."""
+    module, _, name = reference.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
-def job_resources(entry: dict[str, int]) -> dict[str, int]:
-    """The `resources:` of a rule from its filled entry (threads go to `threads:`).
+def slice_error(name: str, config_slice: Any) -> str | None:
+    """The first problem of one slice as one line naming `<slice>.<key>`, or None."""
+    if config_slice is None:
+        config_slice = {}
+    if not isinstance(config_slice, dict):
+        return f"invalid config: key {name}: must be a mapping of settings, got {config_slice!r}"
+    for key, allowed in SLICES[name].workflow_keys.items():
+        if config_slice.get(key) not in allowed:
+            choices = ", ".join("null" if value is None else str(value).lower() for value in allowed)
+            return f"invalid config: key {name}.{key}: must be one of {choices}, got {config_slice[key]!r}"
+    values = command_slice(config_slice, name)
+    supplied = {**SLICES[name].supplied, **wired_inputs(name, config_slice)}
+    try:
+        settings = from_mapping(load(SLICES[name].settings), {**supplied, **values})
+        if SLICES[name].resolve:
+            load(SLICES[name].resolve)(settings)
+    except SettingError as error:
+        detail = error.detail if error.name in values else str(error)
+        return f"invalid config: key {name}.{error.name}: {detail}"
+    except GptlineageError as error:
+        return f"invalid config: key {name}: {error}"
+    return None
 
-    GPUs are named `gpu`, the resource snakemake-executor-plugin-slurm turns into
-    `sbatch --gpus=N` (and its job step into `srun --gpus=N`)."""
-    resources = {key: entry[key] for key in ("mem_mb", "runtime") if key in entry}
-    resources["gpu"] = entry.get("gpus", 0)
-    return resources
+
+def wired_inputs(name: str, config_slice: dict[str, Any]) -> dict[str, Any]:
+    """Placeholders for the flags a rule derives from the slice's workflow keys."""
+    if config_slice.get("synth_chat"):
+        return {"hf_dataset": f"results/synth_chat/{config_slice['synth_chat']}"}
+    return {}
 
 
-def config_error(config: dict[str, Any], schema: dict[str, Any]) -> str | None:
-    """The first problem of a workflow config as one line naming the key, or None.
-
-    First the JSON Schema; then what a schema cannot say: a training stage's global batch must
-    split evenly over its processes and micro-batches, and a CUDA stage needs one GPU per process."""
-    import jsonschema
-
-    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(config), key=lambda e: list(e.absolute_path))
-    if errors:
-        first = errors[0]
-        key = ".".join(str(part) for part in first.absolute_path) or "(top level)"
-        return f"invalid config: key {key}: {first.message}"
-    for stage in TRAINING_STAGES:
-        settings = config.get(stage) or {}
-        processes, accumulate = settings.get("processes", 1), settings.get("accumulate", 1)
-        batch = settings.get("batch")
-        if batch is not None and batch % (processes * accumulate):
-            return (
-                f"invalid config: key {stage}.batch: {batch} rows do not split evenly over processes ({processes})"
-                f" x accumulate ({accumulate})"
-            )
-        gpus = rule_resources(config.get("resources") or {}, stage)["gpus"]
-        if str(settings.get("device", "")).startswith("cuda") and gpus < processes:
-            return (
-                f"invalid config: key resources.{stage}.gpus: {gpus} GPUs for {processes} processes"
-                " (one GPU per process)"
-            )
+def config_error(config: dict[str, Any]) -> str | None:
+    """The first problem of a workflow config as one line naming the key, or None: an unknown
+    slice, or a slice its command's settings refuse (type, range, a combination)."""
+    for name in config:
+        if name not in SLICES:
+            return f"invalid config: key {name}: not a stage of this workflow (stages: {', '.join(SLICES)})"
+    for name in SLICES:
+        message = slice_error(name, config.get(name))
+        if message:
+            return message
     return None

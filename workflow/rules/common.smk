@@ -1,17 +1,25 @@
-# Helpers shared by every rule family: config slices as command-line flags, the package
-# source files a command runs (so a rule reruns when its code changes, and only then), and
-# what each rule's job asks of the scheduler (the config's `resources` section).
+# Helpers for the workflow: the package source files a command runs (so a job reruns when its
+# code changes, and only then), the config check, the stage list (from the package), and the
+# inputs and flags the rules derive from their config slices.
 
 import sys
 from pathlib import Path
 
-import yaml
 from snakemake.exceptions import WorkflowError
 
-sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+sys.path.insert(0, str(Path(workflow.basedir).parent / "src"))
 from gptlineage.lineage.codedeps import module_files  # noqa: E402  (needs the path above)
-from gptlineage import workflow_support  # noqa: E402
-from gptlineage.workflow_support import config_error, flags, local_sources, producer  # noqa: E402
+from gptlineage.workflow_support import (  # noqa: E402
+    TRAINING_STAGES,
+    command_slice,
+    config_error,
+    flags,
+    gpus,
+)
+from gptlineage.corpus.synth_chat import SUITE_FILE  # noqa: E402
+
+# The model the generation checks and the export read.
+FINAL_STAGE = TRAINING_STAGES[-1].name
 
 
 def code(command_module):
@@ -23,20 +31,62 @@ def code(command_module):
     return [f"src/{path}" for path in module_files(f"gptlineage.commands.{command_module}", Path("src"))]
 
 
-def validate_config(config, schema_path):
-    """Check the config before any job (its JSON Schema, then batch splits and GPU counts of the
-    training stages); one line names the bad key."""
-    message = config_error(config, yaml.safe_load(Path(schema_path).read_text()))
+def check_config(config):
+    """Check every config slice by building its command's settings, before any job; one line
+    names the bad key."""
+    message = config_error(config)
     if message:
         raise WorkflowError(message)
 
 
-def rule_resources(name):
-    """config["resources"][name] with the defaults filled in: threads 1, gpus 0; mem_mb and runtime
-    (minutes) only where the entry sets them, else Snakemake's or the profile's default-resources."""
-    return workflow_support.rule_resources(config["resources"], name)
+def cli(name):
+    """The command-line flags of a config slice (its workflow keys left out)."""
+    return flags(command_slice(config.get(name) or {}, name))
 
 
-def job_resources(name):
-    """The rule's `resources:` (mem_mb, runtime, and gpus as `gpu`, the SLURM plugin's --gpus)."""
-    return workflow_support.job_resources(rule_resources(name))
+def best(stage):
+    """The select_best artifact of a training stage."""
+    return expand(rules.select_best.output[0], run=stage)
+
+
+def corpus_inputs(name):
+    """The inputs of a corpus job: its local source files, the synth_chat artifact when the slice
+    reads one of its datasets, and the command's code."""
+    settings = config.get(name) or {}
+    inputs = {"sources": list(settings.get("input") or []), "code": code("prepare")}
+    if settings.get("synth_chat"):
+        inputs["chat"] = rules.synth_chat.output[0]
+    elif settings.get("hf_dataset") and Path(settings["hf_dataset"]).exists():
+        inputs["sources"].append(settings["hf_dataset"])  # a local dataset directory
+    return inputs
+
+
+def chat_dataset(name):
+    """The --hf-dataset flag for a slice that reads a synth_chat dataset (its workflow key)."""
+    dataset = (config.get(name) or {}).get("synth_chat")
+    return lambda wildcards, input: (f"--hf-dataset {input.chat}/{dataset}" if dataset else "")
+
+
+def training_inputs(stage):
+    """A stage's corpus, the best checkpoint of the stage before it (if any), and the command's code."""
+    inputs = {"data": getattr(rules, stage.corpus).output[0], "code": code("train")}
+    if stage.previous:
+        inputs["start"] = best(stage.previous)
+    return inputs
+
+
+def start_flag(wildcards, input):
+    """--load-params for a stage that starts from the stage before it."""
+    return f"--load-params {input.start}/parameters.safetensors" if "start" in input.keys() else ""
+
+
+def suite_inputs():
+    """The synth_chat artifact when the prompt suite scores its held-out suite."""
+    if (config.get("prompt_suite") or {}).get("held_out_suite"):
+        return {"suite": rules.synth_chat.output[0]}
+    return {}
+
+
+def suite_flag(wildcards, input):
+    """--suite for the synth_chat artifact's held-out suite (else the slice's own, or the default)."""
+    return f"--suite {input.suite}/{SUITE_FILE}" if "suite" in input.keys() else ""

@@ -1,86 +1,38 @@
 # Corpus preparation: text and chat dialogues become GPT-2 token shards (llm.c format), with
-# assistant-target masks and dialogue records for the two instruction-tuning stages.
+# assistant-target masks and dialogue records for the two instruction-tuning stages. One rule
+# corpus_<stage> per training stage, each reading its config slice.
 
 
 rule synth_chat:
-    output:
-        directory("results/synth_chat"),
     input:
         code=code("synth_chat"),
-    threads: rule_resources("synth_chat")["threads"]
-    resources:
-        **job_resources("synth_chat"),
-    conda:
-        "../../envs/corpus.yaml"
-    params:
-        cli=flags(config["synth_chat"]),
-    shell:
-        "gptlineage synth-chat {params.cli} --output {output}"
-
-
-rule corpus_pretrain:
     output:
-        directory("results/corpus_pretrain"),
-    input:
-        sources=local_sources(config["corpus_pretrain"]),
-        code=code("prepare"),
-    threads: rule_resources("corpus_pretrain")["threads"]
-    resources:
-        **job_resources("corpus_pretrain"),
+        directory("results/synth_chat"),
+    log:
+        "logs/synth_chat.log",
     conda:
         "../../envs/corpus.yaml"
     params:
-        cli=flags(config["corpus_pretrain"]),
+        cli=cli("synth_chat"),
     shell:
-        "gptlineage prepare {params.cli} --output {output}"
+        "gptlineage synth-chat {params.cli} --output {output} 2> {log}"
 
 
-rule corpus_continuation:
-    output:
-        directory("results/corpus_continuation"),
-    input:
-        sources=local_sources(config["corpus_continuation"]),
-        code=code("prepare"),
-    threads: rule_resources("corpus_continuation")["threads"]
-    resources:
-        **job_resources("corpus_continuation"),
-    conda:
-        "../../envs/corpus.yaml"
-    params:
-        cli=flags(config["corpus_continuation"]),
-    shell:
-        "gptlineage prepare {params.cli} --output {output}"
+for stage in TRAINING_STAGES:
 
-
-rule sft_data_stage1:
-    output:
-        directory("results/sft_data_stage1"),
-    input:
-        sources=local_sources(config["sft_data_stage1"]),
-        code=code("prepare"),
-    threads: rule_resources("sft_data_stage1")["threads"]
-    resources:
-        **job_resources("sft_data_stage1"),
-    conda:
-        "../../envs/corpus.yaml"
-    params:
-        cli=flags(config["sft_data_stage1"]),
-    shell:
-        "gptlineage prepare {params.cli} --output {output}"
-
-
-rule sft_data_stage2:
-    output:
-        directory("results/sft_data_stage2"),
-    input:
-        sources=local_sources(config["sft_data_stage2"]),
-        code=code("prepare"),
-    threads: rule_resources("sft_data_stage2")["threads"]
-    resources:
-        **job_resources("sft_data_stage2"),
-    conda:
-        "../../envs/corpus.yaml"
-    params:
-        cli=flags(config["sft_data_stage2"]),
-    shell:
-        "gptlineage prepare {params.cli} --output {output}"
+    rule:
+        name:
+            stage.corpus
+        input:
+            **corpus_inputs(stage.corpus),
+        output:
+            directory(f"results/{stage.corpus}"),
+        log:
+            f"logs/{stage.corpus}.log",
+        conda:
+            "../../envs/corpus.yaml"
+        params:
+            cli=cli(stage.corpus),
+            chat=chat_dataset(stage.corpus),
+        shell:
+            "gptlineage prepare {params.cli} {params.chat} --output {output} 2> {log}"

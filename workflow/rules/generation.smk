@@ -1,54 +1,58 @@
 # Talking to the instruction-tuned model: the KV-cache check (with certified greedy rollouts),
-# the cache benchmark, and the prompt suite, all on the sft_stage2 checkpoint.
+# the cache benchmark, and the prompt suite, all on the final training stage's model.
 
 
 rule cache_check:
+    input:
+        run=getattr(rules, FINAL_STAGE).output[0],
+        code=code("cache_check"),
     output:
         directory("results/cache_check"),
-    input:
-        run="results/sft_stage2",
-        code=code("cache_check"),
-    threads: rule_resources("cache_check")["threads"]
-    resources:
-        **job_resources("cache_check"),
+    log:
+        "logs/cache_check.log",
     conda:
         "../../envs/generation.yaml"
+    resources:
+        gpu=gpus(config.get("cache_check") or {}),
     params:
-        cli=flags(config["cache_check"]),
+        cli=cli("cache_check"),
     shell:
-        "gptlineage cache-check {params.cli} --run {input.run} --output {output}"
+        "gptlineage cache-check {params.cli} --run {input.run} --output {output} 2> {log}"
 
 
-rule cache_benchmark:
-    output:
-        directory("results/cache_benchmark"),
+rule cache_bench:
     input:
-        run="results/sft_stage2",
+        run=getattr(rules, FINAL_STAGE).output[0],
         code=code("cache_bench"),
-    threads: rule_resources("cache_benchmark")["threads"]
-    resources:
-        **job_resources("cache_benchmark"),
+    output:
+        directory("results/cache_bench"),
+    log:
+        "logs/cache_bench.log",
     conda:
         "../../envs/generation.yaml"
+    resources:
+        gpu=gpus(config.get("cache_bench") or {}),
     params:
-        cli=flags(config["cache_benchmark"]),
+        cli=cli("cache_bench"),
     shell:
-        "gptlineage cache-bench {params.cli} --run {input.run} --output {output}"
+        "gptlineage cache-bench {params.cli} --run {input.run} --output {output} 2> {log}"
 
 
 rule prompt_suite:
+    input:
+        unpack(lambda wildcards: suite_inputs()),
+        run=getattr(rules, FINAL_STAGE).output[0],
+        code=code("prompt_suite"),
     output:
         directory("results/prompt_suite"),
-    input:
-        run="results/sft_stage2",
-        suite=producer(config["prompt_suite"]["suite"]),
-        code=code("prompt_suite"),
-    threads: rule_resources("prompt_suite")["threads"]
-    resources:
-        **job_resources("prompt_suite"),
+    log:
+        "logs/prompt_suite.log",
     conda:
         "../../envs/generation.yaml"
+    resources:
+        gpu=gpus(config.get("prompt_suite") or {}),
     params:
-        cli=flags(config["prompt_suite"]),
+        cli=cli("prompt_suite"),
+        suite=suite_flag,
     shell:
-        "gptlineage prompt-suite {params.cli} --run {input.run} --output {output}"
+        "gptlineage prompt-suite {params.cli} {params.suite} --run {input.run} --output {output} 2> {log}"

@@ -1,70 +1,70 @@
 # Checking and showing the results: the Hugging Face export, the matched comparison against
 # transformers' GPT-2, the figures, and the lineage report of the whole chain.
 
-TRAINING_STAGES = ["pretrain", "continuation", "sft_stage1", "sft_stage2"]
-
 
 rule export_hf:
+    input:
+        run=getattr(rules, FINAL_STAGE).output[0],
+        code=code("export_hf"),
     output:
         directory("results/export_hf"),
-    input:
-        run="results/sft_stage2",
-        code=code("export_hf"),
-    threads: rule_resources("export_hf")["threads"]
-    resources:
-        **job_resources("export_hf"),
+    log:
+        "logs/export_hf.log",
     conda:
         "../../envs/reporting.yaml"
     shell:
-        "gptlineage export-hf --run {input.run} --output {output}"
+        "gptlineage export-hf --run {input.run} --output {output} 2> {log}"
 
 
-rule matched_comparison:
-    output:
-        directory("results/matched_comparison"),
+rule matched_compare:
     input:
-        start="results/best_continuation",
-        data="results/sft_data_stage1",
+        run=best("continuation"),
+        data=rules.corpus_sft_stage1.output[0],
         code=code("matched_compare"),
-    threads: rule_resources("matched_comparison")["threads"]
-    resources:
-        **job_resources("matched_comparison"),
+    output:
+        directory("results/matched_compare"),
+    log:
+        "logs/matched_compare.log",
     conda:
         "../../envs/reporting.yaml"
+    resources:
+        gpu=gpus(config.get("matched_compare") or {}),
     params:
-        cli=flags(config["matched_comparison"]),
+        cli=cli("matched_compare"),
     shell:
-        "gptlineage matched-compare {params.cli} --run {input.start} --data {input.data} --output {output}"
+        "gptlineage matched-compare {params.cli} --run {input.run} --data {input.data} --output {output} 2> {log}"
 
 
 rule plots:
+    input:
+        runs=[getattr(rules, stage.name).output[0] for stage in TRAINING_STAGES],
+        comparison=rules.matched_compare.output[0],
+        code=code("plots"),
     output:
         report(directory("results/plots"), patterns=["{figure}.svg"], category="Figures"),
-    input:
-        runs=expand("results/{stage}", stage=TRAINING_STAGES),
-        comparison="results/matched_comparison",
-        code=code("plots"),
-    threads: rule_resources("plots")["threads"]
-    resources:
-        **job_resources("plots"),
+    log:
+        "logs/plots.log",
     conda:
         "../../envs/reporting.yaml"
     params:
-        runs=" ".join(f"--run results/{stage}" for stage in TRAINING_STAGES),
+        runs=lambda wildcards, input: " ".join(f"--run {run}" for run in input.runs),
     shell:
-        "gptlineage plots {params.runs} --comparison {input.comparison} --output {output}"
+        "gptlineage plots {params.runs} --comparison {input.comparison} --output {output} 2> {log}"
 
 
 rule lineage_report:
-    output:
-        report(directory("results/lineage_report"), patterns=["index.html"], category="Lineage"),
     input:
-        plots="results/plots",
+        plots=rules.plots.output[0],
         code=code("lineage"),
-    threads: rule_resources("lineage_report")["threads"]
-    resources:
-        **job_resources("lineage_report"),
+    output:
+        report(
+            directory("results/lineage_report"),
+            patterns=["index.html"],
+            category="Lineage",
+        ),
+    log:
+        "logs/lineage_report.log",
     conda:
         "../../envs/reporting.yaml"
     shell:
-        "gptlineage lineage report {input.plots} --output {output}"
+        "gptlineage lineage report {input.plots} --output {output} 2> {log}"

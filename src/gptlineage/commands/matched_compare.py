@@ -8,7 +8,7 @@ drawn by `gptlineage.reporting.plots`). When a train loss differs by more than `
 the command fails and writes no artifact.
 
 Example:
-    gptlineage matched-compare --run results/sft_stage2 --data results/sft_data_stage1 --updates 50 --output results/matched
+    gptlineage matched-compare --run results/sft_stage2 --data results/corpus_sft_stage1 --updates 50 --output results/matched
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from gptlineage.training.metrics import metrics_document
 
 NAME = "matched-compare"
 EXAMPLE = (
-    "gptlineage matched-compare --run results/sft_stage2 --data results/sft_data_stage1 --updates 50 "
+    "gptlineage matched-compare --run results/sft_stage2 --data results/corpus_sft_stage1 --updates 50 "
     "--output results/matched"
 )
 REFERENCE = "transformers.GPT2LMHeadModel, c_attn.bias frozen at 0, torch.optim.AdamW"

@@ -2,7 +2,7 @@
 
 Example:
     gptlineage plots --run results/pretrain --run results/continuation --run results/sft_stage1 \
-        --run results/sft_stage2 --output results/plots --comparison results/matched_comparison
+        --run results/sft_stage2 --output results/plots --comparison results/matched_compare
 
 Writes `{run}/loss.svg` and `{run}/profile.svg` for every run (named by its directory),
 `overview.svg` (the chain's validation loss on one step axis, runs in the order given) and,

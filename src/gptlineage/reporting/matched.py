@@ -22,7 +22,7 @@ gets neither gradient nor decay and stays exactly zero (checked at the end).
 The comparison fails when any train loss differs by more than the threshold.
 
 Example:
-    gptlineage matched-compare --run results/sft_stage2 --data results/sft_data_stage1 --updates 50 --output results/matched
+    gptlineage matched-compare --run results/sft_stage2 --data results/corpus_sft_stage1 --updates 50 --output results/matched
 """
 
 from __future__ import annotations
