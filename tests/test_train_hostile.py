@@ -94,7 +94,7 @@ with contextlib.redirect_stdout(io.StringIO()):  # a warm-up run loads every lib
     assert main(["train", *common, "--steps", "1", "--output", "warm"]) == 0
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
 big = [*common, "--vocab", "2048", "--width", "64", "--heads", "4", "--layers", "2", "--context", "256",
-       "--batch", "64", "--steps", "1", "--output", "big"]
+       "--batch", "32", "--steps", "1", "--output", "big"]
 config = with_corpus_files(from_args(TrainConfig, build_parser("train").parse_args(["train", *big])))
 with contextlib.redirect_stdout(io.StringIO()):
     assert main(["train", *big]) == 0
@@ -105,14 +105,14 @@ print(json.dumps({"grew": after - before, "estimate": estimate_training(plan(con
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ru_maxrss in KiB is Linux's")
 def test_the_estimate_is_within_a_factor_two_of_the_real_peak(corpus, tmp_path):
-    """A run of ~200 MB of activations: the estimate against how much the process's peak RSS grew."""
+    """A run of ~90 MB of activations: the estimate against how much the process's peak RSS grew."""
     common = [*TINY_TRAIN, "--eval-batches", "1", "--data", str(corpus)]
     done = subprocess.run(
         [sys.executable, "-c", MEASURE, *common], cwd=tmp_path, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
     measured = json.loads(done.stdout.strip().splitlines()[-1])
-    assert measured["grew"] > 100 * 2**20  # the run itself dominates, not the noise
+    assert measured["grew"] > 50 * 2**20  # the run itself dominates, not the noise
     assert 0.5 < measured["estimate"] / measured["grew"] < 2.0, measured
 
 
@@ -152,6 +152,16 @@ def test_max_memory_overrides_what_the_machine_reports(corpus, tmp_path, capsys,
 @pytest.mark.parametrize("value", ["0", "-1", "inf"])
 def test_max_memory_must_be_positive_and_finite(corpus, tmp_path, capsys, value):
     assert "--max-memory must be" in refused(corpus, tmp_path / "out", capsys, "--max-memory", value)
+
+
+def test_a_model_too_big_to_load_is_refused_naming_its_source():
+    huge = model_config("quick", width=2**20, heads=1)
+    with pytest.raises(GptlineageError) as refusal:
+        memory.check_model_memory(huge, "float32", "run/passport.json")
+    assert str(refusal.value).startswith("run/passport.json: a model of width 1048576, layers 2, ")
+    assert "GiB of memory but " in str(refusal.value) and "\n" not in str(refusal.value)
+    small = model_config("quick", vocab=1024, width=32, heads=2, layers=1)
+    assert memory.check_model_memory(small, "float64", "p") == 2 * 8 * memory.parameter_count(small)
 
 
 def fake_cgroup(tmp_path: Path, monkeypatch, proc_line: str, files: dict[str, str]) -> None:

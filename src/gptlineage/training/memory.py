@@ -240,3 +240,22 @@ def check_training_memory(config: TrainConfig, run: Plan, processes: int = 1) ->
         return estimate
     refuse_if_short(processes * estimate.total, available_memory(runtime.max_memory), who, detail, hint)
     return estimate
+
+
+def check_model_memory(dims: GPTConfig, precision: str, source: str, max_memory_gib: float | None = None) -> int:
+    """Refuse to build a model (for inference) whose weights cannot fit; return the bytes needed.
+
+    Loading holds the parameters twice: the model's, and the file's tensors before they are
+    copied in (2·P·e). `source` names where the dimensions came from (a passport.json), so a
+    crafted file is refused in one line naming it before anything is allocated.
+    """
+    needed = 2 * parameter_count(dims) * element_bytes(precision)
+    shape = f"width {dims.width}, layers {dims.layers}, vocabulary {dims.vocab}, context {dims.context}"
+    refuse_if_short(
+        needed,
+        available_memory(max_memory_gib),
+        f"{source}: a model of {shape}",
+        "its parameters, loaded",
+        "is this the run you meant?",
+    )
+    return needed
