@@ -5,6 +5,9 @@ trace.json (open it in Perfetto) with trace-summary.json, and the kept checkpoin
 runs, checkpoints and the live metrics.jsonl sit in a work directory beside the output
 (`.<name>.work/`, or `--checkpoint-dir`), which survives a crash: rerun the same command and it
 continues exactly where it stopped, from the newest checkpoint there (or name one with --resume).
+A run that would not fit in memory is refused before it allocates anything (--max-memory
+overrides what the machine reports), and a second `train` of the same output is refused while
+the first holds the work directory's lock.
 
 Example:
     gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --eval-every 5 --output results/pretrain
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+from pathlib import Path
 
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.artifact import ArtifactWriter
@@ -22,11 +26,14 @@ from gptlineage.training.config import Plan, TrainConfig, TrainOutputs, plan, wi
 from gptlineage.training.distributed import Distributed, launched_by_torchrun, relaunch_with_torchrun, setup, teardown
 from gptlineage.training.layout import RunDir
 from gptlineage.training.loop import run_training
+from gptlineage.training.memory import check_training_memory
+from gptlineage.training.metrics import write_log
 from gptlineage.training.passport import passport, training_summary
 from gptlineage.training.trace import Tracer
 from gptlineage.training.workdir import (
     continue_interrupted,
     link_checkpoints,
+    locked_work,
     prepare_work,
     resumes_from,
     work_directory,
@@ -47,11 +54,20 @@ def run(args: argparse.Namespace) -> int:
     config = with_corpus_files(from_args(TrainConfig, args))
     outputs = from_args(TrainOutputs, args)
     run_plan = plan(config)
-    if config.runtime.processes > 1 and not launched_by_torchrun():
-        return relaunch_with_torchrun(config.runtime.processes, args.argv)
+    work = work_directory(outputs.output.absolute())
+    if launched_by_torchrun():  # a rank: the command that launched it checked memory and holds the lock
+        return train_here(config, run_plan, outputs, work)
+    check_training_memory(config, run_plan, config.runtime.processes)
+    with locked_work(work, outputs.output):
+        if config.runtime.processes > 1:
+            return relaunch_with_torchrun(config.runtime.processes, args.argv)
+        return train_here(config, run_plan, outputs, work)
+
+
+def train_here(config: TrainConfig, run_plan: Plan, outputs: TrainOutputs, work: Path) -> int:
+    """This process's part: continue an interrupted run of the same command, train, write (rank 0)."""
     dist = setup(config.runtime.device)
     try:
-        work = work_directory(outputs.output.absolute())
         resumed = continue_interrupted(config, run_plan, work, dist)
         if not dist.is_main:
             run_training(resumed, run_plan, None, None, Tracer(), dist)
@@ -83,7 +99,7 @@ def write_artifact(
         result = run_training(config, run_plan, artifact.path, work, tracer, dist)
         built = RunDir(artifact.path)
         write_json_atomic(built.metrics, result.metrics.document())
-        shutil.copy2(result.metrics.live_path, built.metrics_log)
+        write_log(built.metrics_log, result.metrics.points)  # the whole history, a resumed run's too
         write_json_atomic(built.passport, passport(given, result, config.checkpoints.resume))
         tracer.write(built.trace, built.trace_summary)
         link_checkpoints(checkpoints, artifact.path)

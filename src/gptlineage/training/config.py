@@ -99,7 +99,7 @@ class EvaluationSettings:
         minimum=0,
         group="evaluation",
     )
-    eval_batches: int = setting(4, "fixed validation batches", minimum=0, group="evaluation")
+    eval_batches: int = setting(4, "fixed validation batches", minimum=1, group="evaluation")
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -184,9 +184,18 @@ class RuntimeSettings:
         1, "data-parallel processes on this node; > 1 relaunches under torchrun", minimum=1, group="runtime"
     )
     accumulate: int = setting(1, "micro-batches per update (gradient accumulation)", minimum=1, group="runtime")
+    max_memory: float | None = setting(
+        None,
+        "GiB of memory this run may use (on CUDA: of GPU memory); unset: what is free now"
+        " (MemAvailable, or a lower cgroup limit; the GPU's free memory)",
+        above=0,
+        group="runtime",
+    )
 
     def __post_init__(self) -> None:
         check_settings(self)
+        if self.max_memory is not None and not math.isfinite(self.max_memory):
+            raise SettingError("max_memory", "must be finite")
 
 
 @dataclass(frozen=True)

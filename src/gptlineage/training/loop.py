@@ -1,11 +1,12 @@
 """The training loop: AdamW on a warmup-cosine schedule over stateless batches, with exact resume.
 
-`run_training` loads the shards, builds or loads the model, validates at the start step, then
-trains: step t (0-based) uses the learning rate of update t and batch t of the seed's stream;
-a point is logged as step t+1; validation and checkpoints happen when the completed step is a
-multiple of their period or the last one. Metrics are appended to a JSONL file as training
-goes, so a crash keeps what was measured, and resumable checkpoints go to a work directory
-that survives the crash. Under data parallelism every rank runs this; only rank 0 writes.
+`run_training` checks that the run fits in memory, loads the shards, builds or loads the
+model, validates at the start step, then trains: step t (0-based) uses the learning rate of
+update t and batch t of the seed's stream; a point is logged as step t+1; validation and
+checkpoints happen when the completed step is a multiple of their period or the last one
+(validation at the last one even with period 0). Metrics are appended to a JSONL file as
+training goes, so a crash keeps what was measured, and resumable checkpoints go to a work
+directory that survives the crash. Under data parallelism every rank runs this; only rank 0 writes.
 
 Example:
     gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --output results/pretrain
@@ -35,6 +36,7 @@ from gptlineage.training.config import Plan, TrainConfig
 from gptlineage.training.data import Split, data_hashes, load_split
 from gptlineage.training.distributed import SINGLE, Distributed, check_batch_split
 from gptlineage.training.layout import RunDir, checkpoint_name
+from gptlineage.training.memory import check_training_memory
 from gptlineage.training.metrics import Metrics, best_checkpoint, validation_point
 from gptlineage.training.parameters import load_parameters, save_parameters
 from gptlineage.training.step import Updater, build_optimizer, evaluate, on_device, timed_update, training_objective
@@ -116,7 +118,12 @@ def prepare_process(config: TrainConfig, dist: Distributed) -> None:
 
 
 def start(config: TrainConfig, run: Plan, work: Path | None, tracer: Tracer, dist: Distributed) -> Run:
-    """Load the data and the model, build the optimizer and the loss: everything before step one."""
+    """Load the data and the model, build the optimizer and the loss: everything before step one.
+
+    A single process checks first that the run fits in memory (`torchrun`'s ranks were checked,
+    all together, by the command that launched them)."""
+    if dist.world == 1:
+        check_training_memory(config, run)
     dtype, device = PRECISIONS[config.runtime.precision], dist.device(config.runtime.device)
     with tracer.phase("data loading"):
         train = load_split(config.data, "train", run.model.context, run.model.vocab)
@@ -180,7 +187,7 @@ def resume(state: Run) -> int:
     completed = saved["completed_step"]
     if completed > state.plan.steps:
         raise GptlineageError(f"{path}: checkpoint completed step {completed}, beyond --steps {state.plan.steps}")
-    state.metrics.points = list(saved["training_state"].get("metrics", []))
+    state.metrics.restart(saved["training_state"].get("metrics", []))
     saved_world = saved["training_state"].get("world_size", 1)
     if saved_world != state.dist.world:
         state.say(
@@ -246,7 +253,7 @@ def train_steps(state: Run, first: int) -> None:
         completed = t + 1
         train_loss = point["loss"] if point["loss"] is not None else float("nan")
         line = f"step={completed} train_loss={train_loss:.6f}"
-        if run.eval_every and (completed % run.eval_every == 0 or completed == run.steps):
+        if completed == run.steps or (run.eval_every and completed % run.eval_every == 0):
             line += f" validation_loss={validate(state, completed):.6f}"
         state.say(
             f"{line} learning_rate={point['learning_rate']:.6g} step_ms={point['duration_ms']:.1f}"

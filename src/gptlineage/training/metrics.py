@@ -39,8 +39,27 @@ class Metrics:
             handle.flush()
             os.fsync(handle.fileno())
 
+    def restart(self, points: list[dict[str, Any]]) -> None:
+        """Continue from a checkpoint's points: the live file then holds exactly these, and what follows.
+
+        Points an interrupted run logged after that checkpoint are measured again, so they
+        must not stay in the file twice."""
+        self.points = list(points)
+        if self.live_path is not None:
+            write_log(self.live_path, self.points)
+
     def document(self) -> dict[str, Any]:
         return metrics_document(self.points)
+
+
+def write_log(path: Path, points: list[dict[str, Any]]) -> None:
+    """Write points as JSONL (one point a line, as `Metrics.add` appends them), atomically."""
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(point) + "\n" for point in points)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
 
 
 def metrics_document(points: list[dict[str, Any]]) -> dict[str, Any]:

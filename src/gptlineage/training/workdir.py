@@ -1,14 +1,20 @@
 """The work directory beside a training run's output (`.<name>.work/`): live metrics and resumable
-checkpoints that survive a crash, and the rule that a rerun of the same command continues from them.
+checkpoints that survive a crash, the rule that a rerun of the same command continues from them,
+and the lock that keeps a second run of the same output out of them.
 
 Example:
     work = work_directory(Path("results/pretrain"))       # results/.pretrain.work
-    config = continue_interrupted(config, run, work, dist)  # resume=<newest step-N> if it is ours
+    with locked_work(work, Path("results/pretrain")):     # refuses while another train holds it
+        config = continue_interrupted(config, run, work, dist)  # resume=<newest step-N> if it is ours
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,9 +32,72 @@ from gptlineage.training.distributed import Distributed
 from gptlineage.training.layout import RunDir
 from gptlineage.training.loop import checkpoint_root, resume_config
 
+LOCK_FILE = ".lock"  # inside the work directory; the one entry a fresh run keeps there
+
 
 def work_directory(output: Path) -> Path:
     return output.parent / f".{output.name}.work"
+
+
+def take_lock(work: Path, output: Path) -> int:
+    """An exclusive, non-blocking flock on the work directory's lock file; return its descriptor.
+
+    The holder removes the whole directory when it finishes, so a lock taken on a file that
+    was unlinked meanwhile protects nothing: then the new directory's file is locked instead.
+    """
+    lock = work / LOCK_FILE
+    for _ in range(5):
+        try:
+            work.mkdir(parents=True, exist_ok=True)
+            descriptor = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            continue  # removed between mkdir and open by the run that just finished
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            raise GptlineageError(
+                f"{output}: another gptlineage train is writing this output now (it holds {lock});"
+                " wait for it to finish, or choose another --output"
+            ) from None
+        try:
+            if os.stat(lock).st_ino == os.fstat(descriptor).st_ino:
+                return descriptor
+        except FileNotFoundError:
+            pass
+        os.close(descriptor)
+    raise GptlineageError(f"{lock}: could not lock the work directory (it keeps being removed)")
+
+
+def holds_checkpoints(work: Path) -> bool:
+    return bool(list_checkpoints(RunDir(work).checkpoints))
+
+
+@contextmanager
+def locked_work(work: Path, output: Path) -> Iterator[None]:
+    """Hold the work directory for one run of `output`; a second writer is refused in one line.
+
+    On the way out, a work directory that holds no checkpoint (a run that failed before its
+    first one) is removed: there is nothing in it to resume from.
+    """
+    descriptor = take_lock(work, output)
+    try:
+        yield
+    finally:
+        if work.is_dir() and not holds_checkpoints(work):
+            shutil.rmtree(work, ignore_errors=True)
+        os.close(descriptor)
+
+
+def clear_work(work: Path) -> None:
+    """Remove everything in the work directory but its lock file."""
+    for entry in work.iterdir():
+        if entry.name == LOCK_FILE:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
 
 
 def continue_interrupted(config: TrainConfig, run: Plan, work: Path, dist: Distributed) -> TrainConfig:
@@ -64,9 +133,9 @@ def resumes_from(config: TrainConfig, work: Path) -> bool:
 
 def prepare_work(config: TrainConfig, work: Path) -> Path:
     """Clear an earlier, different run's leftovers (unless resuming from them); return the checkpoint root."""
-    if work.exists() and not resumes_from(config, work):
-        shutil.rmtree(work)  # a fresh run: an earlier, different run's leftovers must not mix in
     work.mkdir(parents=True, exist_ok=True)
+    if not resumes_from(config, work):
+        clear_work(work)  # a fresh run: an earlier, different run's leftovers must not mix in
     checkpoints = checkpoint_root(config, work)
     if config.checkpoints.checkpoint_dir and not config.checkpoints.resume and list_checkpoints(checkpoints):
         raise GptlineageError(

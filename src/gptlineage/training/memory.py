@@ -1,0 +1,261 @@
+"""Memory a training run will need, estimated from its plan before anything is allocated, and
+the memory this machine has; a run that cannot fit is refused in one line instead of being
+killed by the kernel's OOM killer halfway (which leaves half-written files behind).
+
+The estimate, in bytes, with P parameters, e bytes per parameter (8 for float64, else 4),
+a bytes per activation (the parameters' e; bf16 autocast keeps many activations in float32,
+so 4 there too), V vocabulary, W width, L layers, T context, H heads, B the global batch,
+r = B / (processes x accumulate) rows per micro-batch and N = r x T tokens of it:
+
+    P               = V·W + T·W + L·(12·W² + 10·W) + 2·W
+    model state     = 4·P·e              parameters, gradients, AdamW's two moments
+    tied embedding  = 3·V·W·e            the fused loss's gradient of W, its scaled copy, and
+                                         the embedding's own dense gradient, before they are added
+    batch           = B·T·(16 + e) + 40·B   x and y (int64) and row weights for the whole batch,
+                                         which every process draws; ~40 bytes of offsets per row
+    activations     = N·a·(L·(18·W + S) + 4·W)   saved for backward: per layer the two LayerNorm
+                                         inputs and outputs, q, k, v, attention output and its
+                                         copy, the 4W-wide MLP input and GELU output, the residual
+                                         sums (~18·W per token); S = 3·H·T (scores, softmax, dropout
+                                         mask) when dropout > 0 forces the unfused attention, else 0
+    loss            = chunk·V·4 + N·W·a  fused: one chunk's logits and the hidden-state gradient;
+                    = 3·N·V·a            --loss-chunk 0: the logits, their log-softmax and gradient
+    validation      = r_v·T·a·(6·W) + its loss   no gradients, but one piece of B / processes rows
+
+The peak is model state + tied embedding + batch + max(activations + loss, validation). It is
+what this run adds to the process (the Python and torch runtime already loaded are not
+counted), and it is compared with what the machine has free: MemAvailable from /proc/meminfo,
+or less where a cgroup (v2 or v1) limits this process, or --max-memory. With processes > 1 on
+one node, each process needs its own share. On CUDA the model's part is compared with the
+GPU's free memory instead, and only the batch with the host's.
+
+Example:
+    estimate = estimate_training(plan(config), config.runtime)
+    estimate.total / GIB                     # about 4.9 for gpt2-small, batch 4, context 1024
+    check_training_memory(config, plan(config), processes=1)   # GptlineageError if it cannot fit
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gptlineage.errors import GptlineageError
+from gptlineage.model.gpt import GPTConfig
+from gptlineage.training.config import Plan, RuntimeSettings, TrainConfig
+
+GIB = 1024**3
+UNLIMITED = 1 << 60  # a cgroup "limit" at least this large means no limit (v1 writes 2^63 - 4096)
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_CGROUP = Path("/proc/self/cgroup")  # which cgroup this process is in, one line per hierarchy
+
+
+def parameter_count(dims: GPTConfig) -> int:
+    """Trainable numbers of a GPT of these dimensions, the tied embedding once (no allocation)."""
+    v, w, t, layers = dims.vocab, dims.width, dims.context, dims.layers
+    return v * w + t * w + layers * (12 * w * w + 10 * w) + 2 * w
+
+
+def element_bytes(precision: str) -> int:
+    return 8 if precision == "float64" else 4
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """The parts of one process's peak, in bytes."""
+
+    model_state: int  # parameters, gradients, AdamW moments, the tied embedding's extra gradients
+    batch: int  # the global batch every process draws (host memory)
+    activations: int  # the larger of a training micro-batch's activations + loss and a validation pass
+
+    @property
+    def device(self) -> int:
+        """What lives where the model computes."""
+        return self.model_state + self.activations
+
+    @property
+    def total(self) -> int:
+        return self.model_state + self.batch + self.activations
+
+    def describe(self, run: Plan) -> str:
+        return (
+            f"{gib(self.model_state)} GiB parameters, gradients and AdamW state,"
+            f" {gib(self.activations)} GiB activations and {gib(self.batch)} GiB batch"
+            f" for batch {run.batch} x context {run.model.context}"
+        )
+
+
+def gib(size: int | float) -> str:
+    """Bytes as GiB, to a precision that shows small parts too: 196,642 / 4.94 / 0.0031."""
+    value = size / GIB
+    return f"{value:,.0f}" if value >= 100 else f"{value:.2f}" if value >= 0.01 else f"{value:.2g}"
+
+
+def loss_bytes(tokens: int, dims: GPTConfig, chunk: int, a: int, training: bool) -> int:
+    if chunk:
+        return min(chunk, tokens) * dims.vocab * 4 + (tokens * dims.width * a if training else 0)
+    return (3 if training else 2) * tokens * dims.vocab * a
+
+
+def estimate_training(run: Plan, runtime: RuntimeSettings, processes: int = 1) -> MemoryEstimate:
+    """One process's peak for this plan (see the module docstring for the formula)."""
+    dims = run.model
+    e = element_bytes(runtime.precision)
+    a = e
+    rows = max(1, run.batch // (processes * runtime.accumulate))
+    tokens = rows * dims.context
+    scores = 3 * dims.heads * dims.context if dims.dropout > 0 else 0
+    model_state = 4 * parameter_count(dims) * e + 3 * dims.vocab * dims.width * e
+    batch = run.batch * dims.context * (16 + e) + 40 * run.batch
+    training = tokens * a * (dims.layers * (18 * dims.width + scores) + 4 * dims.width)
+    training += loss_bytes(tokens, dims, runtime.loss_chunk, a, True)
+    val_tokens = max(1, run.batch // processes) * dims.context
+    validation = val_tokens * a * 6 * dims.width + loss_bytes(val_tokens, dims, runtime.loss_chunk, a, False)
+    return MemoryEstimate(model_state, batch, max(training, validation))
+
+
+# ---------------------------------------------------------------- what the machine has
+
+
+def read_number(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # "max" (v2, no limit) reads as None
+
+
+def mem_available() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (None where there is no such file)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024  # the file counts in kB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def reclaimable(directory: Path, key: str) -> int:
+    """Page cache the kernel drops before it kills anything (memory.stat's inactive_file)."""
+    try:
+        for line in (directory / "memory.stat").read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key and value.strip().isdigit():
+                return int(value)
+    except OSError:
+        pass
+    return 0
+
+
+def cgroup_directories() -> list[tuple[Path, str, str, str]]:
+    """This process's memory cgroup and its ancestors: (directory, limit file, usage file, stat key)."""
+    try:
+        lines = PROC_CGROUP.read_text().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, relative = rest.partition(":")
+        if hierarchy == "0" and controllers == "":
+            base, files = CGROUP_ROOT, ("memory.max", "memory.current", "inactive_file")
+        elif "memory" in controllers.split(","):
+            base, files = (
+                CGROUP_ROOT / "memory",
+                ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"),
+            )
+        else:
+            continue
+        leaf = base / relative.lstrip("/")
+        # Inside a container the recorded path may not exist under the mount: then the mount is the cgroup.
+        for directory in [leaf, *leaf.parents] if leaf.is_dir() else [base]:
+            found.append((directory, *files))
+            if directory == base:
+                break
+    return found
+
+
+def cgroup_available() -> int | None:
+    """The least memory left under any cgroup limit on this process (limit - usage + reclaimable)."""
+    left = []
+    for directory, limit_file, usage_file, stat_key in cgroup_directories():
+        limit, usage = read_number(directory / limit_file), read_number(directory / usage_file)
+        if limit is None or limit >= UNLIMITED or usage is None:
+            continue
+        left.append(max(0, limit - usage + reclaimable(directory, stat_key)))
+    return min(left) if left else None
+
+
+def available_memory(max_memory_gib: float | None = None) -> tuple[int, str] | None:
+    """(bytes this process may still use, where that figure comes from); None when unknown."""
+    if max_memory_gib is not None:
+        return int(max_memory_gib * GIB), "--max-memory"
+    candidates = [
+        (size, name)
+        for size, name in ((mem_available(), "MemAvailable"), (cgroup_available(), "cgroup limit"))
+        if size is not None
+    ]
+    if not candidates:
+        return None
+    return min(candidates)
+
+
+def cuda_free(device: str) -> int | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return None  # the run refuses --device cuda itself, with its own message
+    free, _ = torch.cuda.mem_get_info(torch.device(device))
+    return free
+
+
+# ---------------------------------------------------------------- the check
+
+
+def refuse_if_short(needed: int, has: tuple[int, str] | None, what: str, detail: str, hint: str) -> None:
+    if has is None or needed <= has[0]:
+        return
+    raise GptlineageError(
+        f"{what} needs about {gib(needed)} GiB of memory but {gib(has[0])} GiB is available ({has[1]}):"
+        f" {detail}; {hint}"
+    )
+
+
+def check_training_memory(config: TrainConfig, run: Plan, processes: int = 1) -> MemoryEstimate:
+    """Refuse (GptlineageError) a run whose estimated peak exceeds the memory available; return the estimate."""
+    runtime = config.runtime
+    estimate = estimate_training(run, runtime, processes)
+    hint = "lower --batch, raise --accumulate, or shrink the model; pass --max-memory GIB if you know better"
+    who = "this run" if processes == 1 else f"this run ({processes} processes)"
+    detail = estimate.describe(run) + (" per process" if processes > 1 else "")
+    if runtime.device.startswith("cuda"):
+        free = cuda_free(runtime.device)
+        if runtime.max_memory is not None:
+            gpu = available_memory(runtime.max_memory)
+        else:
+            gpu = None if free is None else (free, "free GPU memory")
+        refuse_if_short(estimate.device, gpu, f"{who} on {runtime.device}", detail, hint)
+        refuse_if_short(processes * estimate.batch, available_memory(), f"{who}'s batches", detail, hint)
+        return estimate
+    refuse_if_short(processes * estimate.total, available_memory(runtime.max_memory), who, detail, hint)
+    return estimate
+
+
+def check_model_memory(dims: GPTConfig, precision: str, source: str, max_memory_gib: float | None = None) -> int:
+    """Refuse to build a model (for inference) whose weights cannot fit; return the bytes needed.
+
+    Loading holds the parameters twice: the model's, and the file's tensors before they are
+    copied in (2·P·e). `source` names where the dimensions came from (a passport.json), so a
+    crafted file is refused in one line naming it before anything is allocated.
+    """
+    needed = 2 * parameter_count(dims) * element_bytes(precision)
+    shape = f"width {dims.width}, layers {dims.layers}, vocabulary {dims.vocab}, context {dims.context}"
+    refuse_if_short(
+        needed,
+        available_memory(max_memory_gib),
+        f"{source}: a model of {shape}",
+        "its parameters, loaded",
+        "is this the run you meant?",
+    )
+    return needed
