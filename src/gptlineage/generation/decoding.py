@@ -255,6 +255,9 @@ def generate_tokens(
     for counter in range(settings.generate):
         if keep_logits:
             kept.append(logits.detach().clone())
+        if not bool(torch.isfinite(logits).all()):
+            # NaN sorts nowhere: sampling would fail and greedy would pick id 0 ("!") forever.
+            raise GptlineageError(f"non-finite logits at generated token {counter} (the weights hold NaN or inf?)")
         token = sample_token(
             penalized(logits, history, settings.repetition_penalty, settings.repetition_window), settings, counter
         )

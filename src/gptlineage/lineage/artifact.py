@@ -153,9 +153,31 @@ def describe_input(role: str, path: str | Path, output_dir: Path) -> dict[str, A
         entry["artifact_path"] = os.path.relpath(holder, output_dir)
     if path.is_file():
         entry["sha256"] = sha256_file(path)
+        if holder is not None:
+            check_member_file(path, holder, entry["sha256"])
     elif holder is None:
         entry["tree_sha256"] = sha256_tree(path)  # a plain source directory, e.g. a local dataset
     return entry
+
+
+def check_member_file(path: Path, holder: Path | None = None, sha256: str | None = None) -> None:
+    """Refuse a file inside an artifact whose bytes are not those its manifest lists.
+
+    A changed file would otherwise be used (and recorded) under the artifact's id. `holder`
+    defaults to the artifact around `path` (none: nothing to check); `sha256` to the file's."""
+    path = Path(path).absolute()
+    holder = find_artifact_dir(path) if holder is None and path.is_file() else holder
+    if holder is None:
+        return
+    relative = path.relative_to(holder).as_posix()
+    listed = {entry.get("path"): entry for entry in read_manifest(holder).get("files", []) if isinstance(entry, dict)}
+    if relative not in listed:
+        raise GptlineageError(f"{path}: not one of the files of the artifact {holder}; refusing to use it")
+    expected = listed[relative].get("sha256")
+    if (sha256 or sha256_file(path)) != expected:
+        raise GptlineageError(
+            f"{path}: sha256 differs from the manifest of {holder} (changed after it was written); refusing to use it"
+        )
 
 
 def holds_artifact_manifest(directory: Path) -> bool:
