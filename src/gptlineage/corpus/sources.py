@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import logging
 import zlib
 from collections import deque
 from collections.abc import Iterator
@@ -99,6 +100,8 @@ def open_streams(config: PrepareConfig) -> deque[Iterator[Any]]:
     """One streaming iterator per split (or one over the local files)."""
     import datasets  # imported here: loading it takes seconds and text-file runs never need it
 
+    # A file it cannot parse, `datasets` also logs on stderr; the one error line says it instead.
+    logging.getLogger("datasets").setLevel(logging.CRITICAL)
     if config.hf_dataset and looks_local(config.hf_dataset) and not Path(config.hf_dataset).is_dir():
         raise GptlineageError(f"--hf-dataset {config.hf_dataset}: no such local dataset directory")
     streams: deque[Iterator[Any]] = deque()
