@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import TINY_TRAIN
 
 from gptlineage.cli import main
 from gptlineage.corpus.shards import ShardWriter, read_tokens
@@ -33,7 +34,6 @@ from gptlineage.model.gpt import GPT
 from gptlineage.settings import SettingError, from_mapping
 from gptlineage.tabular.tutorial import DataCsvConfig
 from gptlineage.training.parameters import save_parameters
-from tests.conftest import TINY_TRAIN
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
