@@ -23,6 +23,10 @@ def read_json(path: str | Path, missing: str = "no such file") -> Any:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise GptlineageError(f"{path}: {missing}") from None
+    except IsADirectoryError:
+        raise GptlineageError(f"{path}: is a directory, not a JSON file") from None
+    except OSError as error:
+        raise GptlineageError(f"{path}: cannot read ({error.strerror})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise GptlineageError(f"{path}: not valid JSON ({error})") from None
 

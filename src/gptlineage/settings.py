@@ -5,7 +5,11 @@ A field declared with `setting(...)` carries everything about one setting: its t
 annotation), default, help text and range. Nothing else writes them down: `add_flags` makes
 `--name` flags whose help shows the default, `from_args` builds the dataclass from parsed
 flags, `from_mapping` builds it from a config slice (refusing unknown keys), and
-`check_settings` (called from `__post_init__`) checks every field's type and range. A field
+`check_settings` (called from `__post_init__`) checks every field's type and range. Two
+ranges hold without being declared: a float setting must be finite (NaN and infinities are
+refused unless the field says `finite=False`), and an integer setting must fit in a signed
+64-bit integer; a seed (a field named `seed` or `*_seed`) must be in 0..2**63-1, what every
+random number generator here accepts. A field
 whose type is itself a settings dataclass is a part: its fields are flags of their own, with
 no prefix, so a config slice stays flat (`pretrain: {steps: 300, preset: cpu-small}`).
 
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -34,6 +39,8 @@ from typing import Any
 from gptlineage.errors import GptlineageError
 
 SCALARS = (bool, int, float, str, Path)
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # what torch and NumPy integers hold
+SEED_RANGE = (0, INT64_MAX)  # torch.Generator.manual_seed, NumPy and splitmix all take these
 
 
 class SettingError(GptlineageError):
@@ -56,10 +63,12 @@ def setting(
     below: float | None = None,
     group: str | None = None,
     flag: bool = True,
+    finite: bool = True,
 ) -> Any:
     """A dataclass field with its help text and range (`above`/`below` are strict bounds).
 
-    `flag=False` keeps a field out of the command line (a part filled in by the command)."""
+    `flag=False` keeps a field out of the command line (a part filled in by the command);
+    `finite=False` lets a float setting be NaN or infinite."""
     metadata = {
         "help": help,
         "choices": choices,
@@ -69,6 +78,7 @@ def setting(
         "below": below,
         "group": group,
         "flag": flag,
+        "finite": finite,
     }
     if isinstance(default, (list, dict, set)):
         raise TypeError("mutable defaults are not settings; use a tuple")
@@ -136,6 +146,22 @@ def check_value(name: str, annotation: Any, value: Any) -> None:
         raise SettingError(name, f"must be {expected[annotation]}, got {describe(value)}")
 
 
+def is_seed(name: str) -> bool:
+    return name == "seed" or name.endswith("_seed")
+
+
+def implicit_range(field: dataclasses.Field, annotation: Any, value: Any) -> None:
+    """The ranges no field declares: floats are finite, integers fit in 64 bits, seeds are >= 0."""
+    item_type = typing.get_args(annotation)[0] if is_sequence(annotation) else annotation
+    for item in value if isinstance(value, tuple) else (value,):
+        if item_type is float and field.metadata.get("finite", True) and not math.isfinite(item):
+            raise SettingError(field.name, f"must be finite, got {item}")
+        if item_type is int:
+            low, high = SEED_RANGE if is_seed(field.name) else (INT64_MIN, INT64_MAX)
+            if not low <= item <= high:
+                raise SettingError(field.name, f"must be in {low}..{high}, got {item}")
+
+
 def check_range(field: dataclasses.Field, value: Any) -> None:
     meta, name = field.metadata, field.name
     values = value if isinstance(value, tuple) else (value,)
@@ -167,6 +193,7 @@ def check_settings(instance: Any) -> None:
         if is_part(annotation):
             continue  # a part checked itself when it was built
         check_value(field.name, annotation, value)
+        implicit_range(field, annotation, value)
         check_range(field, value)
 
 

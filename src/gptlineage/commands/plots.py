@@ -12,6 +12,7 @@ when the --comparison artifact exists, `comparison.svg`. The figures are determi
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from gptlineage.errors import GptlineageError
@@ -38,8 +39,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_names(runs: list[Path]) -> list[str]:
-    """Each run's directory name, which names its figures; two runs with one name would collide."""
-    names = [run.absolute().name for run in runs]
+    """Each run's directory name, which names its figures; two runs with one name would collide.
+
+    The path is normalized first (`results/x/..` is `results`), so a name is one plain path
+    component and every figure lands inside the output."""
+    names = [Path(os.path.abspath(run)).name for run in runs]
+    for run, name in zip(runs, names):
+        if name in ("", ".", ".."):
+            raise GptlineageError(f"--run {run}: names no directory to name its figures after")
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
         raise GptlineageError(f"--run: two runs are named {duplicates[0]!r}; their figures would overwrite each other")

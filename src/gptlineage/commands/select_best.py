@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
 from gptlineage.errors import GptlineageError
 from gptlineage.files import link_or_copy
@@ -32,18 +33,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", type=Path, required=True, help="artifact directory to write")
 
 
+def read_points(path: Path) -> list[dict[str, Any]]:
+    """The metric points of a training artifact, each checked for what the selection reads."""
+    document = read_json(path, "missing; --run must be a training artifact")
+    points = document.get("points") if isinstance(document, dict) else None
+    if not isinstance(points, list):
+        raise GptlineageError(f"{path}: not a training artifact's metrics (no list under 'points')")
+    for index, point in enumerate(points):
+        if not (
+            isinstance(point, dict)
+            and isinstance(point.get("phase"), str)
+            and isinstance(point.get("step"), int)
+            and (point.get("loss") is None or isinstance(point.get("loss"), (int, float)))
+        ):
+            raise GptlineageError(f"{path}: point {index} is not {{phase, step, loss}} with an integer step")
+    return points
+
+
 def run(args: argparse.Namespace) -> int:
     run_dir = RunDir(args.run)
-    points = read_json(run_dir.metrics, "missing; --run must be a training artifact")["points"]
-    saved = {step for step, _ in list_checkpoints(run_dir.checkpoints)}
-    step = best_checkpoint(points, saved)
+    points = read_points(run_dir.metrics)
+    # The directory as listed: a name such as `step-05` still reads as step 5.
+    saved = dict(list_checkpoints(run_dir.checkpoints))
+    step = best_checkpoint(points, set(saved))
     if step is None:
         raise GptlineageError(
             f"{args.run}: no saved checkpoint after step 0 has a validation loss"
             " (set --checkpoint-every to a multiple of --eval-every)"
         )
     loss = next(p["loss"] for p in points if p["phase"] == "validation" and p["step"] == step)
-    chosen = run_dir.checkpoint(step) / PARAMETERS_FILE
+    chosen = saved[step] / PARAMETERS_FILE
     passport = run_dir.passport
     with ArtifactWriter(
         args.output,

@@ -26,6 +26,7 @@ import numpy as np
 from tqdm import tqdm
 
 from gptlineage.corpus.dialogue import encode_dialogue, slice_records, usable_dialogue
+from gptlineage.corpus.local_files import read_text_file
 from gptlineage.corpus.shards import MaskWriter, RecordWriter, ShardWriter
 from gptlineage.corpus.sources import (
     Progress,
@@ -121,7 +122,7 @@ def prepare(config: PrepareConfig, output: Path) -> dict[str, Any]:
 def prepare_text_files(config: PrepareConfig, output: Path) -> dict[str, Any]:
     """Text files form one corpus: each file's tokens then EOT, split contiguously (as the reference)."""
     encoding = gpt2_encoding()
-    pieces = [Path(path).read_text(encoding="utf-8") for path in config.input]
+    pieces = [read_text_file(Path(path)) for path in config.input]
     tokens: list[int] = []
     for ids in encoding.encode_ordinary_batch(pieces, num_threads=os.cpu_count() or 1):
         tokens.extend(ids)

@@ -120,12 +120,24 @@ class ShardWriter(PartialFileWriter):
 
 
 def shard_format(path: str | Path) -> ShardFormat:
-    """ "llmc" when the file is at least a header long and starts with the llm.c magic, else "raw"."""
+    """ "llmc" when the file is at least a header long and starts with the llm.c magic, else "raw".
+
+    A file whose header is an llm.c header but for the magic (version 1 and a token count that
+    matches the file size) is a damaged llm.c shard, not a headerless one: reading its header
+    as tokens would train on garbage, so it is refused."""
     path = Path(path)
-    if file_size(path) < LLMC_HEADER_BYTES:
+    size = file_size(path)
+    if size < LLMC_HEADER_BYTES:
         return "raw"
-    (magic,) = struct.unpack("<i", read_prefix(path, 4))
-    return "llmc" if magic == LLMC_MAGIC else "raw"
+    magic, version, count = struct.unpack("<3i", read_prefix(path, 12))
+    if magic == LLMC_MAGIC:
+        return "llmc"
+    if version == LLMC_VERSION and count >= 0 and count * TOKEN_DTYPE.itemsize + LLMC_HEADER_BYTES == size:
+        raise GptlineageError(
+            f"{path}: damaged llm.c header (magic {magic}, expected {LLMC_MAGIC}; version {version} and"
+            f" {count} tokens match the file)"
+        )
+    return "raw"
 
 
 def _llmc_token_count(path: Path, size: int) -> int:

@@ -10,6 +10,8 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import logging
+import zlib
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
+from gptlineage.corpus.local_files import diagnose_local_file
 from gptlineage.errors import GptlineageError
 
 if TYPE_CHECKING:  # the config module imports this one for its input checks
@@ -88,11 +91,31 @@ def source_description(config: PrepareConfig) -> dict[str, Any]:
     return {"kind": "files", "files": list(config.input)}
 
 
-def round_robin_rows(config: PrepareConfig) -> Iterator[dict[str, Any]]:
-    """Rows of every split interleaved one at a time; the first `skip_documents` are dropped."""
+# What a broken local file raises inside `datasets` (pyarrow's ArrowInvalid is a ValueError,
+# gzip.BadGzipFile an OSError); an empty JSON file stops its format sniffing with StopIteration.
+READ_ERRORS = (ValueError, OSError, EOFError, zlib.error, StopIteration)
+
+
+def open_streams(config: PrepareConfig) -> deque[Iterator[Any]]:
+    """One streaming iterator per split (or one over the local files)."""
     import datasets  # imported here: loading it takes seconds and text-file runs never need it
 
-    streams = deque(iter(datasets.load_dataset(**call)) for call in hub_calls(config))
+    # A file it cannot parse, `datasets` also logs on stderr; the one error line says it instead.
+    logging.getLogger("datasets").setLevel(logging.CRITICAL)
+    if config.hf_dataset and looks_local(config.hf_dataset) and not Path(config.hf_dataset).is_dir():
+        raise GptlineageError(f"--hf-dataset {config.hf_dataset}: no such local dataset directory")
+    streams: deque[Iterator[Any]] = deque()
+    for call in hub_calls(config):
+        try:
+            streams.append(iter(datasets.load_dataset(**call)))
+        except READ_ERRORS as error:
+            raise source_error(config, error, 0) from None
+    return streams
+
+
+def round_robin_rows(config: PrepareConfig) -> Iterator[dict[str, Any]]:
+    """Rows of every split interleaved one at a time; the first `skip_documents` are dropped."""
+    streams = open_streams(config)
     position = 0
     while streams:
         stream = streams.popleft()
@@ -100,6 +123,8 @@ def round_robin_rows(config: PrepareConfig) -> Iterator[dict[str, Any]]:
             row = next(stream)
         except StopIteration:
             continue
+        except READ_ERRORS as error:
+            raise source_error(config, error, position) from None
         streams.append(stream)
         position += 1
         if position <= config.skip_documents:
@@ -107,6 +132,24 @@ def round_robin_rows(config: PrepareConfig) -> Iterator[dict[str, Any]]:
         if not isinstance(row, dict):
             raise GptlineageError(f"{describe_source(config)}: row {position - 1} is not an object")
         yield row
+
+
+def looks_local(name: str) -> bool:
+    """A --hf-dataset that is written as a path (a hub id is `owner/name`, never these)."""
+    return name.startswith(("/", "./", "../", "~")) or name in (".", "..") or Path(name).exists()
+
+
+def source_error(config: PrepareConfig, error: BaseException, position: int) -> GptlineageError:
+    """The one line for a source `datasets` could not read: the broken local file and line when
+    a check of our own finds it, else the source, the row reached and what `datasets` said."""
+    for path in config.input:
+        problem = diagnose_local_file(Path(path))
+        if problem is not None:
+            return GptlineageError(f"{path}: {problem}")
+    what = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if config.hf_dataset:
+        return GptlineageError(f"--hf-dataset {describe_source(config)}: cannot read row {position} ({what})")
+    return GptlineageError(f"{describe_source(config)}: cannot read row {position} ({what})")
 
 
 def describe_source(config: PrepareConfig) -> str:

@@ -34,7 +34,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -46,7 +45,7 @@ from gptlineage.corpus.tokenizer import EOT_ID
 from gptlineage.errors import GptlineageError
 from gptlineage.model.gpt import GPT
 from gptlineage.model.kvcache import CachedDecoder
-from gptlineage.settings import SettingError, check_settings, setting
+from gptlineage.settings import check_settings, setting
 from gptlineage.splitmix import key_of, sample_nat
 
 UNIFORM_STEPS = 2**32  # u takes values k / 2**32, as in the reference
@@ -139,10 +138,7 @@ class SamplingConfig:
     stop_at_eot: bool = setting(True, "stop at <|endoftext|>; random weights give it no meaning", flag=False)
 
     def __post_init__(self) -> None:
-        check_settings(self)
-        for name in ("temperature", "repetition_penalty"):
-            if not math.isfinite(getattr(self, name)):
-                raise SettingError(name, f"must be finite, got {getattr(self, name)}")
+        check_settings(self)  # which also refuses a NaN or infinite temperature or penalty
 
     def for_turn(self, previous_turns: int) -> SamplingConfig:
         """The settings of a chat turn: the seed advances by one per earlier turn."""
@@ -259,6 +255,9 @@ def generate_tokens(
     for counter in range(settings.generate):
         if keep_logits:
             kept.append(logits.detach().clone())
+        if not bool(torch.isfinite(logits).all()):
+            # NaN sorts nowhere: sampling would fail and greedy would pick id 0 ("!") forever.
+            raise GptlineageError(f"non-finite logits at generated token {counter} (the weights hold NaN or inf?)")
         token = sample_token(
             penalized(logits, history, settings.repetition_penalty, settings.repetition_window), settings, counter
         )

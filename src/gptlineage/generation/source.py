@@ -25,6 +25,7 @@ import torch
 from gptlineage.corpus.tokenizer import VOCAB_SIZE
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json
+from gptlineage.lineage.artifact import check_member_file
 from gptlineage.model.gpt import GPT, PRECISIONS, GPTConfig, model_config
 from gptlineage.settings import SettingError, as_mapping, check_settings, setting
 from gptlineage.training.parameters import load_parameters
@@ -128,6 +129,8 @@ def torch_device(name: str) -> torch.device:
 
 def load_model(source: ModelSource) -> GPT:
     """The model in evaluation mode, on its device, with checked parameters or random weights."""
+    for member in model_inputs(source).values():
+        check_member_file(member)  # weights changed since their artifact was written are refused
     config = model_dimensions(source)
     path = parameters_path(source)
     device = torch_device(source.device)

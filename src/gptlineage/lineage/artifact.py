@@ -6,10 +6,11 @@ Every command that produces something writes it through `ArtifactWriter`:
                         inputs={"csv": "results/small_data/small_regression.csv"}) as out:
         (out.path / "trainlog.json").write_text(...)
 
-Inside the block `out.path` is a temporary sibling (`results/.data_csv.tmp-<pid>`). When the
-block ends without an exception, the manifest is written and the directory is renamed into
+Inside the block `out.path` is a temporary sibling (`results/.data_csv.tmp-<host>-<pid>`). When
+the block ends without an exception, the manifest is written and the directory is renamed into
 place; when it raises, the temporary directory is removed, so a failed command leaves no
 artifact and no half-written manifest (an older artifact at the same path stays untouched).
+An existing output is replaced only when it is an artifact (see `gptlineage.lineage.outputs`).
 
 The manifest records: every file (path, bytes, sha256), the command (name and argv), the
 resolved parameters and their hash, each input (role, path, and the id of the artifact
@@ -47,6 +48,14 @@ from gptlineage.lineage.identity import (
     git_state,
     host_name,
     recorded_argv,
+)
+from gptlineage.lineage.outputs import (
+    check_output,
+    make_temporary,
+    prepare_output,
+    remove_created,
+    replace_directory,
+    sibling,
 )
 
 MANIFEST = "manifest.json"
@@ -144,9 +153,41 @@ def describe_input(role: str, path: str | Path, output_dir: Path) -> dict[str, A
         entry["artifact_path"] = os.path.relpath(holder, output_dir)
     if path.is_file():
         entry["sha256"] = sha256_file(path)
+        if holder is not None:
+            check_member_file(path, holder, entry["sha256"])
     elif holder is None:
         entry["tree_sha256"] = sha256_tree(path)  # a plain source directory, e.g. a local dataset
     return entry
+
+
+def check_member_file(path: Path, holder: Path | None = None, sha256: str | None = None) -> None:
+    """Refuse a file inside an artifact whose bytes are not those its manifest lists.
+
+    A changed file would otherwise be used (and recorded) under the artifact's id. `holder`
+    defaults to the artifact around `path` (none: nothing to check); `sha256` to the file's."""
+    path = Path(path).absolute()
+    holder = find_artifact_dir(path) if holder is None and path.is_file() else holder
+    if holder is None:
+        return
+    relative = path.relative_to(holder).as_posix()
+    listed = {entry.get("path"): entry for entry in read_manifest(holder).get("files", []) if isinstance(entry, dict)}
+    if relative not in listed:
+        raise GptlineageError(f"{path}: not one of the files of the artifact {holder}; refusing to use it")
+    expected = listed[relative].get("sha256")
+    if (sha256 or sha256_file(path)) != expected:
+        raise GptlineageError(
+            f"{path}: sha256 differs from the manifest of {holder} (changed after it was written); refusing to use it"
+        )
+
+
+def holds_artifact_manifest(directory: Path) -> bool:
+    """True when `directory/manifest.json` is a JSON object of our schema with an id: the only
+    kind of directory a command replaces."""
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("schema") == SCHEMA and isinstance(manifest.get("id"), str)
 
 
 def utc_now() -> str:
@@ -168,7 +209,7 @@ class ArtifactWriter:
     ) -> None:
         """`code_module` names the module whose code closure is recorded (default: the command the
         CLI is running, else gptlineage.commands.<command>, else the whole package)."""
-        self.output = Path(output).absolute()
+        self.output = Path(os.path.abspath(output))  # `a/b/..` is `a`: the name is never `..`
         self.command = command
         self.parameters = dict(parameters)
         self.inputs = dict(inputs or {})
@@ -176,28 +217,27 @@ class ArtifactWriter:
         self.code_module = code_module_for(command, code_module)
         self.argv = recorded_argv()
         self.code: dict[str, Any] = {}
-        self.path = self.output.parent / f".{self.output.name}.tmp-{os.getpid()}"
+        self.path = sibling(self.output, "tmp")  # made by __enter__
+        self.created: list[Path] = []  # parent directories this writer made, removed on failure
         self.started = ""
         self.input_entries: list[dict[str, Any]] = []
         self.summary: dict[str, Any] = {}  # what the command measured (token counts, losses...)
         self.manifest: dict[str, Any] = {}
 
     def __enter__(self) -> ArtifactWriter:
-        if self.output.exists() and not (self.output / MANIFEST).is_file() and any(self.output.iterdir()):
-            raise GptlineageError(f"{self.output}: exists and is not an artifact; refusing to replace it")
+        check_output(self.output, holds_artifact_manifest)  # before any work: a refusal costs nothing
         # Inputs and code are hashed before the command runs: the manifest records what was used.
         self.code = code_closure(self.code_module)
         self.input_entries = [describe_input(role, path, self.output) for role, path in self.inputs.items()]
-        self.output.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.exists():
-            shutil.rmtree(self.path)
-        self.path.mkdir()
+        self.created = prepare_output(self.output, holds_artifact_manifest)
+        self.path = make_temporary(self.output, self.created)
         self.started = utc_now()
         return self
 
     def __exit__(self, error_type, error, traceback) -> None:
         if error_type is not None:
             shutil.rmtree(self.path, ignore_errors=True)
+            remove_created(self.created)
             return
         try:
             self.manifest = self._build_manifest()
@@ -205,6 +245,7 @@ class ArtifactWriter:
             replace_directory(self.path, self.output)
         except BaseException:
             shutil.rmtree(self.path, ignore_errors=True)
+            remove_created(self.created)
             raise
 
     def _build_manifest(self) -> dict[str, Any]:
@@ -223,12 +264,3 @@ class ArtifactWriter:
         manifest["run"] = {"started_utc": self.started, "finished_utc": utc_now(), "host": host_name(), **git_state()}
         manifest[SEAL_KEY] = manifest_sha256(manifest)
         return manifest
-
-
-def replace_directory(source: Path, destination: Path) -> None:
-    """Move `source` to `destination`, replacing an older artifact there only at the last moment."""
-    retired = destination.parent / f".{destination.name}.old-{os.getpid()}"
-    if destination.exists():
-        os.replace(destination, retired)
-    os.replace(source, destination)
-    shutil.rmtree(retired, ignore_errors=True)

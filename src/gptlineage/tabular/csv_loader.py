@@ -31,7 +31,7 @@ import torch
 
 from gptlineage.errors import GptlineageError
 from gptlineage.settings import SettingError, check_settings, setting
-from gptlineage.tabular.dataset import Dataset, Sample, SampleStream, batch
+from gptlineage.tabular.dataset import Dataset, Sample, SampleStream, batch, dtype_name, first_overflow
 
 # The reference trims with Lean's `Char.isWhitespace`: exactly these four characters.
 ASCII_WHITESPACE = " \t\r\n"
@@ -179,6 +179,17 @@ def _split_row(
     return parts
 
 
+def check_row_range(row: CsvRow, dtype: torch.dtype, path: str | Path) -> None:
+    """Every value of the row must stay finite in the run dtype (1e300 is inf in float32)."""
+    overflow = first_overflow(torch.tensor(row.values, dtype=torch.float64), dtype)
+    if overflow is not None:
+        column = overflow[0] + 1
+        raise GptlineageError(
+            f"{path}: csv row {row.number}, col {column}: value {row.values[overflow[0]]!r}"
+            f" is outside the finite {dtype_name(dtype)} range"
+        )
+
+
 def csv_rows_dataset(
     path: str | Path, input_width: int, target_width: int, options: CsvOptions = CsvOptions()
 ) -> Dataset:
@@ -192,6 +203,7 @@ def csv_rows_dataset(
         for row in rows:
             inputs, targets = _split_row(row, input_width, target_width, path)
             # Values go through float64 first and are rounded once to the run dtype.
+            check_row_range(row, dtype, path)
             samples.append(
                 Sample(
                     torch.tensor(inputs, dtype=torch.float64).to(dtype),

@@ -128,6 +128,20 @@ def _as_float64(values: Any) -> torch.Tensor:
     return torch.as_tensor(values).detach().to(dtype=torch.float64, copy=True)
 
 
+def first_overflow(values: torch.Tensor, dtype: torch.dtype) -> tuple[int, ...] | None:
+    """The index of the first value that is not finite once rounded to `dtype` (1e300 in float32), or None.
+
+    Such a value would train on infinities: loaders refuse it, naming the row and column."""
+    bad = ~torch.isfinite(values.to(dtype))
+    if not bool(bad.any()):
+        return None
+    return tuple(int(i) for i in torch.nonzero(bad)[0])
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
 def _convert(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     # copy=True so a consumer that edits a sample in place cannot change the source.
     return tensor.to(dtype=dtype, copy=True)

@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,7 @@ import numpy as np
 import torch
 
 from gptlineage.errors import GptlineageError
-from gptlineage.tabular.dataset import Dataset, Sample, SampleStream
+from gptlineage.tabular.dataset import Dataset, Sample, SampleStream, dtype_name, first_overflow
 
 MAGIC = b"\x93NUMPY"
 MAX_HEADER_BYTES = 1048576
@@ -156,8 +157,11 @@ def _parse_shape(shape_text: str) -> tuple[int, ...]:
 
 def _read_payload(handle: BinaryIO, header: NpyHeader, count: int) -> np.ndarray:
     """Read `count` leading elements as float64; too few bytes means truncation."""
-    handle.seek(header.data_offset)
     nbytes = count * header.item_size
+    # Checked against the file before anything is allocated: a header can claim 10^15 rows.
+    if nbytes > os.fstat(handle.fileno()).st_size - header.data_offset:
+        raise _NpyFormatError("NPY data truncated")
+    handle.seek(header.data_offset)
     data = handle.read(nbytes)
     if len(data) < nbytes:
         raise _NpyFormatError("NPY data truncated")
@@ -193,7 +197,24 @@ def read_npy_rows(path: str | Path, expected_shape: tuple[int, ...]) -> np.ndarr
             flat = _read_payload(handle, header, rows * math.prod(trailing))
         except _NpyFormatError as err:
             raise GptlineageError(f"{path}: npy: {err}") from None
-    return flat.reshape(expected_shape)
+    values = flat.reshape(expected_shape)
+    _check_finite(path, values)
+    return values
+
+
+def _check_finite(path: str | Path, values: np.ndarray) -> None:
+    """NaN and infinities are refused, as the CSV reader refuses them; row and column are 1-based."""
+    bad = ~np.isfinite(values)
+    if bad.any():
+        index = np.unravel_index(int(np.argmax(bad)), values.shape)
+        raise GptlineageError(f"{path}: {npy_position(index)}: value {float(values[index])} is not a finite number")
+
+
+def npy_position(index: tuple[int, ...]) -> str:
+    """`npy row R, col C` (1-based, like the CSV reader's messages) for a 2-D index."""
+    if len(index) == 2:
+        return f"npy row {index[0] + 1}, col {index[1] + 1}"
+    return f"npy element {tuple(int(i) for i in index)}"
 
 
 def _check_prefix(header: NpyHeader, rows: int, trailing: tuple[int, ...]) -> None:
@@ -224,14 +245,25 @@ def check_supervised_npy(
     return x_header, y_header
 
 
+def converted(path: str | Path, values: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    """The float64 values in the run dtype; one that overflows there (1e300 in float32) is refused."""
+    tensor = torch.from_numpy(values)
+    overflow = first_overflow(tensor, dtype)
+    if overflow is not None:
+        raise GptlineageError(
+            f"{path}: {npy_position(overflow)}: value {float(values[overflow])!r} is outside the finite {dtype_name(dtype)} range"
+        )
+    return tensor.to(dtype)
+
+
 def from_supervised_npy(x_path: str | Path, y_path: str | Path, input_width: int, target_width: int) -> Dataset:
     """Samples (X[i], y[i]) of shapes (input_width,)/(target_width,), read at materialize."""
 
     def materialize(dtype: torch.dtype) -> SampleStream:
         x_header, _ = check_supervised_npy(x_path, y_path, input_width, target_width)
         rows = x_header.shape[0]
-        xs = torch.from_numpy(read_npy_rows(x_path, (rows, input_width))).to(dtype)
-        ys = torch.from_numpy(read_npy_rows(y_path, (rows, target_width))).to(dtype)
+        xs = converted(x_path, read_npy_rows(x_path, (rows, input_width)), dtype)
+        ys = converted(y_path, read_npy_rows(y_path, (rows, target_width)), dtype)
         return SampleStream.of([Sample(xs[i].clone(), ys[i].clone()) for i in range(rows)])
 
     return Dataset((input_width,), (target_width,), materialize, f"{x_path}")

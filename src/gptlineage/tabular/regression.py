@@ -78,7 +78,7 @@ class RegressionTrainConfig:
     steps: int = setting(help="Adam updates (batch k mod N at step k)", minimum=0)
     batch: int = setting(5, "rows per batch, last partial batch dropped", above=0)
     seed: int = setting(0, "seeds the MLP initialisation and the shuffle")
-    lr: float = setting(0.05, "Adam learning rate")
+    lr: float = setting(0.05, "Adam learning rate", minimum=0)
     dtype: str = setting("float32", "arithmetic of every input and target", choices=tuple(DTYPES))
 
     def __post_init__(self) -> None:

@@ -1,0 +1,156 @@
+"""Where a command writes: the output directory is replaced only when it is ours, and nothing else is touched.
+
+An artifact is built in a temporary sibling `.<name>.tmp-<host>-<pid>` and renamed into place;
+an older artifact moves aside to `.<name>.old-<host>-<pid>` for the instant of the swap. Before
+a run:
+
+- the output must be absent, an empty directory, or a directory that `replaceable` accepts
+  (an artifact of ours); a regular file, a symbolic link, or a directory of anything else is
+  refused, as is an output whose nearest existing ancestor is not a directory;
+- missing parent directories are created, and removed again when the command fails;
+- siblings left by a killed run are cleaned up: only names matching the pattern above exactly,
+  only on this host, and only when that process is gone. A retired artifact whose swap was cut
+  short goes back into place when the output itself is missing.
+
+Example (what `gptlineage data-csv --output results/data_csv` does through ArtifactWriter):
+    created = prepare_output(Path("results/data_csv"), replaceable=holds_artifact_manifest)
+    # ... build results/.data_csv.tmp-host-4242 ...
+    replace_directory(temporary, Path("results/data_csv"))
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+from gptlineage.errors import GptlineageError
+
+HOST_TAG = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname()) or "host"
+KINDS = ("tmp", "old")  # a directory being built, an artifact moved aside during the swap
+
+
+def sibling(output: Path, kind: str) -> Path:
+    """This process's temporary (`kind` "tmp") or retired ("old") sibling of `output`."""
+    return output.parent / f".{output.name}.{kind}-{HOST_TAG}-{os.getpid()}"
+
+
+def sibling_pattern(output: Path) -> re.Pattern[str]:
+    """Our sibling names for `output`; an older form without the host stands for this host."""
+    return re.compile(rf"\.{re.escape(output.name)}\.(?P<kind>tmp|old)-(?:(?P<host>[A-Za-z0-9._-]+)-)?(?P<pid>[0-9]+)")
+
+
+def process_gone(pid: int) -> bool:
+    """True when no process `pid` runs on this host (a process of another user still counts)."""
+    if pid <= 0:
+        return False  # os.kill(0, ...) would signal our own process group
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError, ValueError):
+        return False
+    return False
+
+
+def stale_siblings(output: Path) -> list[tuple[str, Path]]:
+    """(kind, path) of the siblings of `output` left behind by dead processes of this host."""
+    pattern, found = sibling_pattern(output), []
+    try:
+        entries = sorted(output.parent.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match is None or match["host"] not in (None, HOST_TAG) or not entry.is_dir() or entry.is_symlink():
+            continue
+        pid = int(match["pid"])
+        if pid == os.getpid() or process_gone(pid):
+            found.append((match["kind"], entry))
+    return found
+
+
+def clean_stale_siblings(output: Path, replaceable: Callable[[Path], bool]) -> None:
+    """Remove what killed runs left; an artifact retired by a cut-short swap returns to `output`."""
+    for kind, entry in stale_siblings(output):
+        if kind == "old" and not output.exists() and not output.is_symlink() and replaceable(entry):
+            os.replace(entry, output)
+        else:
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def check_output(output: Path, replaceable: Callable[[Path], bool]) -> None:
+    """Refuse an output that is not ours to replace, or that cannot be a directory."""
+    if output.name in ("", ".", ".."):
+        raise GptlineageError(f"{output}: not a name for an output directory")
+    if output.is_symlink():
+        raise GptlineageError(f"{output}: is a symbolic link; refusing to replace it")
+    if output.exists() and not output.is_dir():
+        raise GptlineageError(f"{output}: exists and is not a directory; refusing to replace it")
+    try:
+        occupied = output.is_dir() and any(output.iterdir())
+    except OSError as error:
+        raise GptlineageError(f"{output}: cannot read the existing directory ({error.strerror})") from None
+    if occupied and not replaceable(output):
+        raise GptlineageError(
+            f"{output}: exists and is not an artifact (no gptlineage manifest); refusing to replace it"
+        )
+    for ancestor in output.parents:
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                raise GptlineageError(f"{output}: {ancestor} is not a directory")
+            return
+
+
+def make_parents(output: Path) -> list[Path]:
+    """Create the missing parents of `output`; returns them, deepest first, for `remove_created`."""
+    missing = [path for path in [output.parent, *output.parent.parents] if not path.exists()]
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        remove_created(missing)
+        raise GptlineageError(f"{output}: cannot create {output.parent} ({error.strerror})") from None
+    return missing
+
+
+def remove_created(created: list[Path]) -> None:
+    """Remove directories `make_parents` created, deepest first, as long as they are empty."""
+    for path in created:
+        try:
+            path.rmdir()
+        except OSError:
+            return
+
+
+def prepare_output(output: Path, replaceable: Callable[[Path], bool]) -> list[Path]:
+    """Check `output`, clean stale siblings and create missing parents (returned, deepest first)."""
+    check_output(output, replaceable)
+    created = make_parents(output)
+    clean_stale_siblings(output, replaceable)
+    check_output(output, replaceable)  # a restored artifact is checked like any other
+    return created
+
+
+def make_temporary(output: Path, created: list[Path]) -> Path:
+    """Create this process's empty temporary sibling of `output`."""
+    temporary = sibling(output, "tmp")
+    try:
+        temporary.mkdir()
+    except OSError as error:
+        remove_created(created)
+        raise GptlineageError(
+            f"{output}: cannot create {temporary.name} in {output.parent} ({error.strerror})"
+        ) from None
+    return temporary
+
+
+def replace_directory(source: Path, destination: Path) -> None:
+    """Move `source` to `destination`, replacing an older artifact there only at the last moment."""
+    retired = sibling(destination, "old")
+    if destination.exists():
+        os.replace(destination, retired)
+    os.replace(source, destination)
+    shutil.rmtree(retired, ignore_errors=True)
