@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -412,3 +413,22 @@ def test_a_directory_given_as_a_json_file_is_one_line(tmp_path):
     (tmp_path / "suite.json").mkdir()
     with pytest.raises(GptlineageError, match="suite.json: is a directory, not a JSON file"):
         read_json(tmp_path / "suite.json")
+
+
+def test_a_crafted_passport_asking_for_a_huge_model_is_refused_before_allocating(tmp_path, capsys):
+    run = tmp_path / "crafted"
+    run.mkdir()
+    model = {"context": 16, "vocab": 50257, "width": 2**20, "heads": 1, "layers": 2}
+    (run / "passport.json").write_text(json.dumps({"model": model}))
+    assert main(["generate", "--run", str(run), "--message", "hi"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: generate: ") and "passport.json" in err[0]
+    assert "width 1048576" in err[0] and "GiB" in err[0]
+
+
+def test_a_memory_limit_is_a_guard_not_part_of_the_work():
+    from gptlineage.settings import work_parameters
+    from gptlineage.training.config import RuntimeSettings, TrainConfig
+
+    limited = TrainConfig(runtime=RuntimeSettings(max_memory=64.0))
+    assert work_parameters(limited) == work_parameters(TrainConfig())

@@ -64,11 +64,13 @@ def setting(
     group: str | None = None,
     flag: bool = True,
     finite: bool = True,
+    work: bool = True,
 ) -> Any:
     """A dataclass field with its help text and range (`above`/`below` are strict bounds).
 
     `flag=False` keeps a field out of the command line (a part filled in by the command);
-    `finite=False` lets a float setting be NaN or infinite."""
+    `finite=False` lets a float setting be NaN or infinite; `work=False` marks a guard that cannot
+    change the result (a memory limit), left out of the parameters that identify the work."""
     metadata = {
         "help": help,
         "choices": choices,
@@ -79,6 +81,7 @@ def setting(
         "group": group,
         "flag": flag,
         "finite": finite,
+        "work": work,
     }
     if isinstance(default, (list, dict, set)):
         raise TypeError("mutable defaults are not settings; use a tuple")
@@ -259,12 +262,17 @@ def as_mapping(instance: Any) -> dict[str, Any]:
 
 
 def work_parameters(instance: Any) -> dict[str, Any]:
-    """The settings that define the work: every field but file locations (typed Path).
+    """The settings that define the work: every field but file locations (typed Path) and guards
+    marked `work=False`.
 
     Locations are where the inputs and outputs happen to be; an artifact records its inputs
     by hash instead, so the same work has the same parameters wherever its files live."""
-    locations = {field.name for field, annotation in setting_fields(type(instance)) if annotation is Path}
-    return {name: value for name, value in as_mapping(instance).items() if name not in locations}
+    left_out = {
+        field.name
+        for field, annotation in setting_fields(type(instance))
+        if annotation is Path or not field.metadata.get("work", True)
+    }
+    return {name: value for name, value in as_mapping(instance).items() if name not in left_out}
 
 
 # ---------------------------------------------------------------- command-line flags

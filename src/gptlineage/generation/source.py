@@ -28,6 +28,7 @@ from gptlineage.jsonio import read_json
 from gptlineage.lineage.artifact import check_member_file
 from gptlineage.model.gpt import GPT, PRECISIONS, GPTConfig, model_config
 from gptlineage.settings import SettingError, as_mapping, check_settings, setting
+from gptlineage.training.memory import check_model_memory
 from gptlineage.training.parameters import load_parameters
 
 PASSPORT = "passport.json"
@@ -102,6 +103,8 @@ def model_dimensions(source: ModelSource) -> GPTConfig:
     """The configuration: the passport's with --run, else the preset with overrides (dropout 0)."""
     if source.run is not None:
         config = read_passport_dimensions(source.run)
+        # A crafted passport can ask for any size: refuse before anything is allocated.
+        check_model_memory(config, source.precision, str(source.run / PASSPORT))
     else:
         try:
             config = model_config(source.preset or "quick", **{name: getattr(source, name) for name in DIMENSIONS})

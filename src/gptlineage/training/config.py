@@ -190,12 +190,11 @@ class RuntimeSettings:
         " (MemAvailable, or a lower cgroup limit; the GPU's free memory)",
         above=0,
         group="runtime",
+        work=False,  # a guard: the same run with another limit is the same work
     )
 
     def __post_init__(self) -> None:
         check_settings(self)
-        if self.max_memory is not None and not math.isfinite(self.max_memory):
-            raise SettingError("max_memory", "must be finite")
 
 
 @dataclass(frozen=True)
