@@ -106,7 +106,8 @@ def add_iteration_actions(actions: argparse._SubParsersAction) -> None:
     table.add_argument("roots", type=Path, nargs="*", default=[Path("results")], help="results trees (default results)")
     table.add_argument("--stage", help="only artifacts in directories of this name")
     table.add_argument("--params", default="", help="comma-separated parameters to show as well (dotted or last part)")
-    table.add_argument("--sort", help="sort by this column; -COLUMN sorts descending")
+    table.add_argument("--sort", metavar="COLUMN", help="sort by this column (empty cells last)")
+    table.add_argument("--descending", action="store_true", help="sort --sort's column from largest to smallest")
     add_format_flags(table, ("csv", "md", "json"))
     again = actions.add_parser("reproduce", help="rerun an artifact's recorded command and compare every output file")
     again.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
@@ -127,7 +128,8 @@ def run_iteration(args: argparse.Namespace) -> int:
         from gptlineage.lineage.table import artifact_table, render
 
         params = [name.strip() for name in args.params.split(",") if name.strip()]
-        print(render(artifact_table(args.roots, stage=args.stage, params=params, sort=args.sort), args.form))
+        sort = f"-{args.sort}" if args.sort and args.descending else args.sort
+        print(render(artifact_table(args.roots, stage=args.stage, params=params, sort=sort), args.form))
         return 0
     if not args.tolerance >= 0:
         raise GptlineageError(f"--tolerance {args.tolerance}: must be a number >= 0")

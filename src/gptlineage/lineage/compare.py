@@ -35,6 +35,8 @@ MEMORY_KEY = re.compile(r"resident_set|_rss|_kb$")
 # position: a profile's rows are ordered by time spent, which changes from run to run.
 ITEM_KEYS = ("phase", "name")
 JSON_SUFFIXES = (".json", ".jsonl")
+# A decimal number in text (transcripts print losses): sign, digits, fraction, exponent.
+NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 IDENTICAL, TIMING, MEASURED, CODE_RECORD, WITHIN, DIFFERENT, MISSING, EXTRA = (
     "identical",
     "timing, not compared",
@@ -226,24 +228,49 @@ def compare_safetensors(relative: str, old: Path, new: Path, tolerance: float) -
     return FileComparison(relative, verdict, detail, largest, where)
 
 
-def compare_bytes(relative: str, old: Path, new: Path) -> FileComparison:
-    """Text: the first differing line; anything else: the first differing byte."""
+def compare_bytes(relative: str, old: Path, new: Path, tolerance: float = 0.0) -> FileComparison:
+    """Text: the numbers in it when only they moved, else the first differing line; other files:
+    the first differing byte."""
     a, b = old.read_bytes(), new.read_bytes()
     try:
         old_lines, new_lines = a.decode("utf-8").splitlines(), b.decode("utf-8").splitlines()
     except UnicodeDecodeError:
         offset = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
         return FileComparison(relative, DIFFERENT, f"bytes differ from offset {offset} ({len(a)} → {len(b)} bytes)")
+    numbers = text_number_changes(old_lines, new_lines)
+    if numbers:
+        size, line, before, after = max(numbers)
+        verdict = WITHIN if size <= tolerance else DIFFERENT
+        where = f"line {line + 1} ({before} → {after})"
+        return FileComparison(
+            relative, verdict, f"{len(numbers)} numbers in the text differ, max |Δ| {size:.3g} at {where}", size, where
+        )
     line = next(
         (i for i, (x, y) in enumerate(zip(old_lines, new_lines)) if x != y), min(len(old_lines), len(new_lines))
     )
-    shown = (
-        old_lines[line] if line < len(old_lines) else "(end)",
-        new_lines[line] if line < len(new_lines) else "(end)",
-    )
-    return FileComparison(
-        relative, DIFFERENT, f"text differs from line {line + 1}: {_short(shown[0])!r} → {_short(shown[1])!r}"
-    )
+    before = old_lines[line] if line < len(old_lines) else "(end)"
+    after = new_lines[line] if line < len(new_lines) else "(end)"
+    column = next((i for i, (x, y) in enumerate(zip(before, after)) if x != y), min(len(before), len(after)))
+    start = max(0, column - 20)  # show where the line changes, not only its beginning
+    shown = [("..." if start else "") + text[start : start + 40] for text in (before, after)]
+    return FileComparison(relative, DIFFERENT, f"text differs from line {line + 1}: {shown[0]!r} → {shown[1]!r}")
+
+
+def text_number_changes(old: list[str], new: list[str]) -> list[tuple[float, int, str, str]]:
+    """(|Δ|, line, old, new) for each number that moved, when the text around the numbers is
+    the same line for line; empty when anything else differs (then it is no numeric change)."""
+    if len(old) != len(new):
+        return []
+    changes = []
+    for index, (x, y) in enumerate(zip(old, new)):
+        if x == y:
+            continue
+        if NUMBER.split(x) != NUMBER.split(y):
+            return []
+        for before, after in zip(NUMBER.findall(x), NUMBER.findall(y)):
+            if before != after:
+                changes.append((abs(float(after) - float(before)), index, before, after))
+    return changes
 
 
 def compare_file(
@@ -261,11 +288,11 @@ def compare_file(
         try:
             changes = json_changes(read_json_value(old), read_json_value(new))
         except ValueError:
-            return compare_bytes(relative, old, new)
+            return compare_bytes(relative, old, new, tolerance)
         if not changes:
             return FileComparison(relative, WITHIN, "same values; formatting bytes differ", 0.0)
         return judge_changes(relative, changes, tolerance, timing_files or set(), expected or {})
-    return compare_bytes(relative, old, new)
+    return compare_bytes(relative, old, new, tolerance)
 
 
 def compare_outputs(

@@ -294,10 +294,8 @@ def render_diff(result: Mapping[str, Any], form: str = "text") -> str:
     for row in result["stages"]:
         if row["same"]:
             continue
-        lines += [
-            "",
-            f"#### {row['stage']} ({row['command']})" if md else f"{row['stage']} ({row['command']}) differs:",
-        ]
+        title = f"{row['stage']} ({row['role_path']}, {row['command']})"
+        lines += ["", f"#### {title}" if md else f"{title} differs:"]
         for kind, reasons in row["reasons"].items():
             for reason in reasons:
                 lines.append(f"- {kind}: {reason}" if md else f"  {kind}: {reason}")

@@ -1,7 +1,7 @@
 """One row per artifact across results trees: stage, id, the parameters that vary, key metrics.
 
 Like `dvc exp show`, for the artifacts this package writes. Example:
-    gptlineage lineage table results other/results --stage data_csv --params lr --sort final_loss --md
+    gptlineage lineage table results other/results --stage data_csv --params lr --sort final_loss --descending --md
 
 Parameters are flattened with dots (`settings.steps`). A command's parameter becomes a column
 when its value differs between that command's rows, or when `--params` names it (by its full
