@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import TINY_TRAIN
 
 from gptlineage.cli import main
 from gptlineage.lineage.artifact import MANIFEST, SEAL_KEY, artifact_id, manifest_sha256
@@ -103,6 +104,7 @@ def test_an_upstream_change_is_the_first_divergence_and_code_and_environment_are
         manifest["code"]["closure_sha256"] = "1" * 64
         manifest["environment"]["torch"] = "0.0.1"
 
+    old_source = json.loads((tree / "small_data" / MANIFEST).read_text())["id"]
     rewrite(tree / "small_data", older_code)
     new_source = json.loads((tree / "small_data" / MANIFEST).read_text())["id"]
 
@@ -115,7 +117,10 @@ def test_an_upstream_change_is_the_first_divergence_and_code_and_environment_are
     assert result["first_divergence"] == "small_data (csv)" and source["first_divergence"]
     assert not top["first_divergence"] and list(top["reasons"]) == ["inputs"]
     (line,) = top["reasons"]["inputs"]
-    assert line.startswith("csv: artifact ") and f"→ {new_source[:12]} (../small_data → ../small_data)" in line
+    # The CSV's bytes are the same: only the artifact holding it is another one.
+    assert line.startswith("csv: the same file (sha256 ") and line.endswith(
+        f"from another artifact {old_source[:12]} → {new_source[:12]}"
+    )
     recorded = json.loads((runs["a"].parent / "small_data" / MANIFEST).read_text())["code"]["files"][0]
     assert source["reasons"]["code"] == [f"{recorded['path']} changed ({recorded['sha256'][:12]} → 000000000000)"]
     assert 'torch: "' in source["reasons"]["environment"][0] and '→ "0.0.1"' in source["reasons"]["environment"][0]
@@ -140,3 +145,21 @@ def test_a_path_that_is_not_an_artifact_is_one_error_line(runs, tmp_path, capsys
     assert main(["lineage", "diff", str(tmp_path), str(runs["a"])]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: lineage: ") and "not inside an artifact" in err
+
+
+def test_two_identical_training_runs_differ_only_in_measurements(corpus, tmp_path):
+    for name in ("a", "b"):
+        extra = ["--data", str(corpus), "--steps", "3", "--eval-every", "3", "--output", str(tmp_path / name / "train")]
+        assert main(["train", *TINY_TRAIN, *extra]) == 0
+    result = diff(tmp_path / "a" / "train", tmp_path / "b" / "train")
+    (row,) = result["stages"]
+    assert row["measurements_only"] and row["first_divergence"] and list(row["reasons"]) == ["outputs"]
+    assert (
+        "metrics.json: timing, not compared (differs only in duration_ms, tokens_per_second)"
+        in row["reasons"]["outputs"]
+    )
+    assert not any(line.startswith("parameters.safetensors") for line in row["reasons"]["outputs"])
+    metrics = {m["metric"]: m for m in result["metrics"]}
+    assert metrics["final_val_loss"]["a"] == metrics["final_val_loss"]["b"] and metrics["final_val_loss"]["change"] == 0
+    assert metrics["tokens_per_s"]["a"] > 0 and metrics["best_val_loss"]["a"] <= metrics["final_val_loss"]["a"]
+    assert "first divergence (only measurements)" in render_diff(result)

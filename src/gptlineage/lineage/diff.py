@@ -137,27 +137,37 @@ def input_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> tuple
         left, right = ({k: e[k] for k in INPUT_IDENTITY_KEYS if k in e} for e in (a[role], b[role]))
         if left == right:
             continue
-        if "artifact_id" in left and "artifact_id" in right:
+        content = {side: e.get("sha256") or e.get("tree_sha256") for side, e in (("a", left), ("b", right))}
+        if "artifact_id" in left and "artifact_id" in right and content["a"] and content["a"] == content["b"]:
+            upstream.append(
+                f"{role}: the same file (sha256 {short(content['a'])}) from another artifact"
+                f" {short(left['artifact_id'])} → {short(right['artifact_id'])}"
+            )
+        elif "artifact_id" in left and "artifact_id" in right:
             upstream.append(
                 f"{role}: artifact {short(left['artifact_id'])} → {short(right['artifact_id'])}"
                 f" ({a[role]['artifact_path']} → {b[role]['artifact_path']})"
             )
         else:
-            digest = {side: e.get("sha256") or e.get("tree_sha256") for side, e in (("a", left), ("b", right))}
-            sources.append(f"{role}: source {a[role]['path']} sha256 {short(digest['a'])} → {short(digest['b'])}")
+            sources.append(f"{role}: source {a[role]['path']} sha256 {short(content['a'])} → {short(content['b'])}")
     return sources, upstream
 
 
-def output_changes(left: Stage, right: Stage) -> list[str]:
-    """Output files that differ, each with what a closer look says (timing only, max |Δ|...)."""
+def output_changes(left: Stage, right: Stage) -> tuple[list[str], bool]:
+    """Output files that differ, each with what a closer look says (timing only, max |Δ|...), and
+    whether only measurements differ (timings, memory, formatting): the same results."""
     a = {entry["path"]: entry["sha256"] for entry in left.manifest["files"]}
     b = {entry["path"]: entry["sha256"] for entry in right.manifest["files"]}
-    found = compare_outputs(left.path, a, right.path, b, max_bytes=COMPARE_MAX_BYTES)
-    return [f"{f.path}: {f.verdict}" + (f" ({f.detail})" if f.detail else "") for f in found if f.verdict != IDENTICAL]
+    found = [
+        f for f in compare_outputs(left.path, a, right.path, b, max_bytes=COMPARE_MAX_BYTES) if f.verdict != IDENTICAL
+    ]
+    lines = [f"{f.path}: {f.verdict}" + (f" ({f.detail})" if f.detail else "") for f in found]
+    return lines, bool(found) and all(f.ok for f in found)
 
 
-def stage_reasons(left: Stage, right: Stage) -> dict[str, list[str]]:
-    """Why two matched stages have different ids, by kind; empty lists are left out."""
+def stage_reasons(left: Stage, right: Stage) -> tuple[dict[str, list[str]], bool]:
+    """Why two matched stages have different ids, by kind (empty lists are left out), and whether
+    they differ only in measurements (the same work whose timings came out otherwise)."""
     ma, mb = left.manifest, right.manifest
     sources, upstream = input_changes(ma["inputs"], mb["inputs"])
     reasons = {
@@ -168,13 +178,15 @@ def stage_reasons(left: Stage, right: Stage) -> dict[str, list[str]]:
         "sources": sources,
         "inputs": upstream,
     }
-    if not any(reasons[kind] for kind in OWN_CAUSES if kind != "outputs"):
-        # Same work on the same inputs, yet other bytes: name the files, and whether only timings moved.
-        reasons["outputs"] = output_changes(left, right)
+    measured_only = False
+    same_content = all(": the same file (" in line for line in upstream)
+    if same_content and not any(reasons[kind] for kind in OWN_CAUSES if kind != "outputs"):
+        # Same work on inputs of the same content, yet other bytes: name the files, and whether only timings moved.
+        reasons["outputs"], measured_only = output_changes(left, right)
     recorded = {k: v for k, v in ma["environment"].items() if k not in environment_class(ma["environment"])}
     others = {k: v for k, v in mb["environment"].items() if k not in environment_class(mb["environment"])}
     reasons["environment"] += mapping_changes(recorded, others, " (recorded, not in the id)")
-    return {kind: lines for kind, lines in reasons.items() if lines}
+    return {kind: lines for kind, lines in reasons.items() if lines}, measured_only
 
 
 def diff(path_a: str | Path, path_b: str | Path) -> dict[str, Any]:
@@ -218,10 +230,11 @@ def stage_row(a: Stage | None, b: Stage | None) -> dict[str, Any]:
     assert either is not None
     same = a is not None and b is not None and a.manifest["id"] == b.manifest["id"]
     reasons: dict[str, list[str]] = {}
+    measured_only = False
     if a is None or b is None:
         reasons["lineage"] = [f"only in {'A' if b is None else 'B'}"]
     elif not same:
-        reasons = stage_reasons(a, b)
+        reasons, measured_only = stage_reasons(a, b)
     return {
         "stage": stage_name(a, b),
         "role_path": either.label,
@@ -229,6 +242,7 @@ def stage_row(a: Stage | None, b: Stage | None) -> dict[str, Any]:
         "id_a": a.manifest["id"] if a else None,
         "id_b": b.manifest["id"] if b else None,
         "same": same,
+        "measurements_only": measured_only,
         "first_divergence": False,
         "reasons": reasons,
     }
@@ -266,7 +280,8 @@ def stage_frame(result: Mapping[str, Any]) -> pd.DataFrame:
                 "command": row["command"],
                 "A id": short(row["id_a"]),
                 "B id": short(row["id_b"]),
-                "verdict": "same" if row["same"] else "first divergence" if row["first_divergence"] else "differs",
+                "verdict": ("same" if row["same"] else "first divergence" if row["first_divergence"] else "differs")
+                + (" (only measurements)" if row["measurements_only"] else ""),
             }
             for row in result["stages"]
         ]
