@@ -249,15 +249,18 @@ def stage_row(a: Stage | None, b: Stage | None) -> dict[str, Any]:
 
 
 def metric_rows(pairs: list[tuple[Stage | None, Stage | None]]) -> list[dict[str, Any]]:
-    """Every metric of each matched stage side by side, with B − A for numbers."""
+    """The metrics of each matched stage whose ids differ, side by side, with B − A for numbers:
+    the key metrics always, other numbers of the summary and reports only where they differ."""
     rows = []
     for a, b in pairs:
-        if a is None or b is None:
+        if a is None or b is None or a.manifest["id"] == b.manifest["id"]:
             continue
         left = stage_metrics(a.path, a.manifest, extras=True)
         right = stage_metrics(b.path, b.manifest, extras=True)
         for name in dict.fromkeys([*left, *right]):
             old, new = left.get(name), right.get(name)
+            if ":" in name and old == new:
+                continue
             numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (old, new))
             rows.append(
                 {

@@ -96,7 +96,7 @@ def stage_metrics(artifact_dir: Path, manifest: Mapping[str, Any], *, extras: bo
     """Key metrics under canonical names, then wall time; with `extras`, every other number too.
 
     Extras are the summary's other numbers (`summary:<key>`) and the reports' (`<file>:<key>`),
-    leaving out points' sub-keys that only repeat which phase or step a point is.
+    leaving out a report's copy of a key metric and the learning rate and duration of loss points.
     """
     sources = {"summary": {k: v for k, v in flatten(manifest.get("summary") or {}).items() if is_number(v)}}
     sources.update(report_values(artifact_dir, manifest))
@@ -108,9 +108,11 @@ def stage_metrics(artifact_dir: Path, manifest: Mapping[str, Any], *, extras: bo
             used.add((source, key))
     metrics["wall_s"] = wall_seconds(manifest)
     if extras:
+        shown = {key.rsplit(".", 1)[-1] for _, key in used}
         for source, values in sources.items():
             for key, value in values.items():
-                if (source, key) not in used and not key.endswith((".learning_rate", ".duration_ms")):
+                repeated = key.rsplit(".", 1)[-1] in shown and value in metrics.values()  # a report's copy
+                if (source, key) not in used and not repeated and not key.endswith((".learning_rate", ".duration_ms")):
                     metrics[f"{source}:{key}"] = value
     return metrics
 
