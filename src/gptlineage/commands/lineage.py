@@ -4,9 +4,6 @@ Example:
     gptlineage lineage verify results/data_csv
     gptlineage lineage export results/sft_stage2 --format ro-crate --output results/sft_stage2.crate
     gptlineage lineage report results/sft_stage2 --output results/lineage_report
-    gptlineage lineage diff results/data_csv other/results/data_csv --md
-    gptlineage lineage table results other/results --stage pretrain --csv
-    gptlineage lineage reproduce results/data_csv
 """
 
 from __future__ import annotations
@@ -27,6 +24,7 @@ FORMATS = ["prov-json", "ro-crate"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=type(parser))
+    add_iteration_actions(actions)  # diff, table, reproduce (below), each with its own handler
     show = actions.add_parser("show", help="print the provenance tree from PATH back to its sources")
     show.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
     check = actions.add_parser("verify", help="rehash PATH and everything upstream; exit 0 only if every byte matches")
@@ -47,12 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     report = actions.add_parser("report", help="write one self-contained HTML page of PATH and everything upstream")
     report.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
     report.add_argument("--output", type=Path, required=True, help="artifact directory to write (holds index.html)")
-    add_iteration_actions(actions)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.action in ITERATION_ACTIONS:
-        return run_iteration(args)
     if args.action == "show":
         print("\n".join(show_lines(args.path)))
         return 0
@@ -86,10 +81,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-# diff, table and reproduce: for comparing runs while iterating (lineage/diff.py, table.py, reproduce.py).
-ITERATION_ACTIONS = ("diff", "table", "reproduce")
-
-
+# diff, table and reproduce: for comparing runs while iterating (lineage/diff.py, table.py, reproduce.py):
+#     gptlineage lineage diff results/data_csv other/results/data_csv --md
+#     gptlineage lineage table results other/results --stage pretrain --csv
+#     gptlineage lineage reproduce results/data_csv
 def add_format_flags(parser: argparse.ArgumentParser, forms: tuple[str, ...]) -> None:
     group = parser.add_mutually_exclusive_group()
     for form in forms:
@@ -116,6 +111,8 @@ def add_iteration_actions(actions: argparse._SubParsersAction) -> None:
         "--with-current-code", action="store_true", help="run even when the command's code changed; list the changes"
     )
     add_format_flags(again, ("json",))
+    for parser in (diff, table, again):
+        parser.set_defaults(command_handler=run_iteration)  # overrides the `lineage` parser's run
 
 
 def run_iteration(args: argparse.Namespace) -> int:
