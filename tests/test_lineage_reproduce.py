@@ -203,3 +203,15 @@ def test_compare_safetensors_names_the_tensor_and_index(tmp_path):
         ("new", "only in the rerun"),
         ("p.safetensors", IDENTICAL),
     ]
+
+
+def test_compare_never_opens_a_recorded_path_outside_the_artifact(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "secret.json").write_text('{"x": 1}')
+    (tmp_path / "a" / "link.json").symlink_to(tmp_path / "secret.json")
+    recorded = {"../secret.json": "x", "link.json": "x"}
+    found = compare_outputs(tmp_path / "a", recorded, tmp_path / "a", {"../secret.json": "y", "link.json": "y"})
+    assert [(f.path, f.verdict, f.detail) for f in found] == [
+        ("../secret.json", DIFFERENT, "sha256 differs (not opened: leaves the artifact)"),
+        ("link.json", DIFFERENT, "sha256 differs (not opened: leaves the artifact)"),
+    ]
