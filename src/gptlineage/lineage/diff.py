@@ -52,10 +52,11 @@ def stages(path: str | Path) -> list[Stage]:
     """Every artifact from PATH up to its sources, depth first; a missing input artifact is an error."""
     found: list[Stage] = []
     seen: set[Path] = set()
-
-    def visit(directory: Path, key: str, depth: int) -> None:
+    stack = [(resolve_artifact(path).resolve(), "", 0)]  # a loop, not recursion: a long chain cannot overflow
+    while stack:
+        directory, key, depth = stack.pop()
         if directory in seen:
-            return
+            continue
         seen.add(directory)
         manifest = read_manifest(directory)
         found.append(Stage(key, directory, manifest, depth))
@@ -67,11 +68,9 @@ def stages(path: str | Path) -> list[Stage]:
             if not (holder / MANIFEST).is_file():
                 raise GptlineageError(f"{holder}: input artifact missing (input {entry['role']} of {directory})")
             upstream.setdefault(holder, []).append(entry["role"])
-        for holder, roles in sorted(upstream.items(), key=lambda item: sorted(item[1])):
+        for holder, roles in sorted(upstream.items(), key=lambda item: sorted(item[1]), reverse=True):
             label = "+".join(sorted(roles))
-            visit(holder, f"{key}/{label}" if key else label, depth + 1)
-
-    visit(resolve_artifact(path).resolve(), "", 0)
+            stack.append((holder, f"{key}/{label}" if key else label, depth + 1))
     return found
 
 
