@@ -24,6 +24,7 @@ FORMATS = ["prov-json", "ro-crate"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=type(parser))
+    add_iteration_actions(actions)  # diff, table, reproduce (below), each with its own handler
     show = actions.add_parser("show", help="print the provenance tree from PATH back to its sources")
     show.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
     check = actions.add_parser("verify", help="rehash PATH and everything upstream; exit 0 only if every byte matches")
@@ -78,3 +79,60 @@ def run(args: argparse.Namespace) -> int:
         write_json_atomic(args.output, document)
         print(f"wrote {args.output}")
     return 0
+
+
+# diff, table and reproduce: for comparing runs while iterating (lineage/diff.py, table.py, reproduce.py):
+#     gptlineage lineage diff results/data_csv other/results/data_csv --md
+#     gptlineage lineage table results other/results --stage pretrain --csv
+#     gptlineage lineage reproduce results/data_csv
+def add_format_flags(parser: argparse.ArgumentParser, forms: tuple[str, ...]) -> None:
+    group = parser.add_mutually_exclusive_group()
+    for form in forms:
+        group.add_argument(f"--{form}", dest="form", action="store_const", const=form, help=f"print {form.upper()}")
+    parser.set_defaults(form="text")
+
+
+def add_iteration_actions(actions: argparse._SubParsersAction) -> None:
+    diff = actions.add_parser("diff", help="compare two artifacts' lineages stage by stage: what differs and why")
+    diff.add_argument("a", type=Path, help="an artifact (A, typically before a change)")
+    diff.add_argument("b", type=Path, help="the same stage in another run (B)")
+    add_format_flags(diff, ("json", "md"))
+    table = actions.add_parser("table", help="one row per artifact of results trees: parameters that vary, metrics")
+    table.add_argument("roots", type=Path, nargs="*", default=[Path("results")], help="results trees (default results)")
+    table.add_argument("--stage", help="only artifacts in directories of this name")
+    table.add_argument("--params", default="", help="comma-separated parameters to show as well (dotted or last part)")
+    table.add_argument("--sort", metavar="COLUMN", help="sort by this column (empty cells last)")
+    table.add_argument("--descending", action="store_true", help="sort --sort's column from largest to smallest")
+    add_format_flags(table, ("csv", "md", "json"))
+    again = actions.add_parser("reproduce", help="rerun an artifact's recorded command and compare every output file")
+    again.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
+    again.add_argument("--tolerance", type=float, default=0.0, help="accept numbers that differ by at most this much")
+    again.add_argument(
+        "--with-current-code", action="store_true", help="run even when the command's code changed; list the changes"
+    )
+    add_format_flags(again, ("json",))
+    for parser in (diff, table, again):
+        parser.set_defaults(command_handler=run_iteration)  # overrides the `lineage` parser's run
+
+
+def run_iteration(args: argparse.Namespace) -> int:
+    if args.action == "diff":
+        from gptlineage.lineage.diff import diff, render_diff
+
+        print(render_diff(diff(args.a, args.b), args.form))
+        return 0
+    if args.action == "table":
+        from gptlineage.lineage.table import artifact_table, render
+
+        params = [name.strip() for name in args.params.split(",") if name.strip()]
+        sort = f"-{args.sort}" if args.sort and args.descending else args.sort
+        print(render(artifact_table(args.roots, stage=args.stage, params=params, sort=sort), args.form))
+        return 0
+    if not args.tolerance >= 0:
+        raise GptlineageError(f"--tolerance {args.tolerance}: must be a number >= 0")
+    from gptlineage.cli import COMMANDS
+    from gptlineage.lineage.reproduce import render_reproduce, reproduce
+
+    report = reproduce(args.path, COMMANDS, tolerance=args.tolerance, with_current_code=args.with_current_code)
+    print(render_reproduce(report, args.form))
+    return 0 if report["reproduced"] else 1

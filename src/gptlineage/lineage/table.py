@@ -1,0 +1,252 @@
+"""One row per artifact across results trees: stage, id, the parameters that vary, key metrics.
+
+Like `dvc exp show`, for the artifacts this package writes. Example:
+    gptlineage lineage table results other/results --stage data_csv --params lr --sort final_loss --descending --md
+
+Parameters are flattened with dots (`settings.steps`). A command's parameter becomes a column
+when its value differs between that command's rows, or when `--params` names it (by its full
+dotted name or its last part). Metrics come from each manifest's `summary` and from the small
+JSON reports an artifact holds (trainlog.json, report.json, comparison.json); duration is the
+wall time between the run's recorded start and finish.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gptlineage.errors import GptlineageError
+from gptlineage.lineage.artifact import MANIFEST, is_artifact_dir, read_manifest
+
+# Canonical metric names, each with where it is found: ("summary", dotted key) in the manifest's
+# summary, or (file name, dotted key) in one of the artifact's small JSON reports.
+KEY_METRICS: tuple[tuple[str, str, str], ...] = (
+    ("final_val_loss", "summary", "validation_loss.last.loss"),
+    ("best_val_loss", "summary", "validation_loss.best.loss"),
+    ("best_val_loss", "summary", "validation_loss"),  # select-best: the chosen checkpoint's loss
+    ("final_loss", "trainlog.json", "loss.last"),  # data-csv, data-npy: the MLP's mean loss
+    ("tokens_per_s", "summary", "median_tokens_per_second"),
+    ("exact_match", "summary", "exact_match.rate"),
+    ("matched_max_diff", "summary", "max_absolute_train_loss_difference"),
+    ("cache_max_abs", "summary", "max_abs"),
+    ("cache_speedup", "summary", "end_to_end_speedup"),
+)
+REPORT_FILES = ("trainlog.json", "report.json", "comparison.json")
+REPORT_MAX_BYTES = 1 << 20  # larger JSON files are data, not reports: not read for metrics
+FORMATS = ("text", "csv", "md", "json")
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as one level with dotted keys; lists and scalars are leaves."""
+    if not isinstance(value, Mapping) or (prefix and not value):
+        return {prefix: value} if prefix else {}
+    flat: dict[str, Any] = {}
+    for key, inner in value.items():
+        flat.update(flatten(inner, f"{prefix}.{key}" if prefix else str(key)))
+    return flat
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float | bool)
+
+
+def report_values(artifact_dir: Path, manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Numbers in the artifact's small JSON reports, by file name then dotted key.
+
+    A training log's series become `<name>.first` and `<name>.last`; lists are otherwise skipped.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    listed = {entry["path"]: entry["bytes"] for entry in manifest.get("files", [])}
+    for name in REPORT_FILES:
+        if listed.get(name, REPORT_MAX_BYTES + 1) > REPORT_MAX_BYTES or not (artifact_dir / name).is_file():
+            continue
+        try:
+            document = json.loads((artifact_dir / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(document, dict):
+            continue
+        values = {key: v for key, v in flatten(document).items() if is_number(v)}
+        for series in document.get("series", []) if isinstance(document.get("series"), list) else []:
+            points = series.get("values") if isinstance(series, dict) else None
+            if isinstance(points, list) and points and all(is_number(v) for v in points):
+                values[f"{series.get('name', 'series')}.first"] = points[0]
+                values[f"{series.get('name', 'series')}.last"] = points[-1]
+        found[name] = values
+    return found
+
+
+def wall_seconds(manifest: Mapping[str, Any]) -> float | None:
+    """Seconds from the recorded start to the recorded finish, or None if either is missing."""
+    run = manifest.get("run", {})
+    try:
+        start = datetime.fromisoformat(str(run["started_utc"]).replace("Z", "+00:00"))
+        finish = datetime.fromisoformat(str(run["finished_utc"]).replace("Z", "+00:00"))
+    except (KeyError, ValueError):
+        return None
+    return round((finish - start).total_seconds(), 3)
+
+
+def stage_metrics(artifact_dir: Path, manifest: Mapping[str, Any], *, extras: bool = False) -> dict[str, Any]:
+    """Key metrics under canonical names, then wall time; with `extras`, every other number too.
+
+    Extras are the summary's other numbers (`summary:<key>`) and the reports' (`<file>:<key>`),
+    leaving out a report's copy of a key metric and the learning rate and duration of loss points.
+    """
+    sources = {"summary": {k: v for k, v in flatten(manifest.get("summary") or {}).items() if is_number(v)}}
+    sources.update(report_values(artifact_dir, manifest))
+    metrics: dict[str, Any] = {}
+    used: set[tuple[str, str]] = set()
+    for name, source, key in KEY_METRICS:
+        if name not in metrics and key in sources.get(source, {}):
+            metrics[name] = sources[source][key]
+            used.add((source, key))
+    metrics["wall_s"] = wall_seconds(manifest)
+    if extras:
+        shown = {(key.rsplit(".", 1)[-1], sources[source][key]) for source, key in used}
+        for source, values in sources.items():
+            for key, value in values.items():
+                repeated = source != "summary" and (key.rsplit(".", 1)[-1], value) in shown  # a report's copy
+                if (source, key) not in used and not repeated and not key.endswith((".learning_rate", ".duration_ms")):
+                    metrics[f"{source}:{key}"] = value
+    return metrics
+
+
+def find_artifacts(roots: Sequence[Path]) -> list[tuple[Path, Path]]:
+    """(tree, artifact directory) for every artifact in each tree, in path order.
+
+    Hidden directories (work and temporary directories) and artifacts nested inside another
+    artifact (checkpoints have manifests of their own) are skipped.
+    """
+    found: list[tuple[Path, Path]] = []
+    for root in roots:
+        if not root.is_dir():
+            raise GptlineageError(f"{root}: no such results directory")
+        if is_artifact_dir(root):
+            found.append((root.parent, root))
+            continue
+        for manifest in sorted(root.rglob(MANIFEST)):
+            directory = manifest.parent
+            relative = directory.relative_to(root).parts
+            if any(part.startswith(".") for part in relative) or not is_artifact_dir(directory):
+                continue
+            if any(is_artifact_dir(root.joinpath(*relative[:i])) for i in range(1, len(relative))):
+                continue
+            found.append((root, directory))
+    return found
+
+
+def varying_parameters(rows: Iterable[tuple[str, dict[str, Any]]], chosen: Sequence[str]) -> list[str]:
+    """Dotted parameter names that differ within one command's rows, or that `chosen` names."""
+    by_command: dict[str, list[dict[str, Any]]] = {}
+    for command, parameters in rows:
+        by_command.setdefault(command, []).append(parameters)
+    columns: list[str] = []
+    for group in by_command.values():
+        for key in dict.fromkeys(k for parameters in group for k in parameters):
+            values = {json.dumps(parameters.get(key), sort_keys=True) for parameters in group}
+            wanted = key in chosen or key.rsplit(".", 1)[-1] in chosen
+            if (len(values) > 1 or wanted) and key not in columns:
+                columns.append(key)
+    return columns
+
+
+def cell(value: Any) -> Any:
+    """Lists and dicts as compact JSON text; scalars as they are."""
+    return json.dumps(value, sort_keys=True) if isinstance(value, list | dict) else value
+
+
+def artifact_table(
+    roots: Sequence[Path], *, stage: str | None = None, params: Sequence[str] = (), sort: str | None = None
+) -> pd.DataFrame:
+    """The table of `lineage table`: one row per artifact of the trees, filtered and sorted."""
+    records = []
+    for tree, directory in find_artifacts(roots):
+        if stage is not None and directory.name != stage:
+            continue
+        manifest = read_manifest(directory)
+        records.append((tree, directory, manifest, flatten(manifest["parameters"])))
+    if not records:
+        where = ", ".join(str(root) for root in roots)
+        raise GptlineageError(f"{where}: no artifacts" + (f" named {stage}" if stage else ""))
+    columns = varying_parameters(((m["command"]["name"], p) for _, _, m, p in records), params)
+    rows = []
+    for tree, directory, manifest, flat in records:
+        row: dict[str, Any] = {"tree": str(tree), "stage": directory.name, "command": manifest["command"]["name"]}
+        row["id"] = manifest["id"][:12]
+        row.update({key: cell(flat.get(key)) for key in columns})
+        metrics = stage_metrics(directory, manifest)
+        row.update({key: value for key, value in metrics.items() if key != "wall_s"})
+        row["duration_s"] = metrics["wall_s"]
+        row["date"] = str(manifest.get("run", {}).get("started_utc", ""))[:19].replace("T", " ")
+        rows.append(row)
+    metric_names = list(dict.fromkeys(name for name, _, _ in KEY_METRICS))
+    order = ["tree", "stage", "command", "id", *columns, *metric_names, "duration_s", "date"]
+    table = pd.DataFrame(rows, columns=order)
+    table = table[[c for c in order if c in ("tree", "stage", "command", "id") or table[c].notna().any()]]
+    return sort_table(table, sort)
+
+
+def sort_table(table: pd.DataFrame, sort: str | None) -> pd.DataFrame:
+    """Sort by COLUMN (ascending) or -COLUMN (descending), empty cells last."""
+    if not sort:
+        return table.reset_index(drop=True)
+    column = sort.removeprefix("-")
+    if column not in table.columns:
+        raise GptlineageError(f"--sort {sort}: no such column (columns: {', '.join(table.columns)})")
+    return table.sort_values(column, ascending=not sort.startswith("-"), na_position="last", kind="stable").reset_index(
+        drop=True
+    )
+
+
+def format_value(value: Any) -> str:
+    """A cell as text: floats to 6 significant digits, empty for missing."""
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """A GitHub markdown table (written here: DataFrame.to_markdown needs `tabulate`)."""
+
+    def escape(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(escape(str(c)) for c in table.columns) + " |"]
+    lines.append("|" + "|".join("---" for _ in table.columns) + "|")
+    for row in table.itertuples(index=False):
+        lines.append("| " + " | ".join(escape(format_value(v)) for v in row) + " |")
+    return "\n".join(lines)
+
+
+def text(table: pd.DataFrame) -> str:
+    """A plain aligned table for the terminal."""
+    shown = table.astype(object).map(format_value) if len(table) else table
+    return shown.to_string(index=False)
+
+
+def records(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows as dicts of plain Python values (numpy numbers unboxed), full precision."""
+    return [
+        {key: value.item() if hasattr(value, "item") else value for key, value in row.items()}
+        for row in table.to_dict("records")
+    ]
+
+
+def render(table: pd.DataFrame, form: str) -> str:
+    """The table as text, csv, md or json (a list of row objects)."""
+    if form == "csv":
+        return table.to_csv(index=False).rstrip("\n")
+    if form == "md":
+        return markdown(table)
+    if form == "json":
+        rows = [{key: None if format_value(v) == "" else v for key, v in row.items()} for row in records(table)]
+        return json.dumps(rows, indent=2)
+    return text(table)

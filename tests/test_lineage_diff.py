@@ -1,0 +1,165 @@
+"""`gptlineage lineage diff`: stage by stage, why two lineages differ, and their metrics side by side."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import TINY_TRAIN
+
+from gptlineage.cli import main
+from gptlineage.lineage.artifact import MANIFEST, SEAL_KEY, artifact_id, manifest_sha256
+from gptlineage.lineage.diff import diff, render_diff
+
+
+def build(root: Path, steps: int) -> Path:
+    """small_data -> data_csv (STEPS Adam updates) under ROOT; returns the data_csv artifact."""
+    assert main(["small-data", "--output", str(root / "small_data")]) == 0
+    csv = root / "small_data" / "small_regression.csv"
+    command = [
+        "data-csv",
+        "--csv",
+        str(csv),
+        "--seed",
+        "2026",
+        "--steps",
+        str(steps),
+        "--output",
+        str(root / "data_csv"),
+    ]
+    assert main(command) == 0
+    return root / "data_csv"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("diff")
+    return {"a": build(root / "a", 30), "b": build(root / "b", 31), "again": build(root / "again", 30)}
+
+
+def rewrite(directory: Path, change) -> None:
+    """Edit a manifest as another run would have written it: new id, new seal."""
+    manifest = json.loads((directory / MANIFEST).read_text())
+    change(manifest)
+    manifest["id"] = artifact_id(manifest)
+    manifest[SEAL_KEY] = manifest_sha256(manifest)
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2))
+
+
+def test_diff_names_the_changed_parameter_and_the_first_divergence(runs, capsys):
+    assert main(["lineage", "diff", str(runs["a"]), str(runs["b"])]) == 0
+    out = capsys.readouterr().out
+    assert "first divergence: data_csv (.)" in out
+    assert "data_csv (., data-csv) differs:\n  parameters: steps: 30 → 31\n" in out
+    stages = out.split("metrics:")[0].splitlines()
+    lines = {line.split()[0]: line for line in stages if len(line.split()) >= 6}
+    assert lines["small_data"].rstrip().endswith("same") and lines["data_csv"].rstrip().endswith("first divergence")
+
+
+def test_diff_json_has_reasons_and_metrics_side_by_side(runs, capsys):
+    assert main(["lineage", "diff", str(runs["a"]), str(runs["b"]), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    top, source = result["stages"]
+    assert top["reasons"] == {"parameters": ["steps: 30 → 31"]} and top["first_divergence"]
+    assert source["same"] and source["role_path"] == "csv" and source["reasons"] == {}
+    final = {row["metric"]: row for row in result["metrics"] if row["stage"] == "data_csv"}["final_loss"]
+    assert final["a"] != final["b"] and final["change"] == pytest.approx(final["b"] - final["a"])
+    trainlog = json.loads((runs["b"] / "trainlog.json").read_text())
+    assert final["b"] == trainlog["series"][0]["values"][-1]
+
+
+def test_diff_markdown(runs, capsys):
+    assert main(["lineage", "diff", str(runs["a"]), str(runs["b"]), "--md"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("### lineage diff")
+    assert "| stage | role path | command | A id | B id | verdict |" in out
+    assert "- parameters: steps: 30 → 31" in out and "| data_csv | final_loss |" in out
+
+
+def test_a_moved_results_tree_is_the_same_work(runs, tmp_path):
+    shutil.copytree(runs["a"].parent, tmp_path / "moved")
+    result = diff(runs["a"], tmp_path / "moved" / "data_csv")
+    assert result["same"] and result["first_divergence"] is None
+    assert "the same artifacts all the way up" in render_diff(result)
+
+
+def test_same_parameters_code_and_inputs_but_other_bytes_names_the_output(runs):
+    """The transcript prints the CSV's directory: a run in another tree wrote other bytes."""
+    result = diff(runs["a"], runs["again"])
+    top, source = result["stages"]
+    assert source["same"] and result["first_divergence"] == "data_csv (.)"
+    assert list(top["reasons"]) == ["outputs"]
+    (line,) = top["reasons"]["outputs"]
+    assert line.startswith("transcript.txt: different (text differs from line 7:") and "/again/small_data" in line
+
+
+def test_an_upstream_change_is_the_first_divergence_and_code_and_environment_are_named(runs, tmp_path):
+    tree = tmp_path / "edited"
+    shutil.copytree(runs["a"].parent, tree)
+
+    def older_code(manifest):
+        manifest["code"]["files"][0]["sha256"] = "0" * 64
+        manifest["code"]["closure_sha256"] = "1" * 64
+        manifest["environment"]["torch"] = "0.0.1"
+
+    old_source = json.loads((tree / "small_data" / MANIFEST).read_text())["id"]
+    rewrite(tree / "small_data", older_code)
+    new_source = json.loads((tree / "small_data" / MANIFEST).read_text())["id"]
+
+    def new_input(manifest):
+        manifest["inputs"][0]["artifact_id"] = new_source
+
+    rewrite(tree / "data_csv", new_input)
+    result = diff(runs["a"], tree / "data_csv")
+    top, source = result["stages"]
+    assert result["first_divergence"] == "small_data (csv)" and source["first_divergence"]
+    assert not top["first_divergence"] and list(top["reasons"]) == ["inputs"]
+    (line,) = top["reasons"]["inputs"]
+    # The CSV's bytes are the same: only the artifact holding it is another one.
+    assert line.startswith("csv: the same file (sha256 ") and line.endswith(
+        f"from another artifact {old_source[:12]} → {new_source[:12]}"
+    )
+    recorded = json.loads((runs["a"].parent / "small_data" / MANIFEST).read_text())["code"]["files"][0]
+    assert source["reasons"]["code"] == [f"{recorded['path']} changed ({recorded['sha256'][:12]} → 000000000000)"]
+    assert 'torch: "' in source["reasons"]["environment"][0] and '→ "0.0.1"' in source["reasons"]["environment"][0]
+
+
+def test_unrelated_artifacts_are_one_error_line(runs, capsys):
+    assert main(["lineage", "diff", str(runs["a"]), str(runs["a"].parent / "small_data")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: lineage: ") and "unrelated artifacts" in err
+
+
+def test_a_missing_input_artifact_is_one_error_line(runs, tmp_path, capsys):
+    tree = tmp_path / "broken"
+    shutil.copytree(runs["b"].parent, tree)
+    shutil.rmtree(tree / "small_data")
+    assert main(["lineage", "diff", str(runs["a"]), str(tree / "data_csv")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "small_data: input artifact missing (input csv of" in err
+
+
+def test_a_path_that_is_not_an_artifact_is_one_error_line(runs, tmp_path, capsys):
+    assert main(["lineage", "diff", str(tmp_path), str(runs["a"])]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: lineage: ") and "not inside an artifact" in err
+
+
+def test_two_identical_training_runs_differ_only_in_measurements(corpus, tmp_path):
+    for name in ("a", "b"):
+        extra = ["--data", str(corpus), "--steps", "3", "--eval-every", "3", "--output", str(tmp_path / name / "train")]
+        assert main(["train", *TINY_TRAIN, *extra]) == 0
+    result = diff(tmp_path / "a" / "train", tmp_path / "b" / "train")
+    (row,) = result["stages"]
+    assert row["measurements_only"] and row["first_divergence"] and list(row["reasons"]) == ["outputs"]
+    assert (
+        "metrics.json: timing, not compared (differs only in duration_ms, tokens_per_second)"
+        in row["reasons"]["outputs"]
+    )
+    assert not any(line.startswith("parameters.safetensors") for line in row["reasons"]["outputs"])
+    metrics = {m["metric"]: m for m in result["metrics"]}
+    assert metrics["final_val_loss"]["a"] == metrics["final_val_loss"]["b"] and metrics["final_val_loss"]["change"] == 0
+    assert metrics["tokens_per_s"]["a"] > 0 and metrics["best_val_loss"]["a"] <= metrics["final_val_loss"]["a"]
+    assert "first divergence (only measurements)" in render_diff(result)
