@@ -125,20 +125,16 @@ def package_source_files() -> list[Path]:
     return sorted(path for path in PACKAGE_DIR.rglob("*.py") if "__pycache__" not in path.parts)
 
 
-@functools.cache
-def source_sha256() -> str:
-    """One hash over ALL the package's source files (training records it; artifact ids use `code_closure`)."""
-    digest = hashlib.sha256()
-    for path in package_source_files():
-        digest.update(path.relative_to(PACKAGE_DIR).as_posix().encode())
-        digest.update(b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
-
-
-def code_identity() -> dict[str, Any]:
-    """The whole package's version and source hash (the training metrics record it)."""
-    return {"package": PACKAGE, "version": gptlineage.__version__, "source_sha256": source_sha256()}
+def code_identity(command: str) -> dict[str, Any]:
+    """The package version and the code closure of `command` (the training passport records it):
+    the same hash the artifact id holds, so editing a file the command does not run changes neither."""
+    closure = code_closure(code_module_for(command))
+    return {
+        "package": PACKAGE,
+        "version": gptlineage.__version__,
+        "module": closure["module"],
+        "closure_sha256": closure["closure_sha256"],
+    }
 
 
 @functools.cache

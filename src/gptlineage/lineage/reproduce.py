@@ -36,7 +36,6 @@ from gptlineage.lineage.identity import (
     code_closure,
     environment_class,
     environment_identity,
-    source_sha256,
 )
 from gptlineage.lineage.table import flatten
 from gptlineage.lineage.walk import resolve_artifact, short, verify
@@ -207,8 +206,9 @@ def compare_rerun(
         rerun_dir,
         {entry["path"]: entry["sha256"] for entry in rerun["files"]},
         tolerance,
-        # A training passport records the hash of every package file, the closure's and the rest.
-        expected={"source_sha256": source_sha256()},
+        # A training passport records the command's code closure: with --with-current-code it is
+        # the current one, a record of the code rather than a difference in what was computed.
+        expected={"closure_sha256": code_closure(manifest["code"]["module"])["closure_sha256"]},
     )
     parameters = mapping_changes(flatten(manifest["parameters"]), flatten(rerun["parameters"]))
     inputs = mapping_changes(input_identities(manifest["inputs"]), input_identities(rerun["inputs"]))

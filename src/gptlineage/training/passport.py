@@ -74,7 +74,7 @@ def passport(config: TrainConfig, result: TrainingResult, resumed: Path | None =
         "device": runtime.device,
         "precision": runtime.precision,
         "environment": environment_identity(runtime.device),
-        "code": code_identity(),
+        "code": code_identity("train"),
     }
 
 
