@@ -31,6 +31,7 @@ import mimetypes
 import os
 import shlex
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -41,6 +42,7 @@ from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.artifact import MANIFEST
 from gptlineage.lineage.checks import is_plain_relative, safe_name
 from gptlineage.lineage.hashing import sha256_file
+from gptlineage.lineage.script import workflow_script
 from gptlineage.lineage.walk import Node, input_artifact_dir, input_path, refuse_inside, verified_lineage
 
 METADATA = "ro-crate-metadata.json"
@@ -55,7 +57,9 @@ PROFILES = {
     WORKFLOW_RUN: ("Workflow Run Crate", "0.5"),
     WORKFLOW_RO_CRATE: ("Workflow RO-Crate", "1.0"),
 }
-COMPLETED = {"@id": "http://schema.org/CompletedActionStatus"}
+# A plain string, as the Process Run Crate profile and roc-validator's shape (sh:in) expect.
+COMPLETED = "http://schema.org/CompletedActionStatus"
+COMPUTATIONAL_WORKFLOW = "https://bioschemas.org/profiles/ComputationalWorkflow/1.0-RELEASE"
 
 
 def ref(entity_id: str) -> dict[str, str]:
@@ -225,6 +229,15 @@ def parameter_values(crate: Crate, manifest: dict[str, Any]) -> list[str]:
     return ids
 
 
+def iso_time(text: str | None) -> str | None:
+    """A manifest time as ISO 8601 with a numeric UTC offset (the profile's pattern has no `Z`), or None."""
+    try:
+        moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=moment.tzinfo or UTC).astimezone(UTC).isoformat(timespec="milliseconds")
+
+
 def json_text(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
@@ -241,46 +254,11 @@ def add_action(crate: Crate, node: Node, folders: dict[Path, str], results: list
         "instrument": ref(instrument(crate, manifest)),
         "object": [ref(o) for o in dict.fromkeys(objects + parameter_values(crate, manifest))],
         "result": [ref(r) for r in results],
-        "startTime": run.get("started_utc"),
-        "endTime": run.get("finished_utc"),
+        "startTime": iso_time(run.get("started_utc")),
+        "endTime": iso_time(run.get("finished_utc")),
         "actionStatus": COMPLETED,
     }
     return crate.add({key: value for key, value in action.items() if value is not None})["@id"]
-
-
-def run_order(nodes: list[Node]) -> list[Node]:
-    """Upstream first (the order a rerun needs); among those ready, the one that started first."""
-    by_path = {node.path: node for node in nodes}
-    needs = {
-        node.path: {
-            up
-            for entry in node.manifest["inputs"]
-            if (up := input_artifact_dir(node.path, entry)) in by_path and up != node.path
-        }
-        for node in nodes
-    }
-    order: list[Node] = []
-    while needs:
-        ready = [path for path, ups in needs.items() if not ups] or list(needs)  # no cycles, but never spin
-        chosen = min(
-            ready, key=lambda path: (by_path[path].manifest.get("run", {}).get("started_utc") or "", str(path))
-        )
-        order.append(by_path[chosen])
-        del needs[chosen]
-        for ups in needs.values():
-            ups.discard(chosen)
-    return order
-
-
-def workflow_script(nodes: list[Node]) -> str:
-    """The commands, upstream first: the chain as a script to read or rerun."""
-    lines = [
-        "#!/bin/sh",
-        "# The gptlineage commands that made this lineage, each after the ones it needs,",
-        "# as recorded in each artifact's manifest (run them from the directory they ran in).",
-        "set -e",
-    ]
-    return "\n".join(lines + [shlex.join(node.manifest["command"]["argv"]) for node in run_order(nodes)]) + "\n"
 
 
 def crate_metadata(nodes: list[Node], folders: dict[Path, str], crate: Crate, script: Path) -> dict[str, Any]:
@@ -297,6 +275,8 @@ def crate_metadata(nodes: list[Node], folders: dict[Path, str], crate: Crate, sc
             "@type": ["File", "SoftwareSourceCode", "ComputationalWorkflow"],
             "name": f"commands that made {target.path.name}",
             "programmingLanguage": ref("#sh"),
+            "version": target.manifest["code"]["version"],
+            "conformsTo": ref(COMPUTATIONAL_WORKFLOW),
             "hasPart": [ref(t) for t in dict.fromkeys(tools)],
         }
     )
@@ -316,7 +296,7 @@ def crate_metadata(nodes: list[Node], folders: dict[Path, str], crate: Crate, sc
         "@type": "Dataset",
         "name": f"Lineage of {target.path.name}",
         "description": f"gptlineage artifact {target.manifest['id']} and the {len(nodes) - 1} artifacts upstream of it",
-        "datePublished": finished or "1970-01-01T00:00:00Z",
+        "datePublished": finished or "1970-01-01T00:00:00+00:00",
         "license": ref(license_id),
         "conformsTo": [ref(PROCESS_RUN), ref(WORKFLOW_RUN), ref(WORKFLOW_RO_CRATE)],
         "mainEntity": ref(workflow),
@@ -372,8 +352,8 @@ def chain_action(
     crate: Crate, target: Node, workflow: str, sources: list[dict], result: Any, runs: list[dict]
 ) -> tuple[dict[str, Any], str | None]:
     """The CreateAction of the whole chain (from its first start to its last finish) and that finish."""
-    started = min((r.get("started_utc") for r in runs if r.get("started_utc")), default=None)
-    finished = max((r.get("finished_utc") for r in runs if r.get("finished_utc")), default=None)
+    started = min((t for r in runs if (t := iso_time(r.get("started_utc")))), default=None)
+    finished = max((t for r in runs if (t := iso_time(r.get("finished_utc")))), default=None)
     chain = crate.add(
         {
             key: value
@@ -381,6 +361,7 @@ def chain_action(
                 "@id": "#lineage-run",
                 "@type": "CreateAction",
                 "name": f"the chain of commands that made {target.path.name}",
+                "description": f"{WORKFLOW} run from its first command's start to its last command's end",
                 "instrument": ref(workflow),
                 "object": sources,
                 "result": result,
