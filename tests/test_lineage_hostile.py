@@ -390,3 +390,160 @@ def test_no_sources_leaves_source_bytes_out_of_the_crate(pristine, tmp_path, cap
     assert graph[f"#source-{digest}"]["identifier"] == f"sha256:{digest}"
     assert {"@id": f"#source-{digest}"} in graph["#lineage-run"]["object"]
     assert {"@id": f"#source-{digest}"} not in graph["./"]["hasPart"]
+
+
+# ---------------------------------------------------------------- random manifests (hypothesis)
+
+HOSTILE_TEXT = [
+    "..",
+    "../../payload.txt",
+    "/etc/hostname",
+    "a/../b",
+    "",
+    ".",
+    "a//b",
+    "sub/",
+    "x\x00y",
+    "\x1b[8mhidden",
+    "\u202ertl",
+    "\ud800",
+    "manifest.json",
+    "../small_data",
+    "../../../../../../../../dev/zero",
+    "../../victim",
+    "0" * 64,
+    "trainlog.json",
+]
+# Keys whose values the shape check leaves free (any text a command may record).
+FREE = ("parameters", "summary", "command", "run", "environment")
+HUGE = "HUGE-NUMBER"  # replaced by 1 followed by 5000 zeros in the written text (json.dumps refuses it)
+NUMBERS = [10**400, -1, 1e308, float("inf"), float("nan"), True, 0.5, 2**63, HUGE]
+
+
+def paths_of(value: Any, prefix: tuple = ()) -> list[tuple]:
+    """Every key path in a JSON value (dict keys and list indexes), the empty path included."""
+    found = [prefix]
+    if isinstance(value, dict):
+        for key, child in value.items():
+            found += paths_of(child, (*prefix, key))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            found += paths_of(child, (*prefix, index))
+    return found
+
+
+def mutate(manifest: dict[str, Any], path: tuple, action: str, value: Any) -> None:
+    if not path:
+        return
+    holder: Any = manifest
+    for key in path[:-1]:
+        holder = holder[key]
+    if action == "delete":
+        del holder[path[-1]]
+    elif action == "append" and isinstance(holder[path[-1]], list):
+        holder[path[-1]].append(value)
+    else:
+        holder[path[-1]] = value
+
+
+def hostile_values():
+    from hypothesis import strategies as st
+
+    leaf = st.one_of(
+        st.sampled_from(HOSTILE_TEXT),
+        st.sampled_from(NUMBERS),
+        st.none(),
+        st.text(max_size=6),
+        st.integers(),
+    )
+    entry = st.fixed_dictionaries(
+        {},
+        optional={
+            "path": st.sampled_from(HOSTILE_TEXT),
+            "bytes": st.sampled_from(NUMBERS),
+            "sha256": st.sampled_from(HOSTILE_TEXT),
+            "role": st.sampled_from(HOSTILE_TEXT),
+            "artifact_id": st.sampled_from(HOSTILE_TEXT),
+            "artifact_path": st.sampled_from(HOSTILE_TEXT),
+            "tree_sha256": st.sampled_from(HOSTILE_TEXT),
+        },
+    )
+    nested = st.recursive(
+        leaf,
+        lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=4), kids, max_size=3),
+        max_leaves=6,
+    )
+    return st.one_of(leaf, entry, nested)
+
+
+def run_quietly(argv: list[str]) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_random_manifests_never_crash_a_reader_nor_write_outside_the_output(pristine):
+    """Random damage to a real manifest (missing keys, wrong types, `..`, absolute paths, huge
+    numbers, control characters), re-hashed or not: verify, show, report and both exports
+    either succeed or print one `error:` line, and nothing changes outside --output."""
+    import tempfile
+
+    from hypothesis import HealthCheck, event, given, settings
+    from hypothesis import strategies as st
+
+    manifests = {name: load(pristine / "results" / name) for name in ("data_csv", "small_data")}
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(data=st.data())
+    def check(data):
+        name = data.draw(st.sampled_from(sorted(manifests)), label="artifact")
+        manifest = json.loads(json.dumps(manifests[name]))
+        # Half the examples change only what the shape leaves free (texts and values a verified
+        # lineage may hold), re-hashed, so the exporters run on hostile strings too.
+        free = data.draw(st.booleans(), label="free fields only")
+        for _ in range(data.draw(st.integers(1, 3), label="edits")):
+            paths = [p for p in paths_of(manifest) if not free or (p and p[0] in FREE and len(p) > 1)]
+            path = data.draw(st.sampled_from(paths), label="path")
+            action = "set" if free else data.draw(st.sampled_from(["set", "delete", "append"]), label="action")
+            value = data.draw(st.sampled_from(HOSTILE_TEXT[:11] + HOSTILE_TEXT[12:]) if free else hostile_values())
+            mutate(manifest, path, action, value)
+        rehash = free or data.draw(st.booleans(), label="rehash")
+        with tempfile.TemporaryDirectory() as temporary:
+            root = Path(temporary)
+            work = root / "w"
+            shutil.copytree(pristine, work, symlinks=True)
+            if rehash:
+                try:
+                    manifest["id"] = artifact_id(manifest)
+                    manifest[SEAL_KEY] = manifest_sha256(manifest)
+                except (KeyError, TypeError, AttributeError, ValueError, IndexError):
+                    pass
+            text = json.dumps(manifest).replace(json.dumps(HUGE), "1" + "0" * 5000)
+            (work / "results" / name / MANIFEST).write_text(text, encoding="utf-8", errors="surrogatepass")
+            out = root / "out"
+            out.mkdir()
+            before = snapshot(work)
+            target = str(work / "results" / "data_csv")
+            for argv in (
+                ["lineage", "verify", target],
+                ["lineage", "show", target],
+                ["lineage", "export", target, "--output", str(out / "prov.json")],
+                ["lineage", "export", target, "--format", "ro-crate", "--output", str(out / "crate")],
+                ["lineage", "report", target, "--output", str(out / "report")],
+            ):
+                code, stdout, stderr = run_quietly(argv)
+                event(f"{argv[1]} {argv[3] if argv[1] == 'export' else ''} exit {code}")  # --hypothesis-show-statistics
+                assert code in (0, 1), (argv, code)
+                assert "\x1b" not in stdout + stderr
+                if code:
+                    assert stderr.count("\n") == 1 and stderr.startswith("error: lineage: "), stderr
+                else:
+                    assert stderr == ""
+            assert snapshot(work) == before
+            assert sorted(p.name for p in root.iterdir()) == ["out", "w"]
+
+    check()
