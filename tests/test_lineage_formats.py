@@ -1,8 +1,8 @@
 """The standard exports read back by their own tools: PROV-JSON by `prov`, the RO-Crate by `rocrate`.
 
-Both libraries are in the `test` extra (pip install -e '.[test]'). roc-validator is not: it needs the
-JSON-LD contexts from the web (or a warmed HTTP cache) even with --offline; see the lineage helper's
-notes in the README for how its checks were run.
+Both libraries are in the `test` extra (pip install -e '.[test]'). roc-validator is not: even with
+--offline it needs the two JSON-LD contexts the crate names in its HTTP cache (fetched online once,
+`rocrate-validator cache warm`), and it pins versions of shared packages (importlib-metadata, rdflib).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Example:
     gptlineage lineage verify results/data_csv
-    gptlineage lineage export results/sft_stage2 --format ro-crate --output results/sft_stage2.crate
+    gptlineage lineage verify results/data_csv --expect-id <the 64-hex id you pinned>
+    gptlineage lineage export results/sft_stage2 --format ro-crate --output results/sft_stage2.crate [--no-sources]
     gptlineage lineage report results/sft_stage2 --output results/lineage_report
 """
 
@@ -79,10 +80,12 @@ def run_action(args: argparse.Namespace) -> int:
         for problem in problems:
             print(printable(f"FAILED {problem}"))
         files = sum(len(node.manifest["files"]) for node in nodes)
-        counts = f"{len(nodes)} artifacts, {files} files checked, {len(problems)} problems"
+        counts = (
+            f"{len(nodes)} artifacts, {files} files checked, {len(problems)} problem{'' if len(problems) == 1 else 's'}"
+        )
         if problems:
             sys.stdout.flush()
-            raise GptlineageError(f"verify FAILED: {counts}")
+            raise GptlineageError(f"{nodes[0].path}: verify FAILED: {counts}")
         print(f"OK: {counts}")
         return 0
     if args.action == "report":

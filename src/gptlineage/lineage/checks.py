@@ -88,18 +88,24 @@ def check_values(value: Any, where: str) -> None:
     while stack:
         item, key, depth = stack.pop()
         if depth > MAX_DEPTH:
-            raise GptlineageError(f"{where}: {key or 'the manifest'} is nested deeper than {MAX_DEPTH} levels")
+            raise GptlineageError(f"{where}: {shown_key(key)} is nested deeper than {MAX_DEPTH} levels")
         if isinstance(item, float) and not math.isfinite(item):
-            raise GptlineageError(f"{where}: {key} is not a finite number")
+            raise GptlineageError(f"{where}: {shown_key(key)} is not a finite number")
         if isinstance(item, str) and not encodable(item):
-            raise GptlineageError(f"{where}: {printable(key)} holds text that is not valid UTF-8")
+            raise GptlineageError(f"{where}: {shown_key(key)} holds text that is not valid UTF-8")
         if isinstance(item, dict):
             for name, child in item.items():
                 if not encodable(name):
-                    raise GptlineageError(f"{where}: a key under {key or 'the top'} is not valid UTF-8")
+                    raise GptlineageError(f"{where}: a key under {shown_key(key or 'the top')} is not valid UTF-8")
                 stack.append((child, f"{key}.{name}" if key else name, depth + 1))
         elif isinstance(item, list):
             stack.extend((child, f"{key}[{index}]", depth + 1) for index, child in enumerate(item))
+
+
+def shown_key(key: str, limit: int = 60) -> str:
+    """A key path inside an error line, escaped and cut short (a deep one would fill the screen)."""
+    key = printable(key)
+    return key if len(key) <= limit else key[: limit - 3] + "..."
 
 
 def encodable(text: str) -> bool:
