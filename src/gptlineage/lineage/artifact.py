@@ -32,13 +32,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from gptlineage.errors import GptlineageError
-from gptlineage.jsonio import read_json, write_json_atomic
+from gptlineage.jsonio import write_json_atomic
+from gptlineage.lineage.checks import check_manifest, printable
 from gptlineage.lineage.hashing import sha256_file, sha256_json, sha256_tree
 from gptlineage.lineage.identity import (
     code_closure,
@@ -99,8 +101,8 @@ def manifest_sha256(manifest: Mapping[str, Any]) -> str:
 def is_artifact_dir(directory: Path) -> bool:
     """True when the directory holds an artifact manifest (checkpoints have manifests of their own)."""
     try:
-        return json.loads((directory / MANIFEST).read_text(encoding="utf-8")).get("schema") == SCHEMA
-    except (OSError, ValueError, AttributeError):
+        return parse_manifest(directory / MANIFEST).get("schema") == SCHEMA
+    except (GptlineageError, AttributeError):
         return False
 
 
@@ -113,13 +115,28 @@ def find_artifact_dir(path: str | Path) -> Path | None:
     return None
 
 
+def parse_manifest(manifest_path: Path) -> Any:
+    """The JSON value of a manifest file: a missing, irregular (a link, a pipe) or broken one is one error line."""
+    try:
+        if not stat.S_ISREG(manifest_path.lstat().st_mode):
+            raise GptlineageError(f"{printable(manifest_path)}: not a regular file (a manifest is never a link)")
+        return json.loads(manifest_path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise GptlineageError(f"{printable(manifest_path)}: no such file (not an artifact)") from None
+    except OSError as error:
+        raise GptlineageError(f"{printable(manifest_path)}: cannot be read ({error.strerror})") from None
+    except (ValueError, RecursionError) as error:  # JSONDecodeError, bad UTF-8, a number of 5000 digits
+        raise GptlineageError(f"{printable(manifest_path)}: not valid JSON ({printable(error)})") from None
+
+
 def read_manifest(artifact_dir: str | Path) -> dict[str, Any]:
-    """Load `artifact_dir/manifest.json`, with one clear error line if it is missing or broken."""
+    """Load and check `artifact_dir/manifest.json`: one clear error line if it is missing, broken or
+    not of the shape the writer produces (`gptlineage.lineage.checks.check_manifest`)."""
     manifest_path = Path(artifact_dir) / MANIFEST
-    manifest = read_json(manifest_path, "no such file (not an artifact)")
+    manifest = parse_manifest(manifest_path)
     if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
-        raise GptlineageError(f"{manifest_path}: schema is not {SCHEMA}")
-    return manifest
+        raise GptlineageError(f"{printable(manifest_path)}: schema is not {SCHEMA}")
+    return check_manifest(manifest, printable(manifest_path))
 
 
 def list_files(directory: Path) -> list[Path]:

@@ -16,6 +16,12 @@ RO-Crate 1.0.
 Files are hard-linked into the crate where the file system allows (a crate then costs no
 space beside its results; treat it as read-only, an edit in place would change the result
 too) and copied otherwise.
+
+A manifest is data, never an instruction: only a lineage that verifies is exported (every
+file rehashed, every input where its hash says), folder names are sanitized directory names,
+sources sit under `sources/<sha256 prefix>/<sanitized name>`, and every path is checked to
+stay inside the crate before anything is placed. With `--no-sources` the source inputs are
+named (by sha256) but not copied.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import mimetypes
 import os
 import shlex
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -33,8 +40,10 @@ from gptlineage.errors import GptlineageError
 from gptlineage.files import link_or_copy
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.artifact import MANIFEST
+from gptlineage.lineage.checks import is_plain_relative, safe_name
 from gptlineage.lineage.hashing import sha256_file
-from gptlineage.lineage.walk import Node, input_artifact_dir, refuse_inside, walk
+from gptlineage.lineage.script import workflow_script
+from gptlineage.lineage.walk import Node, input_artifact_dir, input_path, refuse_inside, verified_lineage
 
 METADATA = "ro-crate-metadata.json"
 WORKFLOW = "lineage-commands.sh"
@@ -48,7 +57,9 @@ PROFILES = {
     WORKFLOW_RUN: ("Workflow Run Crate", "0.5"),
     WORKFLOW_RO_CRATE: ("Workflow RO-Crate", "1.0"),
 }
-COMPLETED = {"@id": "http://schema.org/CompletedActionStatus"}
+# A plain string, as the Process Run Crate profile and roc-validator's shape (sh:in) expect.
+COMPLETED = "http://schema.org/CompletedActionStatus"
+COMPUTATIONAL_WORKFLOW = "https://bioschemas.org/profiles/ComputationalWorkflow/1.0-RELEASE"
 
 
 def ref(entity_id: str) -> dict[str, str]:
@@ -61,11 +72,11 @@ def data_id(path: str) -> str:
 
 
 def folder_names(nodes: list[Node]) -> dict[Path, str]:
-    """One crate folder per artifact, named like its directory (with the short id when names clash)."""
+    """One crate folder per artifact, named like its directory (sanitized; with the short id when names clash)."""
     names: dict[Path, str] = {}
     for node in nodes:
-        name = node.path.name
-        if name in names.values() or name == "sources":
+        name = safe_name(node.path.name, "artifact")
+        if name in names.values() or name in ("sources", METADATA, WORKFLOW):
             name = f"{name}-{node.manifest['id'][:12]}"
         names[node.path] = name
     return names
@@ -74,16 +85,19 @@ def folder_names(nodes: list[Node]) -> dict[Path, str]:
 class Crate:
     """The @graph being built, keyed by @id, and the payload files to place in the crate."""
 
-    def __init__(self) -> None:
+    def __init__(self, sources: bool = True) -> None:
         self.entities: dict[str, dict[str, Any]] = {}
         self.payload: dict[str, Path] = {}  # crate-relative path -> where the bytes are now
         self.sources: list[str] = []  # plain source inputs (not made by gptlineage), the chain's own inputs
+        self.copy_sources = sources  # False: sources are named by hash, their bytes stay out
 
     def add(self, entity: dict[str, Any]) -> dict[str, Any]:
         return self.entities.setdefault(entity["@id"], entity)
 
     def file(self, relative: str, source: Path, sha256: str | None = None, size: int | None = None) -> str:
         """A File entity for bytes at `source`, placed at `relative` in the crate."""
+        if not is_plain_relative(relative):
+            raise GptlineageError(f"{relative}: not a path inside the crate; nothing written")
         entity_id = data_id(relative)
         self.payload[relative] = source
         self.add(
@@ -108,13 +122,8 @@ class Crate:
 def add_artifact(crate: Crate, node: Node, folder: str) -> tuple[str, list[str]]:
     """The artifact's folder as a Dataset of its files; returns the Dataset id and the result file ids.
 
-    File hashes are the manifest's (rehashing every checkpoint would take minutes); a file whose
-    size no longer matches is refused, and `gptlineage lineage verify` checks every byte.
+    File hashes are the manifest's: the lineage was verified byte for byte just before.
     """
-    for entry in node.manifest["files"]:
-        full = node.path / entry["path"]
-        if not full.is_file() or full.stat().st_size != entry["bytes"]:
-            raise GptlineageError(f"{full}: missing or changed since its manifest; run gptlineage lineage verify")
     results = [
         crate.file(f"{folder}/{entry['path']}", node.path / entry["path"], entry["sha256"], entry["bytes"])
         for entry in node.manifest["files"]
@@ -132,41 +141,52 @@ def add_artifact(crate: Crate, node: Node, folder: str) -> tuple[str, list[str]]
 
 
 def add_input(crate: Crate, node: Node, entry: dict[str, Any], folders: dict[Path, str]) -> str:
-    """The entity an input names: a file or folder of an upstream artifact, a source, or a missing artifact."""
-    source = (node.path / entry["path"]).resolve()
+    """The entity an input names: a file or folder of an upstream artifact, or a source."""
+    source = input_path(node.path, entry)
     upstream = input_artifact_dir(node.path, entry)
-    if upstream is not None and upstream not in folders:
-        return crate.add(
+    if upstream is None:
+        return add_source(crate, source, entry)
+    if upstream not in folders or (source != upstream and upstream not in source.parents):
+        raise GptlineageError(f"{source}: input of {node.path.name} is not inside a verified artifact")
+    relative = "/".join([folders[upstream], *source.relative_to(upstream).parts])
+    if source.is_dir():  # a folder of an artifact (a dataset written by synth-chat, say)
+        parent = data_id(folders[upstream] + "/")
+        part = crate.dataset(relative, source.name, [])
+        if ref(part) not in crate.entities[parent]["hasPart"] and part != parent:
+            crate.entities[parent]["hasPart"].append(ref(part))
+        return part
+    if data_id(relative) not in crate.entities:  # a file the upstream manifest does not list (its manifest)
+        crate.entities[data_id(folders[upstream] + "/")]["hasPart"].append(ref(crate.file(relative, source)))
+    return data_id(relative)
+
+
+def add_source(crate: Crate, source: Path, entry: dict[str, Any]) -> str:
+    """A source input (a file or folder not made by gptlineage) under `sources/<hash>/<name>`.
+
+    The folder is the sha256 from the manifest (64 hex digits, checked, and matched by verify),
+    which keeps two sources of one name apart; the name is sanitized. Without sources, the
+    input is a contextual entity naming the hash, and no byte of it enters the crate.
+    """
+    digest = entry.get("sha256") or entry["tree_sha256"]
+    name = safe_name(source.name, "source")
+    if not crate.copy_sources:
+        entity_id = crate.add(
             {
-                "@id": f"urn:gptlineage:artifact:{entry['artifact_id']}",
+                "@id": f"#source-{digest}",
                 "@type": "CreativeWork",
-                "name": f"{upstream.name} (missing from this lineage)",
+                "name": name,
+                "identifier": f"{'sha256' if 'sha256' in entry else 'tree-sha256'}:{digest}",
+                "description": "a source input left out of this crate (exported with --no-sources)",
             }
         )["@id"]
-    if upstream is not None:
-        relative = (
-            f"{folders[upstream]}/{source.relative_to(upstream).as_posix()}"
-            if source != upstream
-            else folders[upstream]
-        )
-        if source.is_dir():  # a folder of an artifact (a dataset written by synth-chat, say)
-            parent = data_id(folders[upstream] + "/")
-            part = crate.dataset(relative, source.name, [])
-            if ref(part) not in crate.entities[parent]["hasPart"] and part != parent:
-                crate.entities[parent]["hasPart"].append(ref(part))
-            return part
-        if data_id(relative) not in crate.entities:  # a file the upstream manifest does not list (its manifest)
-            crate.entities[data_id(folders[upstream] + "/")]["hasPart"].append(ref(crate.file(relative, source)))
-        return data_id(relative)
-    digest = entry.get("sha256") or entry.get("tree_sha256", "")
-    relative = f"sources/{digest[:12]}/{source.name}"  # the hash keeps two sources of one name apart
-    if source.is_dir():
+    elif source.is_dir():
+        relative = f"sources/{digest[:12]}/{name}"
         files = sorted(p for p in source.rglob("*") if p.is_file())
-        parts = [crate.file(f"{relative}/{p.relative_to(source).as_posix()}", p) for p in files]
+        parts = [crate.file("/".join([relative, *p.relative_to(source).parts]), p) for p in files]
         entity_id = crate.dataset(relative, source.name, parts)
         crate.entities[entity_id]["identifier"] = f"tree-sha256:{digest}"
     else:
-        entity_id = crate.file(relative, source, entry.get("sha256"))
+        entity_id = crate.file(f"sources/{digest[:12]}/{name}", source, entry["sha256"])
     if entity_id not in crate.sources:
         crate.sources.append(entity_id)
     return entity_id
@@ -178,7 +198,7 @@ def instrument(crate: Crate, manifest: dict[str, Any]) -> str:
     command = manifest["command"]["name"]
     return crate.add(
         {
-            "@id": f"#gptlineage-{command}-{code['closure_sha256'][:12]}",
+            "@id": f"#gptlineage-{quote(command, safe='')}-{code['closure_sha256'][:12]}",
             "@type": "SoftwareApplication",
             "name": f"gptlineage {command}",
             "softwareVersion": code["version"],
@@ -198,10 +218,24 @@ def parameter_values(crate: Crate, manifest: dict[str, Any]) -> list[str]:
         text = value if isinstance(value, str) else json_text(value)
         ids.append(
             crate.add(
-                {"@id": f"#param-{manifest['id'][:12]}-{key}", "@type": "PropertyValue", "name": key, "value": text}
+                {
+                    "@id": f"#param-{manifest['id'][:12]}-{quote(key, safe='')}",
+                    "@type": "PropertyValue",
+                    "name": key,
+                    "value": text,
+                }
             )["@id"]
         )
     return ids
+
+
+def iso_time(text: str | None) -> str | None:
+    """A manifest time as ISO 8601 with a numeric UTC offset (the profile's pattern has no `Z`), or None."""
+    try:
+        moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=moment.tzinfo or UTC).astimezone(UTC).isoformat(timespec="milliseconds")
 
 
 def json_text(value: Any) -> str:
@@ -220,46 +254,11 @@ def add_action(crate: Crate, node: Node, folders: dict[Path, str], results: list
         "instrument": ref(instrument(crate, manifest)),
         "object": [ref(o) for o in dict.fromkeys(objects + parameter_values(crate, manifest))],
         "result": [ref(r) for r in results],
-        "startTime": run.get("started_utc"),
-        "endTime": run.get("finished_utc"),
+        "startTime": iso_time(run.get("started_utc")),
+        "endTime": iso_time(run.get("finished_utc")),
         "actionStatus": COMPLETED,
     }
     return crate.add({key: value for key, value in action.items() if value is not None})["@id"]
-
-
-def run_order(nodes: list[Node]) -> list[Node]:
-    """Upstream first (the order a rerun needs); among those ready, the one that started first."""
-    by_path = {node.path: node for node in nodes}
-    needs = {
-        node.path: {
-            up
-            for entry in node.manifest["inputs"]
-            if (up := input_artifact_dir(node.path, entry)) in by_path and up != node.path
-        }
-        for node in nodes
-    }
-    order: list[Node] = []
-    while needs:
-        ready = [path for path, ups in needs.items() if not ups] or list(needs)  # no cycles, but never spin
-        chosen = min(
-            ready, key=lambda path: (by_path[path].manifest.get("run", {}).get("started_utc") or "", str(path))
-        )
-        order.append(by_path[chosen])
-        del needs[chosen]
-        for ups in needs.values():
-            ups.discard(chosen)
-    return order
-
-
-def workflow_script(nodes: list[Node]) -> str:
-    """The commands, upstream first: the chain as a script to read or rerun."""
-    lines = [
-        "#!/bin/sh",
-        "# The gptlineage commands that made this lineage, each after the ones it needs,",
-        "# as recorded in each artifact's manifest (run them from the directory they ran in).",
-        "set -e",
-    ]
-    return "\n".join(lines + [shlex.join(node.manifest["command"]["argv"]) for node in run_order(nodes)]) + "\n"
 
 
 def crate_metadata(nodes: list[Node], folders: dict[Path, str], crate: Crate, script: Path) -> dict[str, Any]:
@@ -276,6 +275,8 @@ def crate_metadata(nodes: list[Node], folders: dict[Path, str], crate: Crate, sc
             "@type": ["File", "SoftwareSourceCode", "ComputationalWorkflow"],
             "name": f"commands that made {target.path.name}",
             "programmingLanguage": ref("#sh"),
+            "version": target.manifest["code"]["version"],
+            "conformsTo": ref(COMPUTATIONAL_WORKFLOW),
             "hasPart": [ref(t) for t in dict.fromkeys(tools)],
         }
     )
@@ -295,11 +296,11 @@ def crate_metadata(nodes: list[Node], folders: dict[Path, str], crate: Crate, sc
         "@type": "Dataset",
         "name": f"Lineage of {target.path.name}",
         "description": f"gptlineage artifact {target.manifest['id']} and the {len(nodes) - 1} artifacts upstream of it",
-        "datePublished": finished or "1970-01-01T00:00:00Z",
+        "datePublished": finished or "1970-01-01T00:00:00+00:00",
         "license": ref(license_id),
         "conformsTo": [ref(PROCESS_RUN), ref(WORKFLOW_RUN), ref(WORKFLOW_RO_CRATE)],
         "mainEntity": ref(workflow),
-        "hasPart": [ref(workflow), *(ref(d) for d in datasets), *sources],
+        "hasPart": [ref(workflow), *(ref(d) for d in datasets), *(s for s in sources if not s["@id"].startswith("#"))],
         "mentions": [ref(chain["@id"]), *(ref(a) for a in actions)],
     }
     descriptor = {
@@ -315,10 +316,13 @@ def crate_metadata(nodes: list[Node], folders: dict[Path, str], crate: Crate, sc
     return {"@context": CONTEXT, "@graph": [descriptor, root, *profiles, *crate.entities.values()]}
 
 
-def export_ro_crate(path: str | Path, output: str | Path) -> Path:
-    """Write the crate directory at OUTPUT (replacing an older crate there) and return the metadata path."""
+def export_ro_crate(path: str | Path, output: str | Path, sources: bool = True) -> Path:
+    """Write the crate directory at OUTPUT (replacing an older crate there) and return the metadata path.
+
+    Only a lineage that verifies is exported; SOURCES False leaves the source inputs' bytes out.
+    """
     output = Path(output).absolute()
-    nodes = list(walk(path))
+    nodes = verified_lineage(path, "RO-Crate")
     refuse_inside(output, nodes, "crate")
     if output.exists() and not (output / METADATA).is_file() and (not output.is_dir() or any(output.iterdir())):
         raise GptlineageError(f"{output}: exists and is not an RO-Crate; refusing to replace it")
@@ -327,11 +331,11 @@ def export_ro_crate(path: str | Path, output: str | Path) -> Path:
     temporary.mkdir(parents=True)
     try:
         (temporary / WORKFLOW).write_text(workflow_script(nodes), encoding="utf-8")
-        crate = Crate()
+        crate = Crate(sources)
         metadata = crate_metadata(nodes, folder_names(nodes), crate, temporary / WORKFLOW)
         for relative, source in crate.payload.items():
             if relative != WORKFLOW:
-                link_or_copy(source, temporary / relative)
+                link_or_copy(source, temporary / relative)  # every `relative` passed is_plain_relative
         write_json_atomic(temporary / METADATA, metadata)
         retired = output.parent / f".{output.name}.old-{os.getpid()}"
         if output.exists():
@@ -348,8 +352,8 @@ def chain_action(
     crate: Crate, target: Node, workflow: str, sources: list[dict], result: Any, runs: list[dict]
 ) -> tuple[dict[str, Any], str | None]:
     """The CreateAction of the whole chain (from its first start to its last finish) and that finish."""
-    started = min((r.get("started_utc") for r in runs if r.get("started_utc")), default=None)
-    finished = max((r.get("finished_utc") for r in runs if r.get("finished_utc")), default=None)
+    started = min((t for r in runs if (t := iso_time(r.get("started_utc")))), default=None)
+    finished = max((t for r in runs if (t := iso_time(r.get("finished_utc")))), default=None)
     chain = crate.add(
         {
             key: value
@@ -357,6 +361,7 @@ def chain_action(
                 "@id": "#lineage-run",
                 "@type": "CreateAction",
                 "name": f"the chain of commands that made {target.path.name}",
+                "description": f"{WORKFLOW} run from its first command's start to its last command's end",
                 "instrument": ref(workflow),
                 "object": sources,
                 "result": result,

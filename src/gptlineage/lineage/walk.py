@@ -11,23 +11,28 @@ whole history is reached by following `inputs` from manifest to manifest.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gptlineage.errors import GptlineageError
+from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.artifact import (
+    FOREIGN_FILES,
     MANIFEST,
+    SCHEMA,
     SEAL_KEY,
     artifact_id,
-    find_artifact_dir,
-    list_files,
     manifest_sha256,
+    parse_manifest,
     read_manifest,
 )
+from gptlineage.lineage.checks import printable
 from gptlineage.lineage.hashing import sha256_file, sha256_tree
 from gptlineage.lineage.identity import closure_sha256
+from gptlineage.lineage.tree import is_regular_file, list_tree, unlisted_directories
 
 
 @dataclass(frozen=True)
@@ -40,11 +45,22 @@ class Node:
 
 
 def resolve_artifact(path: str | Path) -> Path:
-    """The artifact directory for PATH (the directory itself, or the artifact holding a file)."""
-    holder = find_artifact_dir(path)
-    if holder is None:
-        raise GptlineageError(f"{path}: not inside an artifact (no {MANIFEST} here or above)")
-    return holder
+    """The artifact directory for PATH (the directory itself, or the artifact holding a file).
+
+    A path that does not exist, or whose nearest manifest is broken, is an error naming it; a
+    manifest of another schema (a checkpoint's) is passed over on the way up.
+    """
+    path = Path(path)
+    if not os.path.lexists(path):
+        raise GptlineageError(f"{path}: no such file or directory")
+    path = path.absolute()
+    for candidate in [path, *path.parents]:
+        if not os.path.lexists(candidate / MANIFEST):
+            continue
+        manifest = parse_manifest(candidate / MANIFEST)
+        if isinstance(manifest, dict) and manifest.get("schema") == SCHEMA:
+            return candidate
+    raise GptlineageError(f"{path}: not inside an artifact (no {MANIFEST} of schema {SCHEMA} here or above)")
 
 
 def input_artifact_dir(artifact_dir: Path, entry: dict[str, Any]) -> Path | None:
@@ -54,28 +70,41 @@ def input_artifact_dir(artifact_dir: Path, entry: dict[str, Any]) -> Path | None
     return (artifact_dir / entry["artifact_path"]).resolve()
 
 
+def input_path(artifact_dir: Path, entry: dict[str, Any]) -> Path:
+    """Where an input lies: its recorded path, relative to the artifact that used it."""
+    return (artifact_dir / entry["path"]).resolve()
+
+
 def walk(path: str | Path) -> Iterator[Node]:
     """Every artifact from PATH back to its sources, depth first, each visited once."""
     seen: set[Path] = set()
-
-    def visit(directory: Path, depth: int) -> Iterator[Node]:
+    stack = [(resolve_artifact(path).resolve(), 0)]  # a loop, not recursion: a long chain cannot overflow
+    while stack:
+        directory, depth = stack.pop()
+        if directory in seen:
+            continue
         manifest = read_manifest(directory)
         yield Node(directory, manifest, depth)
         seen.add(directory)
-        for entry in manifest.get("inputs", []):
-            upstream = input_artifact_dir(directory, entry)
-            if upstream is not None and upstream not in seen and (upstream / MANIFEST).is_file():
-                yield from visit(upstream, depth + 1)
-
-    yield from visit(resolve_artifact(path).resolve(), 0)
+        upstream = [input_artifact_dir(directory, entry) for entry in manifest["inputs"]]
+        for up in reversed(upstream):
+            if up is not None and up not in seen and (up / MANIFEST).is_file():
+                stack.append((up, depth + 1))
 
 
 def refuse_inside(output: Path, nodes: Iterable[Node], what: str) -> None:
-    """Writing into an artifact of the lineage would add files its manifest does not list."""
-    output = output.absolute().resolve()
+    """OUTPUT must not lie in an artifact of the lineage, hold one, or be one of its inputs: writing
+    there would change what the manifests record."""
+    output = Path(output).absolute().resolve()
     for node in nodes:
         if output == node.path or node.path in output.parents:
             raise GptlineageError(f"{output}: inside the artifact {node.path}; write the {what} elsewhere")
+        if output in node.path.parents:
+            raise GptlineageError(f"{output}: holds the artifact {node.path}; write the {what} elsewhere")
+        for entry in node.manifest["inputs"]:
+            source = input_path(node.path, entry)
+            if output == source or source in output.parents:
+                raise GptlineageError(f"{output}: an input of {node.path.name}; write the {what} elsewhere")
 
 
 def short(digest: str | None) -> str:
@@ -83,7 +112,8 @@ def short(digest: str | None) -> str:
 
 
 def show_lines(path: str | Path) -> list[str]:
-    """The provenance tree as text: command, parameters, ids and hashes of every step."""
+    """The provenance tree as text: command, parameters, ids and hashes of every step (control
+    characters from manifests and file names escaped)."""
     lines: list[str] = []
     for node in walk(path):
         pad = "    " * node.depth
@@ -109,48 +139,64 @@ def show_lines(path: str | Path) -> list[str]:
                 else ""
             )
             lines.append(f"{pad}  input {entry['role']}: {entry['path']} ({origin}){digest}")
-    return lines
+    return [printable(line) for line in lines]
 
 
-def verify_artifact(directory: Path, manifest: dict[str, Any]) -> list[str]:
-    """Problems with one artifact: changed, missing or unexpected files, or a tampered manifest."""
+def manifest_problems(directory: Path, manifest: dict[str, Any]) -> list[str]:
+    """An edited manifest: its id, its seal or its code closure no longer match its content."""
     problems: list[str] = []
-    if artifact_id(manifest) != manifest.get("id"):
+    if artifact_id(manifest) != manifest["id"]:
         problems.append(f"{directory / MANIFEST}: manifest changed (its content no longer hashes to its id)")
     elif manifest_sha256(manifest) != manifest.get(SEAL_KEY):
         problems.append(f"{directory / MANIFEST}: manifest changed (its record no longer hashes to its {SEAL_KEY})")
     if closure_sha256(manifest["code"]["files"]) != manifest["code"]["closure_sha256"]:
         problems.append(f"{directory / MANIFEST}: manifest changed (its code files no longer hash to closure_sha256)")
+    return problems
+
+
+def verify_artifact(directory: Path, manifest: dict[str, Any]) -> list[str]:
+    """Problems with one artifact: a tampered manifest; changed or missing files; files, links,
+    pipes or directories the manifest does not list. Nothing is followed through a link."""
+    problems = manifest_problems(directory, manifest)
+    listing = list_tree(directory, skip=[MANIFEST], skip_names=FOREIGN_FILES)
     recorded = {entry["path"]: entry for entry in manifest["files"]}
     for relative, entry in recorded.items():
         full = directory / relative
-        if not full.is_file():
+        if relative in listing.files:
+            if listing.files[relative] != entry["bytes"] or sha256_file(full) != entry["sha256"]:
+                problems.append(f"{full}: changed (sha256 differs from the manifest)")
+        elif not listing.holds(relative):
             problems.append(f"{full}: missing")
-        elif full.stat().st_size != entry["bytes"] or sha256_file(full) != entry["sha256"]:
-            problems.append(f"{full}: changed (sha256 differs from the manifest)")
-    for relative in list_files(directory):
-        if relative.as_posix() not in recorded:
-            problems.append(f"{directory / relative}: not in the manifest")
+    problems += [f"{directory / r}: not in the manifest" for r in listing.files if r not in recorded]
+    problems += [f"{directory / r}: a symbolic link (an artifact holds regular files only)" for r in listing.links]
+    problems += [f"{directory / r}: not a regular file (a pipe, socket or device)" for r in listing.others]
+    problems += [f"{directory / r}: a directory that cannot be read" for r in listing.unreadable]
+    problems += [f"{directory / r}: a directory not in the manifest" for r in unlisted_directories(listing, recorded)]
     for entry in manifest["inputs"]:
         problems.extend(verify_input(directory, entry))
     return problems
 
 
 def verify_input(directory: Path, entry: dict[str, Any]) -> list[str]:
-    """Problems with one recorded input: gone, rehashed differently, or its artifact replaced."""
-    source = (directory / entry["path"]).resolve()
+    """Problems with one recorded input: gone, rehashed differently, its artifact replaced, or
+    lying outside the artifact it names."""
+    source = input_path(directory, entry)
     upstream = input_artifact_dir(directory, entry)
     if upstream is not None:
         if not (upstream / MANIFEST).is_file():
             return [f"{upstream}: input artifact missing (needed by {directory.name})"]
-        found = read_manifest(upstream).get("id")
+        found = read_manifest(upstream)["id"]
         if found != entry["artifact_id"]:
             return [
                 f"{upstream}: input artifact was replaced (id {short(found)}, {directory.name} used {short(entry['artifact_id'])})"
             ]
+        if source != upstream and upstream not in source.parents:
+            return [f"{source}: input {entry['role']} of {directory.name} lies outside its artifact {upstream}"]
     if "sha256" in entry:
-        if not source.is_file():
+        if not source.exists():
             return [f"{source}: input file missing (needed by {directory.name})"]
+        if not is_regular_file(source):
+            return [f"{source}: input of {directory.name} is not a regular file"]
         if sha256_file(source) != entry["sha256"]:
             return [f"{source}: input file changed since {directory.name} used it"]
     if "tree_sha256" in entry:
@@ -161,15 +207,41 @@ def verify_input(directory: Path, entry: dict[str, Any]) -> list[str]:
     return []
 
 
-def verify(path: str | Path) -> tuple[list[Node], list[str]]:
-    """Rehash PATH and everything upstream; return the artifacts checked and every problem found."""
+def verify(path: str | Path, expect_id: str | None = None) -> tuple[list[Node], list[str]]:
+    """Rehash PATH and everything upstream; return the artifacts checked and every problem found.
+
+    With EXPECT_ID, PATH's artifact must also have that id: a pinned id notices a chain whose
+    manifests were edited and re-hashed by hand, which every other check accepts.
+    """
     nodes = list(walk(path))
     problems = [problem for node in nodes for problem in verify_artifact(node.path, node.manifest)]
+    if expect_id is not None and nodes[0].manifest["id"] != expect_id:
+        problems.insert(0, f"{nodes[0].path / MANIFEST}: id is {nodes[0].manifest['id']}, expected {expect_id}")
     return nodes, problems
 
 
+def verified_lineage(path: str | Path, what: str) -> list[Node]:
+    """The artifacts of PATH's lineage, once every byte verifies; an exporter writes nothing else."""
+    nodes, problems = verify(path)
+    if problems:
+        raise GptlineageError(
+            f"{nodes[0].path}: its lineage does not verify ({len(problems)} problem{'s' if len(problems) != 1 else ''},"
+            f" the first: {problems[0]}); no {what} written (see gptlineage lineage verify)"
+        )
+    return nodes
+
+
+def qualified(name: str) -> dict[str, str]:
+    """A PROV-JSON value that is a qualified name (a bare string would be read as text)."""
+    return {"$": name, "type": "prov:QUALIFIED_NAME"}
+
+
 def prov_document(path: str | Path) -> dict[str, Any]:
-    """W3C PROV-JSON: artifacts and source files are entities, each command run an activity."""
+    """W3C PROV-JSON: artifacts and source files are entities, each command run an activity.
+
+    Only a lineage that verifies is exported; ids are the artifacts' ids and the sources' hashes
+    (64 hex digits, checked), never paths from a manifest.
+    """
     document: dict[str, Any] = {
         "prefix": {"gptl": "urn:gptlineage:", "sha256": "urn:sha256:"},
         "entity": {},
@@ -178,19 +250,23 @@ def prov_document(path: str | Path) -> dict[str, Any]:
         "wasGeneratedBy": {},
         "wasDerivedFrom": {},
     }
-    for node in walk(path):
+    for node in verified_lineage(path, "PROV-JSON"):
         manifest = node.manifest
         entity = f"gptl:artifact/{manifest['id']}"
         activity = f"gptl:run/{manifest['id']}"
         run = manifest.get("run", {})
-        document["entity"][entity] = {"prov:label": node.path.name, "prov:type": "gptl:artifact"}
+        document["entity"][entity] = {"prov:label": node.path.name, "prov:type": qualified("gptl:artifact")}
         document["activity"][activity] = {
-            "prov:label": " ".join(manifest["command"]["argv"]),
-            "prov:startTime": run.get("started_utc"),
-            "prov:endTime": run.get("finished_utc"),
-            "gptl:parameters_sha256": manifest["parameters_sha256"],
-            "gptl:code_module": manifest["code"]["module"],
-            "gptl:code_closure_sha256": manifest["code"]["closure_sha256"],
+            key: value
+            for key, value in {
+                "prov:label": " ".join(manifest["command"]["argv"]),
+                "prov:startTime": run.get("started_utc"),
+                "prov:endTime": run.get("finished_utc"),
+                "gptl:parameters_sha256": manifest["parameters_sha256"],
+                "gptl:code_module": manifest["code"]["module"],
+                "gptl:code_closure_sha256": manifest["code"]["closure_sha256"],
+            }.items()
+            if value is not None
         }
         document["wasGeneratedBy"][f"_:gen/{manifest['id']}"] = {"prov:entity": entity, "prov:activity": activity}
         for index, entry in enumerate(manifest["inputs"]):
@@ -202,10 +278,28 @@ def prov_document(path: str | Path) -> dict[str, Any]:
                 }
             else:
                 used = f"sha256:{entry.get('sha256') or entry['tree_sha256']}"
-                document["entity"][used] = {"prov:label": entry["path"], "prov:type": "gptl:source-file"}
+                kind = "gptl:source-file" if "sha256" in entry else "gptl:source-directory"
+                document["entity"][used] = {"prov:label": entry["path"], "prov:type": qualified(kind)}
             document["used"][f"_:use/{manifest['id']}/{index}"] = {
                 "prov:activity": activity,
                 "prov:entity": used,
                 "prov:role": entry["role"],
             }
     return document
+
+
+def write_prov_json(path: str | Path, output: str | Path) -> Path:
+    """Write PATH's lineage as PROV-JSON to the file OUTPUT (never into the lineage it describes)."""
+    output = Path(output)
+    if output.is_dir():
+        raise GptlineageError(f"{output}: is a directory; --output names the PROV-JSON file to write")
+    if not output.absolute().parent.is_dir():
+        raise GptlineageError(f"{output}: its folder {output.absolute().parent} does not exist")
+    refuse_inside(output, walk(path), "PROV-JSON")
+    document = prov_document(path)
+    try:
+        write_json_atomic(output, document)
+    except OSError as error:
+        (output.absolute().parent / f".{output.name}.tmp-{os.getpid()}").unlink(missing_ok=True)
+        raise GptlineageError(f"{output}: cannot be written ({error.strerror})") from None
+    return output

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gptlineage.lineage.walk import Node, input_artifact_dir
+from gptlineage.lineage.checks import printable
+from gptlineage.lineage.walk import Node, input_artifact_dir, input_path
 
 # Sizes in SVG user units (pixels at 100% zoom).
 NODE_WIDTH, NODE_HEIGHT, GAP_X, GAP_Y, MARGIN = 190, 46, 26, 58, 16
@@ -27,8 +28,9 @@ FILL = {"train": "#dbe8f6", "select-best": "#f6e6d6", "prepare": "#e3f0da", "sou
 
 
 def esc(value: Any) -> str:
-    """Text for HTML or SVG, quotes included (it also goes into attributes)."""
-    return html.escape(str(value), quote=True)
+    """Text for HTML or SVG, quotes included (it also goes into attributes); control characters,
+    which XML forbids, written as escapes (ESC -> \\x1b)."""
+    return html.escape(printable(value), quote=True)
 
 
 # ---------------------------------------------------------------- the graph
@@ -72,7 +74,7 @@ def lineage_graph(nodes: Sequence[Node]) -> Graph:
         for entry in node.manifest.get("inputs", []):
             upstream = input_artifact_dir(node.path, entry)
             if upstream is None:
-                source = (node.path / entry["path"]).resolve()
+                source = input_path(node.path, entry)
                 key = f"source:{source}"
                 graph.nodes.setdefault(key, GraphNode(key, source.name, "source", "source"))
             else:

@@ -25,7 +25,7 @@ from typing import Any
 
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import ArtifactWriter
-from gptlineage.lineage.walk import Node, input_artifact_dir, refuse_inside, resolve_artifact, walk
+from gptlineage.lineage.walk import Node, input_artifact_dir, refuse_inside, verified_lineage
 from gptlineage.reporting.dag import Graph, dag_svg, esc, lineage_graph
 from gptlineage.reporting.plots import is_number, loss_points, loss_svg, profile_svg, read_metrics, read_trace_summary
 from gptlineage.training.layout import RunDir
@@ -214,7 +214,11 @@ dt { color: #555; } dd { margin: 0; }
 
 def report_html(path: str | Path) -> str:
     """The whole page for PATH and everything upstream, in the order `lineage show` walks them."""
-    nodes = list(walk(path))
+    return page_html(verified_lineage(path, "report"))
+
+
+def page_html(nodes: list[Node]) -> str:
+    """The page for verified NODES (the reported artifact first)."""
     graph = lineage_graph(nodes)
     target = nodes[0]
     root = target.path.parent  # paths are shown relative to the reported artifact's folder
@@ -259,9 +263,11 @@ def report_html(path: str | Path) -> str:
 def write_report(path: str | Path, output: str | Path) -> Path:
     """Write the report artifact (index.html) at OUTPUT and return the page's path."""
     output = Path(output)
-    artifact_dir = resolve_artifact(path)
-    refuse_inside(output, walk(artifact_dir), "report")
-    page = report_html(path)  # built first: an error leaves no half-written artifact
+    if output.exists() and not output.is_dir():
+        raise GptlineageError(f"{output}: exists and is not a directory; --output names the report's directory")
+    nodes = verified_lineage(path, "report")
+    refuse_inside(output, nodes, "report")
+    page = page_html(nodes)  # built first: an error leaves no half-written artifact
     with ArtifactWriter(
         output,
         command="lineage-report",

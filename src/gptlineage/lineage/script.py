@@ -1,0 +1,47 @@
+"""The commands of a lineage as a shell script, each after the ones it needs (upstream first).
+
+The RO-Crate export ships it as the crate's workflow (`lineage-commands.sh`). Example:
+    gptlineage lineage export results/data_csv --format ro-crate --output results/data_csv.crate
+    cat results/data_csv.crate/lineage-commands.sh
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from gptlineage.lineage.walk import Node, input_artifact_dir
+
+
+def run_order(nodes: list[Node]) -> list[Node]:
+    """Upstream first (the order a rerun needs); among those ready, the one that started first."""
+    by_path = {node.path: node for node in nodes}
+    needs = {
+        node.path: {
+            up
+            for entry in node.manifest["inputs"]
+            if (up := input_artifact_dir(node.path, entry)) in by_path and up != node.path
+        }
+        for node in nodes
+    }
+    order: list[Node] = []
+    while needs:
+        ready = [path for path, ups in needs.items() if not ups] or list(needs)  # no cycles, but never spin
+        chosen = min(
+            ready, key=lambda path: (by_path[path].manifest.get("run", {}).get("started_utc") or "", str(path))
+        )
+        order.append(by_path[chosen])
+        del needs[chosen]
+        for ups in needs.values():
+            ups.discard(chosen)
+    return order
+
+
+def workflow_script(nodes: list[Node]) -> str:
+    """The commands, upstream first: the chain as a script to read or rerun."""
+    lines = [
+        "#!/bin/sh",
+        "# The gptlineage commands that made this lineage, each after the ones it needs,",
+        "# as recorded in each artifact's manifest (run them from the directory they ran in).",
+        "set -e",
+    ]
+    return "\n".join(lines + [shlex.join(node.manifest["command"]["argv"]) for node in run_order(nodes)]) + "\n"
