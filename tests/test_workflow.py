@@ -268,3 +268,42 @@ def test_the_paper_profile_lists_its_jobs(workflow_copy):
     text = done.stdout + done.stderr
     assert "--hf-dataset HuggingFaceTB/smoltalk2" in text and "--hf-config SFT" in text
     assert "--skip-documents 964709" in text and "--hf-dataset HuggingFaceFW/fineweb-edu" in text
+
+
+def test_a_reverted_setting_restores_training_from_snakemakes_cache(tmp_path, monkeypatch):
+    """Run, change pretrain.lr, run, change it back, run: the last run takes results/pretrain from
+    Snakemake's output cache (no training), with the first run's id, and it verifies."""
+    (tmp_path / "workflow").mkdir()
+    (tmp_path / "cache").mkdir()
+    workdir = copy_workflow(tmp_path / "workflow")
+    monkeypatch.setenv("SNAKEMAKE_OUTPUT_CACHE", str(tmp_path / "cache"))
+    config_path = workdir / "config.yaml"
+    config = yaml.safe_load(config_path.read_text())
+    config["pretrain"].update(TINY_TRAINING)
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+    def run() -> str:
+        done = snakemake(workdir, "--cache", "--", "results/pretrain")
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout + done.stderr
+
+    run()
+    first_id = json.loads((workdir / "results/pretrain/manifest.json").read_text())["id"]
+    changed = yaml.safe_load(config_path.read_text())
+    changed["pretrain"]["lr"] *= 2
+    config_path.write_text(yaml.safe_dump(changed, sort_keys=False))
+    assert "Moving output file results/pretrain to cache" in run()
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    trained = (workdir / "logs/pretrain.log").stat().st_mtime_ns
+    log = run()
+    assert "Symlinking output file results/pretrain/parameters.safetensors from cache" in log
+    assert (workdir / "logs/pretrain.log").stat().st_mtime_ns == trained  # the command did not run
+    assert json.loads((workdir / "results/pretrain/manifest.json").read_text())["id"] == first_id
+    done = subprocess.run(
+        [sys.executable, "-m", "gptlineage", "lineage", "verify", "results/pretrain"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -29,6 +29,7 @@ for stage in TRAINING_STAGES:
             directory(f"results/{stage.corpus}"),
         log:
             f"logs/{stage.corpus}.log",
+        cache: "omit-software"
         conda:
             "../../envs/corpus.yaml"
         params:

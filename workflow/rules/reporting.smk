@@ -25,6 +25,7 @@ rule matched_compare:
         directory("results/matched_compare"),
     log:
         "logs/matched_compare.log",
+    cache: "omit-software"  # Snakemake's between-workflow cache (README: iterating)
     conda:
         "../../envs/reporting.yaml"
     resources:

@@ -18,6 +18,7 @@ rule select_best:
         "logs/select_best_{run}.log",
     wildcard_constraints:
         run="|".join(stage.name for stage in TRAINING_STAGES),
+    cache: "omit-software"  # Snakemake's between-workflow cache (README: iterating)
     conda:
         "../../envs/training.yaml"
     shell:
@@ -35,6 +36,7 @@ for stage in TRAINING_STAGES:
             directory(f"results/{stage.name}"),
         log:
             f"logs/{stage.name}.log",
+        cache: "omit-software"
         conda:
             "../../envs/training.yaml"
         resources:

@@ -59,11 +59,12 @@ from gptlineage.lineage.outputs import (
     replace_directory,
     sibling,
 )
+from gptlineage.lineage.tree import SNAKEMAKE_FILES, artifact_files_root
 
 MANIFEST = "manifest.json"
 SCHEMA = "gptlineage.artifact.v2"
 # Files other tools drop into artifact directories; they are neither hashed nor checked.
-FOREIGN_FILES = frozenset({".snakemake_timestamp"})
+FOREIGN_FILES = SNAKEMAKE_FILES
 # What identifies an input: its role and its content, never where it lies.
 INPUT_IDENTITY_KEYS = ("role", "artifact_id", "sha256", "tree_sha256")
 SEAL_KEY = "manifest_sha256"
@@ -101,7 +102,7 @@ def manifest_sha256(manifest: Mapping[str, Any]) -> str:
 def is_artifact_dir(directory: Path) -> bool:
     """True when the directory holds an artifact manifest (checkpoints have manifests of their own)."""
     try:
-        return parse_manifest(directory / MANIFEST).get("schema") == SCHEMA
+        return parse_manifest(artifact_files_root(directory) / MANIFEST).get("schema") == SCHEMA
     except (GptlineageError, AttributeError):
         return False
 
@@ -132,7 +133,7 @@ def parse_manifest(manifest_path: Path) -> Any:
 def read_manifest(artifact_dir: str | Path) -> dict[str, Any]:
     """Load and check `artifact_dir/manifest.json`: one clear error line if it is missing, broken or
     not of the shape the writer produces (`gptlineage.lineage.checks.check_manifest`)."""
-    manifest_path = Path(artifact_dir) / MANIFEST
+    manifest_path = artifact_files_root(Path(artifact_dir)) / MANIFEST
     manifest = parse_manifest(manifest_path)
     if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
         raise GptlineageError(f"{printable(manifest_path)}: schema is not {SCHEMA}")

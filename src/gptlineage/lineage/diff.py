@@ -28,6 +28,7 @@ from gptlineage.lineage.artifact import INPUT_IDENTITY_KEYS, MANIFEST, read_mani
 from gptlineage.lineage.compare import IDENTICAL, compare_outputs
 from gptlineage.lineage.identity import environment_class
 from gptlineage.lineage.table import flatten, format_value, markdown, stage_metrics, text
+from gptlineage.lineage.tree import lexical
 from gptlineage.lineage.walk import input_artifact_dir, resolve_artifact, short
 
 COMPARE_MAX_BYTES = 64 << 20  # larger differing outputs are reported by hash only
@@ -52,7 +53,7 @@ def stages(path: str | Path) -> list[Stage]:
     """Every artifact from PATH up to its sources, depth first; a missing input artifact is an error."""
     found: list[Stage] = []
     seen: set[Path] = set()
-    stack = [(resolve_artifact(path).resolve(), "", 0)]  # a loop, not recursion: a long chain cannot overflow
+    stack = [(lexical(resolve_artifact(path)), "", 0)]  # a loop, not recursion: a long chain cannot overflow
     while stack:
         directory, key, depth = stack.pop()
         if directory in seen:

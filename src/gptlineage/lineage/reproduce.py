@@ -38,6 +38,7 @@ from gptlineage.lineage.identity import (
     environment_identity,
 )
 from gptlineage.lineage.table import flatten
+from gptlineage.lineage.tree import lexical
 from gptlineage.lineage.walk import resolve_artifact, short, verify
 
 OUTPUT_FLAG = "--output"
@@ -162,7 +163,7 @@ def reproduce(
     path: str | Path, known: Collection[str], *, tolerance: float = 0.0, with_current_code: bool = False
 ) -> dict[str, Any]:
     """Verify, rerun and compare; the report as a JSON-ready dict (`reproduced` is the verdict)."""
-    artifact_dir = resolve_artifact(path).resolve()
+    artifact_dir = lexical(resolve_artifact(path))
     nodes, problems = verify(artifact_dir)
     if problems:
         raise GptlineageError(f"{artifact_dir}: does not verify ({len(problems)} problems; first: {problems[0]})")

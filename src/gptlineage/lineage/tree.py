@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+# Files Snakemake itself leaves in a directory output (not the artifact's).
+SNAKEMAKE_FILES = frozenset({".snakemake_timestamp"})
+
+
 @dataclass
 class Listing:
     """What lies under one directory, by relative POSIX path."""
@@ -59,6 +63,42 @@ def list_tree(directory: Path, skip: Iterable[str] = (), skip_names: Iterable[st
     for part in (listing.links, listing.directories, listing.others):
         part.sort()
     return listing
+
+
+def lexical(path: str | Path) -> Path:
+    """The absolute path with `.` and `..` folded by name, no link followed: a results entry that
+    is a link (Snakemake's output cache leaves them) keeps its place in the results tree."""
+    return Path(os.path.normpath(os.path.abspath(path)))
+
+
+def cache_entry(directory: Path) -> Path | None:
+    """The directory an artifact restored from Snakemake's output cache points into, or None.
+
+    Snakemake restores a cached directory output as a new directory whose every entry is a link
+    to the same-named entry of one cache directory; that directory holds the artifact's real
+    files and its manifest. Anything else (some entries links, links into several places, names
+    that differ) is not a restored artifact, and verify reports its links as links."""
+    try:
+        entries = [entry for entry in os.scandir(directory) if entry.name not in SNAKEMAKE_FILES]
+    except OSError:
+        return None
+    if not entries or not all(entry.is_symlink() for entry in entries):
+        return None
+    targets = [lexical(Path(directory) / os.readlink(entry.path)) for entry in entries]
+    roots = {target.parent for target in targets}
+    if len(roots) != 1 or any(target.name != entry.name for target, entry in zip(targets, entries)):
+        return None
+    root = roots.pop()
+    if root.is_symlink() or not root.is_dir() or not is_regular_file(root / "manifest.json"):
+        return None
+    names = sorted(name for name in os.listdir(root) if name not in SNAKEMAKE_FILES)
+    return root if names == sorted(entry.name for entry in entries) else None
+
+
+def artifact_files_root(directory: Path) -> Path:
+    """Where an artifact's files really lie: its cache entry when restored from Snakemake's output
+    cache, else the directory itself."""
+    return cache_entry(directory) or Path(directory)
 
 
 def unlisted_directories(listing: Listing, recorded: Iterable[str]) -> list[str]:

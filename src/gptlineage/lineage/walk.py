@@ -32,7 +32,7 @@ from gptlineage.lineage.artifact import (
 from gptlineage.lineage.checks import printable
 from gptlineage.lineage.hashing import sha256_file, sha256_tree
 from gptlineage.lineage.identity import closure_sha256
-from gptlineage.lineage.tree import is_regular_file, list_tree, unlisted_directories
+from gptlineage.lineage.tree import artifact_files_root, is_regular_file, lexical, list_tree, unlisted_directories
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def resolve_artifact(path: str | Path) -> Path:
     for candidate in [path, *path.parents]:
         if not os.path.lexists(candidate / MANIFEST):
             continue
-        manifest = parse_manifest(candidate / MANIFEST)
+        manifest = parse_manifest(artifact_files_root(candidate) / MANIFEST)
         if isinstance(manifest, dict) and manifest.get("schema") == SCHEMA:
             return candidate
     raise GptlineageError(f"{path}: not inside an artifact (no {MANIFEST} of schema {SCHEMA} here or above)")
@@ -67,18 +67,18 @@ def input_artifact_dir(artifact_dir: Path, entry: dict[str, Any]) -> Path | None
     """Where an input's artifact lives, or None for a plain source file."""
     if "artifact_path" not in entry:
         return None
-    return (artifact_dir / entry["artifact_path"]).resolve()
+    return lexical(artifact_dir / entry["artifact_path"])
 
 
 def input_path(artifact_dir: Path, entry: dict[str, Any]) -> Path:
     """Where an input lies: its recorded path, relative to the artifact that used it."""
-    return (artifact_dir / entry["path"]).resolve()
+    return lexical(artifact_dir / entry["path"])
 
 
 def walk(path: str | Path) -> Iterator[Node]:
     """Every artifact from PATH back to its sources, depth first, each visited once."""
     seen: set[Path] = set()
-    stack = [(resolve_artifact(path).resolve(), 0)]  # a loop, not recursion: a long chain cannot overflow
+    stack = [(lexical(resolve_artifact(path)), 0)]  # a loop, not recursion: a long chain cannot overflow
     while stack:
         directory, depth = stack.pop()
         if directory in seen:
@@ -158,10 +158,11 @@ def verify_artifact(directory: Path, manifest: dict[str, Any]) -> list[str]:
     """Problems with one artifact: a tampered manifest; changed or missing files; files, links,
     pipes or directories the manifest does not list. Nothing is followed through a link."""
     problems = manifest_problems(directory, manifest)
-    listing = list_tree(directory, skip=[MANIFEST], skip_names=FOREIGN_FILES)
+    files_root = artifact_files_root(directory)  # the cache entry of an artifact Snakemake restored
+    listing = list_tree(files_root, skip=[MANIFEST], skip_names=FOREIGN_FILES)
     recorded = {entry["path"]: entry for entry in manifest["files"]}
     for relative, entry in recorded.items():
-        full = directory / relative
+        full = files_root / relative
         if relative in listing.files:
             if listing.files[relative] != entry["bytes"] or sha256_file(full) != entry["sha256"]:
                 problems.append(f"{full}: changed (sha256 differs from the manifest)")
