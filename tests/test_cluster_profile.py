@@ -140,7 +140,7 @@ def test_snakemake_stops_on_a_bad_config_before_any_job(workdir, tmp_path):
     config = default_config()
     config["pretrain"]["processes"] = 0
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(config))
-    done = snakemake(workdir, "--dry-run", "--configfile", str(tmp_path / "bad.yaml"), "--", "results/pretrain")
+    done = snakemake(workdir, "--dry-run", "--configfile", str(tmp_path / "bad.yaml"), "--", "results/train/pretrain")
     assert done.returncode != 0
     text = done.stdout + done.stderr
     assert "invalid config: key pretrain.processes: must be >= 1, got 0" in text
@@ -158,13 +158,13 @@ def test_the_profiles_name_only_rules_of_the_workflow(workdir, paper_jobs):
 
 
 def test_each_training_stage_asks_for_one_node_and_one_gpu_per_process(paper_jobs):
-    pretrain = paper_jobs["pretrain"]
+    pretrain = paper_jobs["train_pretrain"]
     assert pretrain["resources"]["gpu"] == "8" and pretrain["threads"] == 32
     assert pretrain["resources"]["mem_mb"] == "256000" and pretrain["resources"]["runtime"] == "240"
     assert " --processes 8 " in pretrain["shell"] and " --compile " in pretrain["shell"]
     assert pretrain["shell"].startswith("gptlineage train ")  # torchrun is started by the command itself
     for stage in STAGE_NAMES:
-        job = paper_jobs[stage]
+        job = paper_jobs[f"train_{stage}"]
         processes = int(re.search(r"--processes (\d+)", job["shell"]).group(1))
         assert int(job["resources"]["gpu"]) == processes, stage
         assert job["resources"]["nodes"] == "1" and job["resources"]["slurm_partition"] == "EDIT-ME-gpu-partition"
@@ -187,13 +187,13 @@ def test_the_slurm_plugin_submits_pretraining_to_eight_gpus_on_one_node(paper_jo
     class Resources(dict):
         __getattr__ = dict.__getitem__
 
-    job = paper_jobs["pretrain"]
+    job = paper_jobs["train_pretrain"]
     resources = Resources({key: int(value) if value.isdigit() else value for key, value in job["resources"].items()})
     stub = SimpleNamespace(resources=resources, threads=job["threads"])
     params = {
         "run_uuid": "id",
         "slurm_logfile": "log",
-        "comment_str": "rule_pretrain",
+        "comment_str": "rule_train_pretrain",
         "workdir": "/work",
         "account": f"-A {resources.slurm_account}",
         "partition": f"-p {resources.slurm_partition}",

@@ -14,22 +14,31 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-TARGETS = [
+# The user's one target; it builds every result below.
+TARGET = "results/sft_stage2"
+RESULTS = [
     "results/small_data",
     "results/data_csv",
     "results/data_npy",
+    "results/synth_chat",
     "results/corpus_pretrain",
     "results/corpus_continuation",
     "results/corpus_sft_stage1",
     "results/corpus_sft_stage2",
-    "results/sft_stage2",
+    "results/train/pretrain",
+    "results/train/best_pretrain",
+    "results/train/continuation",
+    "results/train/best_continuation",
+    "results/train/sft_stage1",
+    "results/train/best_sft_stage1",
+    "results/train/sft_stage2",
     "results/cache_check",
     "results/cache_bench",
     "results/prompt_suite",
     "results/export_hf",
     "results/matched_compare",
     "results/plots",
-    "results/lineage_report",
+    TARGET,
 ]
 # The default profile's training takes minutes a stage; here each stage is a few tiny updates.
 TINY_TRAINING = {"steps": 4, "batch": 2, "context": 64, "eval_every": 2, "eval_batches": 1, "checkpoint_every": 2}
@@ -42,7 +51,7 @@ def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
 
 def planned_rules(workdir: Path) -> list[str]:
     """The rules a dry run would execute, read from its job table."""
-    done = snakemake(workdir, "--dry-run", *TARGETS)
+    done = snakemake(workdir, "--dry-run", TARGET)
     assert done.returncode == 0, done.stderr
     text = done.stdout + done.stderr
     if "Nothing to be done" in text:
@@ -72,16 +81,16 @@ def workflow_copy(tmp_path_factory) -> Path:
     config["prompt_suite"]["generate"] = 8
     config["matched_compare"].update({"updates": 4, "eval_every": 2, "batch": 2})
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    done = snakemake(workdir, *TARGETS)
+    done = snakemake(workdir, TARGET)
     assert done.returncode == 0, done.stderr[-3000:]
     return workdir
 
 
-def test_every_rule_writes_a_verified_artifact(workflow_copy):
-    for target in TARGETS:
-        assert (workflow_copy / target / "manifest.json").is_file()
+def test_the_one_target_builds_every_result_and_each_verifies(workflow_copy):
+    for target in RESULTS:
+        assert (workflow_copy / target / "manifest.json").is_file(), target
     assert (workflow_copy / "results/data_csv/trainlog.json").is_file()
-    for target in TARGETS:
+    for target in RESULTS:
         done = subprocess.run(
             [sys.executable, "-m", "gptlineage", "lineage", "verify", target],
             cwd=workflow_copy,
@@ -94,9 +103,8 @@ def test_every_rule_writes_a_verified_artifact(workflow_copy):
 
 def test_every_job_writes_its_log(workflow_copy):
     logs = {path.stem for path in (workflow_copy / "logs").glob("*.log")}
-    for target in TARGETS:
-        assert Path(target).name in logs, target
-    assert {"select_best_pretrain", "pretrain", "synth_chat"} <= logs
+    assert {"select_best_pretrain", "train_pretrain", "synth_chat", "sft_stage2", "data_npy"} <= logs
+    assert len(logs) == len(RESULTS)  # one log per job, and one job per result
 
 
 def test_a_failing_job_leaves_its_one_line_error_in_its_log(tmp_path):
@@ -118,12 +126,12 @@ def test_changing_one_data_csv_parameter_reruns_data_csv_alone(workflow_copy):
     config = yaml.safe_load(config_path.read_text())
     config["data_csv"]["steps"] += 1
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-    assert planned_rules(workflow_copy) == ["data_csv"]
+    assert planned_rules(workflow_copy) == ["data_csv", "sft_stage2"]  # and the deliverable that holds it
     others = {
         name: (workflow_copy / f"results/{name}/manifest.json").read_bytes()
         for name in ["small_data", "data_npy", "synth_chat", "corpus_sft_stage2"]
     }
-    done = snakemake(workflow_copy, *TARGETS)
+    done = snakemake(workflow_copy, TARGET)
     assert done.returncode == 0, done.stderr[-3000:]
     assert planned_rules(workflow_copy) == []
     for name, before in others.items():
@@ -140,24 +148,24 @@ def test_changing_stage_two_learning_rate_reruns_sft_stage2_alone(workflow_copy)
         "cache_bench",
         "cache_check",
         "export_hf",
-        "lineage_report",
         "plots",
         "prompt_suite",
         "sft_stage2",
+        "train_sft_stage2",
     ]
-    done = snakemake(workflow_copy, *TARGETS)
+    done = snakemake(workflow_copy, TARGET)
     assert done.returncode == 0, done.stderr[-3000:]
     assert planned_rules(workflow_copy) == []
 
 
 def test_the_training_chain_links_each_stage_to_the_best_checkpoint_before_it(workflow_copy):
-    stage2 = json.loads((workflow_copy / "results/sft_stage2/manifest.json").read_text())
+    stage2 = json.loads((workflow_copy / "results/train/sft_stage2/manifest.json").read_text())
     roles = {entry["role"]: entry for entry in stage2["inputs"]}
     assert roles["load_params"]["artifact_path"] == "../best_sft_stage1"
-    best = json.loads((workflow_copy / "results/best_sft_stage1/selected-checkpoint.json").read_text())
+    best = json.loads((workflow_copy / "results/train/best_sft_stage1/selected-checkpoint.json").read_text())
     assert best["step"] in (2, 4)
     done = subprocess.run(
-        [sys.executable, "-m", "gptlineage", "lineage", "show", "results/sft_stage2"],
+        [sys.executable, "-m", "gptlineage", "lineage", "show", "results/train/sft_stage2"],
         cwd=workflow_copy,
         capture_output=True,
         text=True,
@@ -187,7 +195,8 @@ def test_the_generation_checks_report_on_the_stage_two_model(workflow_copy):
     manifest = json.loads((workflow_copy / "results/prompt_suite/manifest.json").read_text())
     roles = {entry["role"]: entry for entry in manifest["inputs"]}
     assert (
-        roles["parameters"]["artifact_path"] == "../sft_stage2" and roles["suite"]["artifact_path"] == "../synth_chat"
+        roles["parameters"]["artifact_path"] == "../train/sft_stage2"
+        and roles["suite"]["artifact_path"] == "../synth_chat"
     )
     assert json.loads((workflow_copy / "results/cache_check/manifest.json").read_text())["inputs"]
 
@@ -202,9 +211,15 @@ def test_rule_all_builds_every_result_and_the_report_shows_every_stage(workflow_
     for stage in ("pretrain", "continuation", "sft_stage1", "sft_stage2"):
         assert (workflow_copy / f"results/plots/{stage}/loss.svg").stat().st_size > 0
     assert (workflow_copy / "results/plots/overview.svg").is_file()
-    html = (workflow_copy / "results/lineage_report/index.html").read_text()
+    html = (workflow_copy / "results/sft_stage2/index.html").read_text()
     for stage in ("pretrain", "continuation", "sft_stage1", "sft_stage2", "matched_compare", "corpus_pretrain"):
         assert stage in html, stage
+    for part in ("prompt_suite", "cache_bench", "data_npy", "export_hf"):
+        assert f">{part}<" in html, part
+    summary = json.loads((workflow_copy / "results/sft_stage2/summary.json").read_text())
+    assert summary["parts"]["model"]["artifact"] == "sft_stage2"
+    assert summary["parts"]["model"]["metrics"]["best_val_loss"] > 0
+    assert 0 <= summary["parts"]["prompt_suite"]["metrics"]["exact_match"] <= 1
 
 
 def test_verify_fails_after_one_byte_of_the_regression_csv_changes(workflow_copy):
@@ -232,7 +247,7 @@ def test_a_bad_config_fails_before_any_job_naming_the_key(workflow_copy, tmp_pat
     config["data_csv"]["batch"] = 0
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(config))
-    done = snakemake(workflow_copy, "--configfile", str(bad), "--dry-run", *TARGETS)
+    done = snakemake(workflow_copy, "--configfile", str(bad), "--dry-run", TARGET)
     assert done.returncode != 0
     assert "data_csv.batch" in done.stdout + done.stderr
 
@@ -271,7 +286,7 @@ def test_the_paper_profile_lists_its_jobs(workflow_copy):
 
 
 def test_a_reverted_setting_restores_training_from_snakemakes_cache(tmp_path, monkeypatch):
-    """Run, change pretrain.lr, run, change it back, run: the last run takes results/pretrain from
+    """Run, change pretrain.lr, run, change it back, run: the last run takes results/train/pretrain from
     Snakemake's output cache (no training), with the first run's id, and it verifies."""
     (tmp_path / "workflow").mkdir()
     (tmp_path / "cache").mkdir()
@@ -283,24 +298,23 @@ def test_a_reverted_setting_restores_training_from_snakemakes_cache(tmp_path, mo
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
 
     def run() -> str:
-        done = snakemake(workdir, "--cache", "--", "results/pretrain")
+        done = snakemake(workdir, "--cache", "--", "results/train/pretrain")
         assert done.returncode == 0, done.stderr[-3000:]
         return done.stdout + done.stderr
 
     run()
-    first_id = json.loads((workdir / "results/pretrain/manifest.json").read_text())["id"]
+    first_id = json.loads((workdir / "results/train/pretrain/manifest.json").read_text())["id"]
     changed = yaml.safe_load(config_path.read_text())
     changed["pretrain"]["lr"] *= 2
     config_path.write_text(yaml.safe_dump(changed, sort_keys=False))
-    assert "Moving output file results/pretrain to cache" in run()
+    assert "Moving output file results/train/pretrain to cache" in run()
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-    trained = (workdir / "logs/pretrain.log").stat().st_mtime_ns
     log = run()
-    assert "Symlinking output file results/pretrain/parameters.safetensors from cache" in log
-    assert (workdir / "logs/pretrain.log").stat().st_mtime_ns == trained  # the command did not run
-    assert json.loads((workdir / "results/pretrain/manifest.json").read_text())["id"] == first_id
+    assert "Symlinking output file results/train/pretrain/parameters.safetensors from cache" in log
+    assert (workdir / "logs/train_pretrain.log").stat().st_size == 0  # the command did not run (Snakemake made the file)
+    assert json.loads((workdir / "results/train/pretrain/manifest.json").read_text())["id"] == first_id
     done = subprocess.run(
-        [sys.executable, "-m", "gptlineage", "lineage", "verify", "results/pretrain"],
+        [sys.executable, "-m", "gptlineage", "lineage", "verify", "results/train/pretrain"],
         cwd=workdir,
         capture_output=True,
         text=True,

@@ -38,6 +38,7 @@ COMMANDS = {
     "matched-compare": "gptlineage.commands.matched_compare",
     "plots": "gptlineage.commands.plots",
     "lineage": "gptlineage.commands.lineage",
+    "experiment": "gptlineage.commands.experiment",
 }
 
 COMMAND_HELP = {
@@ -56,6 +57,7 @@ COMMAND_HELP = {
     "matched-compare": "train one checkpoint with our trainer and a Hugging Face reference on the same batches; compare",
     "plots": "draw loss, profile, overview and comparison figures of training runs",
     "lineage": "show, verify, export or report the lineage of an artifact",
+    "experiment": "write the experiment's deliverable: the lineage report and key metrics of every result",
 }
 
 

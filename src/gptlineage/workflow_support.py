@@ -28,9 +28,11 @@ from gptlineage.settings import SettingError, from_mapping
 
 @dataclass(frozen=True)
 class TrainingStage:
-    """One stage of the training chain: its rule, results directory and config slice share `name`;
-    its corpus is prepared by the rule `corpus_<name>`, and it starts from the best checkpoint of
-    `previous` (None: from scratch)."""
+    """One stage of the training chain, `name` everywhere: its config slice is `name`, its corpus
+    the rule corpus_<name> (results/corpus_<name>), its training the rule train_<name>
+    (results/train/<name>, the best checkpoint results/train/best_<name>); it starts from the best
+    checkpoint of `previous` (None: from scratch). The final stage's results/<name> is the
+    experiment's deliverable."""
 
     name: str
     previous: str | None
@@ -38,6 +40,11 @@ class TrainingStage:
     @property
     def corpus(self) -> str:
         return f"corpus_{self.name}"
+
+    @property
+    def train(self) -> str:
+        """The training rule (its run lies in results/train/<name>)."""
+        return f"train_{self.name}"
 
 
 TRAINING_STAGES = (

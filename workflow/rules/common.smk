@@ -18,8 +18,9 @@ from gptlineage.workflow_support import (  # noqa: E402
 )
 from gptlineage.corpus.synth_chat import SUITE_FILE  # noqa: E402
 
-# The model the generation checks and the export read.
-FINAL_STAGE = TRAINING_STAGES[-1].name
+# The final stage: its model is what the generation checks and the export read, and results/<name>
+# is the experiment's deliverable.
+FINAL = TRAINING_STAGES[-1]
 
 
 def code(command_module):
@@ -90,3 +91,17 @@ def suite_inputs():
 def suite_flag(wildcards, input):
     """--suite for the synth_chat artifact's held-out suite (else the slice's own, or the default)."""
     return f"--suite {input.suite}/{SUITE_FILE}" if "suite" in input.keys() else ""
+
+
+def deliverable_parts():
+    """The results the deliverable holds, by role: the final model first, then every result."""
+    parts = {"model": getattr(rules, FINAL.train).output[0]}
+    for name in ("data_csv", "data_npy", "cache_check", "cache_bench", "prompt_suite", "export_hf"):
+        parts[name] = getattr(rules, name).output[0]
+    parts.update(matched_compare=rules.matched_compare.output[0], plots=rules.plots.output[0])
+    return parts
+
+
+def parts_flags(wildcards, input):
+    """--part ROLE=PATH for each part of the deliverable (the code inputs left out)."""
+    return " ".join(f"--part {role}={getattr(input, role)}" for role in deliverable_parts())

@@ -4,7 +4,7 @@
 
 rule cache_check:
     input:
-        run=getattr(rules, FINAL_STAGE).output[0],
+        run=getattr(rules, FINAL.train).output[0],
         code=code("cache_check"),
     output:
         directory("results/cache_check"),
@@ -22,7 +22,7 @@ rule cache_check:
 
 rule cache_bench:
     input:
-        run=getattr(rules, FINAL_STAGE).output[0],
+        run=getattr(rules, FINAL.train).output[0],
         code=code("cache_bench"),
     output:
         directory("results/cache_bench"),
@@ -41,7 +41,7 @@ rule cache_bench:
 rule prompt_suite:
     input:
         unpack(lambda wildcards: suite_inputs()),
-        run=getattr(rules, FINAL_STAGE).output[0],
+        run=getattr(rules, FINAL.train).output[0],
         code=code("prompt_suite"),
     output:
         directory("results/prompt_suite"),

@@ -1,10 +1,12 @@
 # Checking and showing the results: the Hugging Face export, the matched comparison against
-# transformers' GPT-2, the figures, and the lineage report of the whole chain.
+# transformers' GPT-2, the figures, and the experiment's deliverable results/<final stage>: the
+# lineage report (index.html) and key metrics (summary.json) of the final model and every result,
+# so asking for it builds the whole experiment.
 
 
 rule export_hf:
     input:
-        run=getattr(rules, FINAL_STAGE).output[0],
+        run=getattr(rules, FINAL.train).output[0],
         code=code("export_hf"),
     output:
         directory("results/export_hf"),
@@ -38,7 +40,7 @@ rule matched_compare:
 
 rule plots:
     input:
-        runs=[getattr(rules, stage.name).output[0] for stage in TRAINING_STAGES],
+        runs=[getattr(rules, stage.train).output[0] for stage in TRAINING_STAGES],
         comparison=rules.matched_compare.output[0],
         code=code("plots"),
     output:
@@ -53,19 +55,19 @@ rule plots:
         "gptlineage plots {params.runs} --comparison {input.comparison} --output {output} 2> {log}"
 
 
-rule lineage_report:
+rule:
+    name:
+        FINAL.name
     input:
-        plots=rules.plots.output[0],
-        code=code("lineage"),
+        unpack(lambda wildcards: deliverable_parts()),
+        code=code("experiment"),
     output:
-        report(
-            directory("results/lineage_report"),
-            patterns=["index.html"],
-            category="Lineage",
-        ),
+        report(directory(f"results/{FINAL.name}"), patterns=["index.html"], category="Lineage"),
     log:
-        "logs/lineage_report.log",
+        f"logs/{FINAL.name}.log",
     conda:
         "../../envs/reporting.yaml"
+    params:
+        parts=parts_flags,
     shell:
-        "gptlineage lineage report {input.plots} --output {output} 2> {log}"
+        "gptlineage experiment {params.parts} --output {output} 2> {log}"

@@ -1,8 +1,9 @@
 # The training chain: pretraining, the continuation, and two stages of assistant-masked
 # instruction tuning, each starting from the best saved checkpoint of the stage before. One rule
-# per stage (named after it), each reading its config slice and its corpus_<stage>.
+# train_<stage> per stage, each reading its config slice and its corpus_<stage>; the runs lie in
+# results/train/<stage>, their best checkpoints in results/train/best_<stage>.
 # A rerun of a training job (a retry after a crash or a preempted cluster job) continues from the
-# newest checkpoint the interrupted run left in results/.<stage>.work/checkpoints, when that
+# newest checkpoint the interrupted run left in results/train/.<stage>.work/checkpoints, when that
 # checkpoint belongs to the same command; so the profile's retries lose at most checkpoint_every
 # updates. With `processes` > 1 in the stage's config, `gptlineage train` itself starts torchrun,
 # one process per GPU of the job's allocation.
@@ -10,10 +11,10 @@
 
 rule select_best:
     input:
-        run=lambda wildcards: getattr(rules, wildcards.run).output[0],
+        run=lambda wildcards: getattr(rules, f"train_{wildcards.run}").output[0],
         code=code("select_best"),
     output:
-        directory("results/best_{run}"),
+        directory("results/train/best_{run}"),
     log:
         "logs/select_best_{run}.log",
     wildcard_constraints:
@@ -29,13 +30,13 @@ for stage in TRAINING_STAGES:
 
     rule:
         name:
-            stage.name
+            stage.train
         input:
             **training_inputs(stage),
         output:
-            directory(f"results/{stage.name}"),
+            directory(f"results/train/{stage.name}"),
         log:
-            f"logs/{stage.name}.log",
+            f"logs/{stage.train}.log",
         cache: "omit-software"
         conda:
             "../../envs/training.yaml"

@@ -16,7 +16,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 # Files Snakemake itself leaves in a directory output (not the artifact's).
 SNAKEMAKE_FILES = frozenset({".snakemake_timestamp"})
 
