@@ -1,18 +1,22 @@
 """Which package source files a command uses, found by reading imports (nothing is imported).
 
 The workflow lists these files as inputs of each rule, so Snakemake reruns a rule when the
-code its command runs changes, and not otherwise.
+code its command runs changes, and not otherwise. The third-party modules those files import
+are what the conda environment of the command's rule family must hold (envs/*.yaml).
 
 Example:
     >>> from pathlib import Path
-    >>> from gptlineage.lineage.codedeps import module_files
+    >>> from gptlineage.lineage.codedeps import module_files, third_party_imports
     >>> "gptlineage/errors.py" in module_files("gptlineage.commands.lineage", Path("src"))  # doctest: +SKIP
     True
+    >>> third_party_imports("gptlineage.commands.small_data", Path("src"))  # doctest: +SKIP
+    ['numpy', 'torch']
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 PACKAGE = "gptlineage"
@@ -64,3 +68,41 @@ def module_files(module: str, source_root: Path) -> list[str]:
         pending.extend(".".join(parts[:i]) for i in range(1, len(parts)))  # parent packages run first
         pending.extend(imported_modules(source_root / relative, name))
     return sorted(path.as_posix() for path in files)
+
+
+def is_type_checking_block(node: ast.AST) -> bool:
+    """An `if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`) block: its imports never run."""
+    if not isinstance(node, ast.If):
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def external_imports(path: Path) -> set[str]:
+    """Top-level names of the modules outside this package and the standard library that the
+    file imports when it runs: at module level or inside functions, not under TYPE_CHECKING."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: set[str] = set()
+    pending: list[ast.AST] = [tree]
+    while pending:
+        node = pending.pop()
+        if is_type_checking_block(node):
+            pending.extend(node.orelse)  # only the body is for the type checker
+        elif isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+        else:
+            pending.extend(ast.iter_child_nodes(node))
+    return {name for name in found if name not in sys.stdlib_module_names and name not in (PACKAGE, "__future__")}
+
+
+def third_party_imports(module: str, source_root: Path) -> list[str]:
+    """Sorted top-level names of the third-party modules that `module` and every package module
+    it imports (module_files) import: what an environment running it must install."""
+    names: set[str] = set()
+    for relative in module_files(module, source_root):
+        names |= external_imports(source_root / relative)
+    return sorted(names)
