@@ -2,7 +2,9 @@
 
 Both commands train Linear(2,8) -> ReLU -> Linear(8,1) with Adam on mean squared error over
 the regression table, print the chapter's transcript, and write a TrainLog JSON plus the
-transcript itself as an artifact.
+transcript itself as an artifact. The device and arithmetic (`RuntimeSettings`) are recorded
+in the artifact's parameters; the TrainLog's notes name them only when they are not the
+defaults, so a default run's log is what it was before they existed.
 
 Example:
     gptlineage data-csv --seed 2026 --steps 5 --output results/data_csv
