@@ -2,7 +2,9 @@
 
 The CSV's header is skipped; each row splits into 2 input cells and 1 target cell. Rows are
 shuffled once with the seed, grouped into full batches (the remainder is dropped), and step k
-trains on batch k mod N.
+trains on batch k mod N. `--device cpu` and `--arithmetic native|ieee` are the chapter's
+runtime flags: ieee runs in strict IEEE-754 binary32 and prints `arithmetic=ieee
+scalar=IEEE32Exec` with the same numbers; another device is refused in one line.
 
 Example:
     gptlineage data-csv --csv results/small_data/small_regression.csv --seed 2026 --steps 5 --output results/data_csv

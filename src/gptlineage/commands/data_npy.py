@@ -1,7 +1,8 @@
 """Train the small MLP on the regression table read from NPY arrays, and print the transcript.
 
 X must be float32 or float64, little-endian, C order, shape (N, 2); y shape (N, 1). The
-batches, seeds and training are exactly those of `data-csv`, so both print the same numbers.
+batches, seeds and training are exactly those of `data-csv`, so both print the same numbers;
+`--device cpu` and `--arithmetic native|ieee` work as they do there.
 
 Example:
     gptlineage data-npy --x results/small_data/small_regression_X.npy \

@@ -54,6 +54,9 @@ class CsvOptions:
             raise SettingError("delimiter", f"must be exactly one character, got {self.delimiter!r}")
 
 
+DEFAULT_CSV_OPTIONS = CsvOptions()  # the chapter's defaults, shared (CsvOptions is frozen)
+
+
 @dataclass(frozen=True)
 class CsvRow:
     """One parsed data row and its 1-based row number, kept for later diagnostics."""

@@ -44,6 +44,14 @@ class Sample:
     input: torch.Tensor
     target: torch.Tensor
 
+    def map_input(self, f: Callable[[torch.Tensor], torch.Tensor]) -> Sample:
+        """The chapter's `Sample.mapInput`: `f` applied to the input, the target kept as is."""
+        return Sample(f(self.input), self.target)
+
+    def map_target(self, f: Callable[[torch.Tensor], torch.Tensor]) -> Sample:
+        """The chapter's `Sample.mapTarget`: `f` applied to the target, the input kept as is."""
+        return Sample(self.input, f(self.target))
+
 
 class SampleStream(torch.utils.data.Dataset[Sample]):
     """A finite, indexable sequence of samples in one dtype (what `materialize` returns).
@@ -79,6 +87,13 @@ class SampleStream(torch.utils.data.Dataset[Sample]):
         if not 0 <= index < self._length:
             return None
         return self._fetch(index)
+
+    def map(self, f: Callable[[Sample], Sample]) -> SampleStream:
+        """The same positions with `f` applied to each sample when it is fetched (lazily).
+
+        With `Sample.map_input`/`map_target`, one side of every record changes while the
+        pairs stay together: `stream.map(lambda s: s.map_input(normalise))`."""
+        return SampleStream(self._length, lambda index: f(self._fetch(index)))
 
 
 def format_shape(shape: Sequence[int]) -> str:

@@ -185,8 +185,10 @@ def read_npy(path: str | Path) -> np.ndarray:
     return flat.reshape(header.shape)
 
 
-def read_npy_rows(path: str | Path, expected_shape: tuple[int, ...]) -> np.ndarray:
-    """Read only the first `expected_shape[0]` rows; the trailing dims must match exactly."""
+def read_npy_rows(path: str | Path, expected_shape: tuple[int, ...], finite: bool = True) -> np.ndarray:
+    """Read only the first `expected_shape[0]` rows; the trailing dims must match exactly.
+
+    NaN and infinities are refused unless `finite=False` (class labels check them themselves)."""
     if not expected_shape:
         raise GptlineageError(f"{path}: npy: expected_shape needs a leading row axis")
     rows, trailing = expected_shape[0], tuple(expected_shape[1:])
@@ -198,11 +200,12 @@ def read_npy_rows(path: str | Path, expected_shape: tuple[int, ...]) -> np.ndarr
         except _NpyFormatError as err:
             raise GptlineageError(f"{path}: npy: {err}") from None
     values = flat.reshape(expected_shape)
-    _check_finite(path, values)
+    if finite:
+        check_finite(path, values)
     return values
 
 
-def _check_finite(path: str | Path, values: np.ndarray) -> None:
+def check_finite(path: str | Path, values: np.ndarray) -> None:
     """NaN and infinities are refused, as the CSV reader refuses them; row and column are 1-based."""
     bad = ~np.isfinite(values)
     if bad.any():

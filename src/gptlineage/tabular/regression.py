@@ -30,9 +30,9 @@ from torch import nn
 from gptlineage.errors import GptlineageError
 from gptlineage.settings import check_settings, setting
 from gptlineage.tabular.dataset import Dataset, format_shape
+from gptlineage.tabular.runtime import arithmetic_mode, check_arithmetic, scalar_name
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
-SCALAR_NAMES = {"float32": "Float32", "float64": "Float64"}
 INPUT_WIDTH, HIDDEN_WIDTH, OUTPUT_WIDTH = 2, 8, 1
 PROBE_VALUE = 0.25
 LOSS_COLOR = "#4e79a7"
@@ -169,8 +169,16 @@ def _mean_loss(model: nn.Module, batches: Sequence[tuple[torch.Tensor, torch.Ten
         return float(total / len(batches))
 
 
-def train_regression(dataset: Dataset, config: RegressionTrainConfig) -> RegressionResult:
-    """Fit the MLP on the batched dataset for `config.steps` Adam steps (batch k mod N)."""
+def train_regression(dataset: Dataset, config: RegressionTrainConfig, arithmetic: str = "native") -> RegressionResult:
+    """Fit the MLP on the batched dataset for `config.steps` Adam steps (batch k mod N).
+
+    `arithmetic` is `native` or `ieee` (strict binary32, see `runtime.arithmetic_mode`)."""
+    check_arithmetic(arithmetic, config.dtype)
+    with arithmetic_mode(arithmetic):
+        return _train_regression(dataset, config)
+
+
+def _train_regression(dataset: Dataset, config: RegressionTrainConfig) -> RegressionResult:
     expected = ((config.batch, INPUT_WIDTH), (config.batch, OUTPUT_WIDTH))
     if (dataset.input_shape, dataset.target_shape) != expected:
         raise GptlineageError(
@@ -201,17 +209,18 @@ def train_regression(dataset: Dataset, config: RegressionTrainConfig) -> Regress
     return RegressionResult(len(batches), loss_before, loss_after, probe.tolist(), config.steps)
 
 
-def transcript_train_lines(result: RegressionResult, dtype_name: str) -> list[str]:
+def transcript_train_lines(result: RegressionResult, dtype_name: str, arithmetic: str = "native") -> list[str]:
     """The trainer's report lines; floats print with %f like the reference."""
-    if dtype_name not in SCALAR_NAMES:
+    if dtype_name not in DTYPES:
         raise GptlineageError(f"train: unsupported dtype {dtype_name!r}")
+    scalar = scalar_name(arithmetic, dtype_name)
     rows = ["[" + ", ".join(f"{v:f}" for v in row) + "]" for row in result.probe]
     probe = "[" + ", ".join(rows) + "]"
     return [
         f"dataset size = {result.dataset_size}",
         f"mean_loss(before training) = {result.loss_before:f}",
         f"mean_loss(after training) = {result.loss_after:f}",
-        f"steps={result.steps} arithmetic=native scalar={SCALAR_NAMES[dtype_name]} "
+        f"steps={result.steps} arithmetic={arithmetic} scalar={scalar} "
         f"loss={result.loss_before:f} -> {result.loss_after:f}",
         f"predict(batch=heldout) = {probe}",
     ]

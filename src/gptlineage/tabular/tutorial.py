@@ -2,7 +2,9 @@
 
 Both commands train Linear(2,8) -> ReLU -> Linear(8,1) with Adam on mean squared error over
 the regression table, print the chapter's transcript, and write a TrainLog JSON plus the
-transcript itself as an artifact.
+transcript itself as an artifact. The device and arithmetic (`RuntimeSettings`) are recorded
+in the artifact's parameters; the TrainLog's notes name them only when they are not the
+defaults, so a default run's log is what it was before they existed.
 
 Example:
     gptlineage data-csv --seed 2026 --steps 5 --output results/data_csv
@@ -27,6 +29,7 @@ from gptlineage.tabular.regression import (
     transcript_train_lines,
     write_trainlog,
 )
+from gptlineage.tabular.runtime import RuntimeSettings, check_arithmetic
 
 INPUT_WIDTH = 2  # x1, x2
 TARGET_WIDTH = 1  # y
@@ -66,11 +69,15 @@ class DataCsvConfig:
 
     training: CsvTraining
     options: TableCsvOptions
+    runtime: RuntimeSettings
     csv: Path = setting(DEFAULT_CSV, "regression CSV with columns x1,x2,y")
+
+    def __post_init__(self) -> None:
+        check_arithmetic(self.runtime.arithmetic, self.training.dtype)
 
     def parameters(self) -> dict[str, Any]:
         """The settings recorded in the artifact (the file is recorded as an input, by its hash)."""
-        return {**as_mapping(self.training), **as_mapping(self.options)}
+        return {**as_mapping(self.training), **as_mapping(self.options), **as_mapping(self.runtime)}
 
 
 @dataclass(frozen=True)
@@ -78,12 +85,25 @@ class DataNpyConfig:
     """Everything `gptlineage data-npy` reads: the training and the two arrays."""
 
     training: NpyTraining
+    runtime: RuntimeSettings
     x: Path = setting(DEFAULT_X, "inputs, shape (N, 2)")
     y: Path = setting(DEFAULT_Y, "targets, shape (N, 1)")
 
+    def __post_init__(self) -> None:
+        check_arithmetic(self.runtime.arithmetic, self.training.dtype)
+
     def parameters(self) -> dict[str, Any]:
         """The settings recorded in the artifact (the arrays are recorded as inputs, by their hashes)."""
-        return as_mapping(self.training)
+        return {**as_mapping(self.training), **as_mapping(self.runtime)}
+
+
+def trainlog_notes(parameters: dict[str, Any]) -> list[str]:
+    """`name=value` for each parameter; device and arithmetic only where they are not the defaults.
+
+    A default (`cpu`, `native`) run therefore writes the TrainLog it wrote before these two
+    settings existed, while an `ieee` run says so in its log."""
+    defaults = as_mapping(RuntimeSettings())
+    return [f"{name}={value}" for name, value in parameters.items() if name not in defaults or defaults[name] != value]
 
 
 def header_lines(
@@ -109,6 +129,7 @@ def train_and_write(
     title: str,
     dataset: Dataset,
     config: RegressionTrainConfig,
+    runtime: RuntimeSettings,
     transcript: list[str],
     parameters: dict,
     inputs: dict[str, Path],
@@ -116,15 +137,15 @@ def train_and_write(
 ) -> None:
     """Train, print the result lines, and write trainlog.json and transcript.txt as one artifact."""
     with ArtifactWriter(output, command=command, parameters=parameters, inputs=inputs) as artifact:
-        result = train_regression(dataset, config)
-        result_lines = transcript_train_lines(result, config.dtype)
+        result = train_regression(dataset, config, runtime.arithmetic)
+        result_lines = transcript_train_lines(result, config.dtype, runtime.arithmetic)
         print("\n".join(result_lines))
         write_trainlog(
             artifact.path / "trainlog.json",
             title=title,
             steps=[0, config.steps],
             series=[{"name": "loss", "values": [result.loss_before, result.loss_after], "color": "#4e79a7"}],
-            notes=[f"{name}={value}" for name, value in parameters.items()],
+            notes=trainlog_notes(parameters),
         )
         (artifact.path / "transcript.txt").write_text("\n".join(transcript + result_lines) + "\n", encoding="utf-8")
     print(f"  wrote TrainLog JSON: {output / 'trainlog.json'}")
@@ -145,6 +166,7 @@ def csv_tutorial(config: DataCsvConfig, output: Path) -> None:
         title="small regression (CSV)",
         dataset=dataset,
         config=training,
+        runtime=config.runtime,
         transcript=transcript,
         parameters=config.parameters(),
         inputs={"csv": csv},
@@ -173,6 +195,7 @@ def npy_tutorial(config: DataNpyConfig, output: Path) -> None:
         title="small regression (NPY)",
         dataset=dataset,
         config=training,
+        runtime=config.runtime,
         transcript=transcript + described,
         parameters=config.parameters(),
         inputs={"x": x, "y": y},

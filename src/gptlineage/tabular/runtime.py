@@ -1,0 +1,105 @@
+"""Where and in which arithmetic the tabular commands run: `--device` and `--arithmetic`.
+
+The data-loading chapter's commands take `--device cpu` and `--arithmetic native|ieee`.
+`native` is PyTorch's float32 (or float64) as the backend configures it. `ieee` is strict
+IEEE-754 binary32: every float32 reduced-precision path is switched off for the run (TF32
+matmuls and convolutions on CUDA, bfloat16 matmuls in oneDNN on the CPU) and subnormals are
+kept (no flush-to-zero), then the previous switches are restored. On the CPU the native
+float32 path already is binary32, so both modes print the same numbers; the transcript
+tells them apart by its `arithmetic=` and `scalar=` fields.
+
+Example:
+    gptlineage data-csv --device cpu --arithmetic ieee --batch 5 --steps 5 --seed 2026 --output results/data_csv
+    # steps=5 arithmetic=ieee scalar=IEEE32Exec loss=... -> ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from gptlineage.settings import SettingError, check_settings, setting
+
+ARITHMETICS = ("native", "ieee")
+DEVICES = ("cpu",)  # the small MLP and its 25-row table: nothing to gain elsewhere
+# The transcript's `scalar=` for each (arithmetic, dtype); ieee is binary32 only.
+SCALAR_NAMES = {
+    ("native", "float32"): "Float32",
+    ("native", "float64"): "Float64",
+    ("ieee", "float32"): "IEEE32Exec",
+}
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """The run's device and arithmetic; the defaults are the chapter's (`cpu`, `native`)."""
+
+    device: str = setting("cpu", "device the model runs on", choices=DEVICES)
+    arithmetic: str = setting(
+        "native", "native: the backend's float arithmetic; ieee: strict IEEE-754 binary32", choices=ARITHMETICS
+    )
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
+def check_arithmetic(arithmetic: str, dtype_name: str) -> None:
+    """`ieee` is binary32: a float64 run cannot be one (a SettingError naming --arithmetic)."""
+    if (arithmetic, dtype_name) not in SCALAR_NAMES:
+        raise SettingError(
+            "arithmetic", f"{arithmetic} is IEEE-754 binary32; it needs --dtype float32, got {dtype_name}"
+        )
+
+
+def scalar_name(arithmetic: str, dtype_name: str) -> str:
+    """`Float32`, `Float64` or `IEEE32Exec`, as the transcript's steps line prints it."""
+    check_arithmetic(arithmetic, dtype_name)
+    return SCALAR_NAMES[(arithmetic, dtype_name)]
+
+
+# Every float32 precision switch of the backends: (module, attribute) pairs.
+_PRECISION_SWITCHES = (
+    (torch.backends.cuda.matmul, "fp32_precision"),
+    (torch.backends.cudnn.conv, "fp32_precision"),
+    (torch.backends.cudnn.rnn, "fp32_precision"),
+    (torch.backends.mkldnn.matmul, "fp32_precision"),
+    (torch.backends.mkldnn.conv, "fp32_precision"),
+    (torch.backends.mkldnn.rnn, "fp32_precision"),
+)
+
+
+def flushes_subnormals() -> bool:
+    """Whether float32 arithmetic flushes subnormals to zero right now (2**-140 * 2 == 0)."""
+    tiny = torch.tensor(2.0**-140, dtype=torch.float32)
+    return float(tiny * 2) == 0.0
+
+
+def precision_state() -> tuple[tuple[str, ...], bool]:
+    """The current float32 switches and flush-to-zero state (what `strict_binary32` restores)."""
+    return tuple(getattr(module, name) for module, name in _PRECISION_SWITCHES), flushes_subnormals()
+
+
+@contextlib.contextmanager
+def strict_binary32() -> Iterator[None]:
+    """Run the block in strict IEEE-754 binary32: no TF32, no bfloat16, subnormals kept."""
+    switches, flushed = precision_state()
+    try:
+        for module, name in _PRECISION_SWITCHES:
+            setattr(module, name, "ieee")
+        torch.set_flush_denormal(False)
+        yield
+    finally:
+        for (module, name), value in zip(_PRECISION_SWITCHES, switches):
+            setattr(module, name, value)
+        if flushed:
+            torch.set_flush_denormal(True)
+
+
+def arithmetic_mode(arithmetic: str) -> contextlib.AbstractContextManager[None]:
+    """The context a run of `arithmetic` trains in (`native`: nothing changes)."""
+    if arithmetic not in ARITHMETICS:
+        raise SettingError("arithmetic", f"must be one of {', '.join(ARITHMETICS)}, got {arithmetic!r}")
+    return strict_binary32() if arithmetic == "ieee" else contextlib.nullcontext()

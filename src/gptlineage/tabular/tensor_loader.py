@@ -1,0 +1,162 @@
+"""The tensor loader (the data-loading chapter's `Tensor.load`): one tensor of a declared shape
+from a `.npy` or `.csv` file.
+
+The extension decides the parser (`.npy` or `.csv`, any case; anything else is refused before
+the file is opened), and the file's own shape is checked against the declared one before a
+tensor is returned: an NPY array must have exactly that shape, a CSV table must be `[rows,
+cols]`, or, for a shape `[n]`, one column of n rows or one row of n cells. Every message
+starts with `Tensor.load: `, says what the chapter says, and ends with the file in
+parentheses, e.g.
+
+    Tensor.load: npy: shape mismatch, expected [2, 3], got #[3, 2] (data/matrix.npy)
+    Tensor.load: csv: row 2: expected 3 columns, got 2 (data/matrix.csv)
+
+Example:
+    matrix = load_tensor("data/matrix.npy", (2, 3))   # float64 (the host Float), shape (2, 3)
+    labels = load_tensor("labels.csv", (25,), dtype=torch.float32)   # one column or one row
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gptlineage.errors import GptlineageError
+from gptlineage.tabular.csv_loader import DEFAULT_CSV_OPTIONS, CsvOptions, CsvRow, check_row_range, read_csv_rows
+from gptlineage.tabular.dataset import Shape, format_shape
+from gptlineage.tabular.npy_loader import check_finite, converted, read_npy, read_npy_header, read_npy_rows
+
+FORMATS = ("npy", "csv")
+
+
+def lean_array(dims: Sequence[int]) -> str:
+    """A file's shape as the chapter prints it: `#[3, 2]` (a declared shape prints `[2, 3]`)."""
+    return "#" + format_shape(dims)
+
+
+def file_format(path: str | Path) -> str:
+    """`npy` or `csv` from the file name's extension (any case), or the chapter's error.
+
+    The extension is what follows the last dot of the name; a name that starts with its only
+    dot (`.npy`) has none, a name ending in a dot has the empty one."""
+    name = Path(path).name
+    dot = name.rfind(".")
+    if dot <= 0:
+        raise GptlineageError(f"data source: {path} has no extension; expected .npy or .csv")
+    extension = name[dot + 1 :].lower()
+    if extension not in FORMATS:
+        raise GptlineageError(f"data source: unsupported extension '.{extension}' for {path}; expected .npy or .csv")
+    return extension
+
+
+def located(context: str, path: str | Path, error: GptlineageError) -> GptlineageError:
+    """`{context}: {message}`, a leading `{path}: ` of the message moved to the end in parentheses.
+
+    So the chapter's text stays whole (`SupervisedSource.load: npy: prefix row loading requires
+    C-order NPY arrays (X.npy)`) and the line still names the file."""
+    message, prefix = str(error), f"{path}: "
+    if message.startswith(prefix):
+        message = f"{message[len(prefix) :]} ({path})"
+    return GptlineageError(f"{context}: {message}")
+
+
+def _require_file(path: Path) -> None:
+    if not path.is_file():
+        raise GptlineageError(f"{path}: no such file")
+
+
+def _npy_exact(path: Path, dims: Shape) -> np.ndarray:
+    """The whole array (Fortran order reordered), whose shape must be `dims` exactly."""
+    header = read_npy_header(path)
+    if header.shape != dims:
+        raise GptlineageError(
+            f"{path}: npy: shape mismatch, expected {format_shape(dims)}, got {lean_array(header.shape)}"
+        )
+    values = read_npy(path)
+    check_finite(path, values)
+    return values
+
+
+def _csv_matrix(rows: list[CsvRow], rows_expected: int, cols_expected: int) -> list[tuple[float, ...]]:
+    if len(rows) != rows_expected:
+        raise GptlineageError(f"csv: expected {rows_expected} rows, got {len(rows)}")
+    # The chapter counts parsed rows here (blank lines and the header are not counted).
+    for index, row in enumerate(rows, start=1):
+        if len(row.values) != cols_expected:
+            raise GptlineageError(f"csv: row {index}: expected {cols_expected} columns, got {len(row.values)}")
+    return [row.values for row in rows]
+
+
+def _csv_vector(rows: list[CsvRow], n: int) -> list[float]:
+    """n rows of one cell each, or else one row of n cells."""
+    if len(rows) == n:
+        for index, row in enumerate(rows, start=1):
+            if len(row.values) != 1:
+                raise GptlineageError(f"csv: row {index}: expected one column, got {len(row.values)}")
+        return [row.values[0] for row in rows]
+    if len(rows) == 1:
+        if len(rows[0].values) != n:
+            raise GptlineageError(f"csv: expected one row with {n} columns, got {len(rows[0].values)}")
+        return list(rows[0].values)
+    raise GptlineageError(f"csv: expected {n} values as one column or one row")
+
+
+def _csv_values(path: Path, dims: Shape, options: CsvOptions, dtype: torch.dtype) -> np.ndarray:
+    """A CSV table as float64 values of shape `dims` (rank 1 or 2), each finite in `dtype`."""
+    if len(dims) not in (1, 2):
+        raise GptlineageError(f"{path}: csv: expected shape=[rows, cols] or shape=[n], got {format_shape(dims)}")
+    _require_file(path)
+    rows = read_csv_rows(path, options)
+    try:
+        cells = _csv_matrix(rows, *dims) if len(dims) == 2 else _csv_vector(rows, dims[0])
+    except GptlineageError as error:
+        raise GptlineageError(f"{path}: {error}") from None
+    for row in rows:
+        check_row_range(row, dtype, path)
+    return np.asarray(cells, dtype=np.float64).reshape(dims)
+
+
+def read_source_tensor(
+    path: str | Path,
+    dims: Sequence[int],
+    options: CsvOptions = DEFAULT_CSV_OPTIONS,
+    dtype: torch.dtype = torch.float64,
+    *,
+    prefix: bool = False,
+    finite: bool = True,
+) -> torch.Tensor:
+    """The tensor of `path` in `dtype`; errors start with `{path}: ` (callers add their context).
+
+    `prefix=True` lets an NPY file hold more rows than `dims[0]` and reads only the first
+    ones (C order only), as the chapter's sources do; a CSV table must match `dims` exactly.
+    `finite=False` returns NPY values as stored, NaN included, for a caller that checks them."""
+    path, dims = Path(path), tuple(int(d) for d in dims)
+    if any(d < 0 for d in dims):
+        raise GptlineageError(f"{path}: declared shape {format_shape(dims)} has a negative dimension")
+    if file_format(path) == "csv":
+        return torch.from_numpy(_csv_values(path, dims, options, dtype)).to(dtype)
+    _require_file(path)
+    if not prefix:
+        return converted(path, _npy_exact(path, dims), dtype)
+    values = read_npy_rows(path, dims, finite=finite)
+    return converted(path, values, dtype) if finite else torch.from_numpy(values).to(dtype)
+
+
+def load_tensor(
+    path: str | Path,
+    shape: Sequence[int],
+    options: CsvOptions = DEFAULT_CSV_OPTIONS,
+    dtype: torch.dtype = torch.float64,
+) -> torch.Tensor:
+    """The chapter's `Tensor.load`: the tensor of declared `shape` stored in `path` (.npy or .csv).
+
+    The default dtype is float64, the chapter's host `Float` (exact for `<f4` files); a
+    float32 load rounds once and refuses a value that overflows there."""
+    path = Path(path)
+    try:
+        return read_source_tensor(path, shape, options, dtype)
+    except GptlineageError as error:
+        raise located("Tensor.load", path, error) from None
