@@ -87,15 +87,14 @@ def test_train_samples_at_the_end_deterministically_with_the_run_seed(corpus, tm
     assert train(corpus, tmp_path / "a", *extra) == 0
     out = capsys.readouterr().out
     assert "\n--- completion ---\nThe end of the" in out and "wrote samples: " in out
-    assert train(corpus, tmp_path / "b", *extra) == 0
     samples = json.loads((tmp_path / "a" / "samples.json").read_text())
-    assert samples == json.loads((tmp_path / "b" / "samples.json").read_text())
     (sample,) = samples["samples"]
     assert sample["prompt"] == PROMPT and sample["prompt_tokens"] == [464, 886, 286, 262] and sample["seed"] == 5
     assert sample["sampling"]["top_k"] == 0 and sample["sampling"]["temperature"] == 1.5
     assert sample["sampling"]["stop_at_eot"] is False and len(sample["tokens"]) == 6
     assert sample["text"].startswith(PROMPT) and sample["text"].endswith(sample["completion"])
-    # The same draw, redone by hand from the saved parameters.
+    # The same draw, redone by hand from the saved parameters and the run's seed: the sample is a
+    # function of them (and the parameters of a CPU run are, see test_train.py).
     model = GPT(plan(train_config(vocab=1024, width=32, heads=2, layers=1)).model)
     load_parameters(tmp_path / "a" / "parameters.safetensors", model)
     settings = SamplingConfig(generate=6, temperature=1.5, top_k=0, seed=5, stop_at_eot=False)
