@@ -9,8 +9,15 @@ A run that would not fit in memory is refused before it allocates anything (--ma
 overrides what the machine reports), and a second `train` of the same output is refused while
 the first holds the work directory's lock.
 
+With --generate N (> 0) the trained model then continues --prompt by N sampled tokens, as the
+reference experiment's trainer does: temperature and top-k sampling with the reference's
+repetition penalty, seeded with the run's --seed, not stopping at <|endoftext|>. The text
+(prompt included) is printed between "--- completion ---" and a dashed line, and samples.json
+records the prompt, its token ids, the sampling settings, the seed, the new token ids and the text.
+
 Example:
     gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --eval-every 5 --output results/pretrain
+    gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --generate 8 --prompt "To be" --output results/q
 """
 
 from __future__ import annotations
@@ -18,9 +25,13 @@ from __future__ import annotations
 import argparse
 import shutil
 from pathlib import Path
+from typing import Any
 
+from gptlineage.corpus.tokenizer import gpt2_encoding
+from gptlineage.generation.decoding import FullPrefixDecoder, SamplingConfig, generate_tokens
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.model.gpt import GPT
 from gptlineage.settings import add_flags, from_args, work_parameters
 from gptlineage.training.config import Plan, TrainConfig, TrainOutputs, plan, with_corpus_files
 from gptlineage.training.distributed import Distributed, launched_by_torchrun, relaunch_with_torchrun, setup, teardown
@@ -40,6 +51,8 @@ from gptlineage.training.workdir import (
 )
 
 NAME = "train"
+SAMPLES_FILE = "samples.json"
+SAMPLES_SCHEMA = "gptlineage.training-samples.v1"
 EXAMPLE = (
     "gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --eval-every 5 --output results/pretrain"
 )
@@ -102,6 +115,8 @@ def write_artifact(
         write_log(built.metrics_log, result.metrics.points)  # the whole history, a resumed run's too
         write_json_atomic(built.passport, passport(given, result, config.checkpoints.resume))
         tracer.write(built.trace, built.trace_summary)
+        if run_plan.prompt_ids:
+            write_json_atomic(artifact.path / SAMPLES_FILE, end_of_training_sample(config, run_plan, result.model))
         link_checkpoints(checkpoints, artifact.path)
         artifact.summary = training_summary(result)
     written = RunDir(outputs.output)
@@ -119,6 +134,47 @@ def write_artifact(
         ("checkpoint", written.parameters),
         ("metrics", written.metrics),
         ("passport", written.passport),
+        *([("samples", outputs.output / SAMPLES_FILE)] if run_plan.prompt_ids else []),
     ):
         print(f"wrote {what}: {path}")
     return 0
+
+
+def end_of_training_sample(config: TrainConfig, run_plan: Plan, model: GPT) -> dict[str, Any]:
+    """Continue the prompt with the trained model, print the text, and return samples.json's content.
+
+    The reference re-evaluates the whole prefix for every new token, so the full-prefix decoder
+    is used (the cached one agrees up to rounding); its sample does not stop at <|endoftext|>.
+    """
+    sample = config.sample
+    settings = SamplingConfig(
+        generate=sample.generate,
+        temperature=sample.temperature,
+        top_k=sample.top_k,
+        seed=config.schedule.seed,
+        stop_at_eot=False,
+    )
+    prompt = list(run_plan.prompt_ids)
+    generation = generate_tokens(FullPrefixDecoder(model), prompt, settings, context=run_plan.model.context)
+    encoding = gpt2_encoding()
+    text = encoding.decode(prompt + list(generation.tokens))
+    print(f"\n--- completion ---\n{text}\n------------------")
+    return {
+        "schema": SAMPLES_SCHEMA,
+        "samples": [
+            {
+                "prompt": sample.prompt,
+                "prompt_tokens": prompt,
+                "seed": settings.seed,
+                "sampling": {
+                    name: getattr(settings, name)
+                    for name in ("generate", "temperature", "top_k", "repetition_penalty", "repetition_window")
+                }
+                | {"stop_at_eot": settings.stop_at_eot, "decoder": "full-prefix"},
+                "tokens": list(generation.tokens),
+                "stop": generation.stop,
+                "completion": encoding.decode(list(generation.tokens)),
+                "text": text,
+            }
+        ],
+    }

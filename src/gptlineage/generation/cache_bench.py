@@ -1,13 +1,17 @@
 """Timing generation with the key/value cache against the full-prefix reference: `gptlineage cache-bench`.
 
-Each path first runs once untimed (warm-up: allocator, thread pool, kernel choice), then once
-timed. Printed:
+Each path first runs once untimed (warm-up: allocator, thread pool, kernel choice), then
+`--timed-runs` times (3 by default, as the reference experiment reported three warm runs),
+alternating full-prefix and cached. Printed, each time the median of the timed runs with
+their minimum beside it:
 
-    prompt_tokens=K
-    full_prefix_ms=...
-    cached_prefill_ms=... cached_generation_ms=...
-    end_to_end_speedup={full / (prefill + generation)}x
-    generated_tokens_equal=true|false   (generated_tokens=n)
+    prompt_tokens=K timed_runs=3
+    full_prefix_ms=... full_prefix_min_ms=...
+    cached_prefill_ms=... cached_generation_ms=... cached_total_min_ms=...
+    end_to_end_speedup={median full / median (prefill + generation)}x
+    generated_tokens_equal=true|false generated_tokens=n   (every run of both paths)
+
+report.json holds, per timing, {"median", "min", "runs"} in milliseconds.
 
 Sampling defaults to greedy (top-k 1), and then different outputs are an error. The prompt
 is a chat message (default "Hello!") or, with `--prompt-tokens K`, K synthetic ids for size
@@ -22,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +45,10 @@ from gptlineage.generation.decoding import (
 from gptlineage.generation.source import ModelSource
 from gptlineage.model.gpt import GPT
 from gptlineage.model.kvcache import CachedDecoder
-from gptlineage.settings import check_settings, setting_like
+from gptlineage.settings import check_settings, setting, setting_like
+from gptlineage.training.statements import passport_statements
+
+WARMUP_RUNS = 1  # untimed runs of each path before the timed ones
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,9 @@ class CacheBenchConfig:
     sampling: BenchSampling = field(default_factory=BenchSampling)
     prompt: BenchPrompt = field(default_factory=BenchPrompt)
     pad_full_prefix: bool = setting_like(CacheCheckConfig, "pad_full_prefix")
+    timed_runs: int = setting(
+        3, "timed runs of each path after one untimed warm-up; the report gives their median and minimum", minimum=1
+    )
     output: Path = setting_like(CacheCheckConfig, "output")
 
     def __post_init__(self) -> None:
@@ -76,21 +87,36 @@ class CacheBenchConfig:
         object.__setattr__(self, "sampling", dataclasses.replace(self.sampling, stop_at_eot=not self.model.random_init))
 
 
+@dataclass(frozen=True)
+class BenchRuns:
+    """The timed runs of both paths, in the order they ran."""
+
+    full: tuple[Generation, ...]
+    cached: tuple[Generation, ...]
+
+
 def benchmark(
-    model: GPT, prompt: list[int], settings: SamplingConfig, *, pad_to_context: bool = False
-) -> tuple[Generation, Generation]:
-    """One untimed warm-up of each path, then one timed run of each: (full-prefix, cached)."""
+    model: GPT, prompt: list[int], settings: SamplingConfig, *, pad_to_context: bool = False, runs: int = 3
+) -> BenchRuns:
+    """One untimed warm-up of each path, then `runs` timed rounds of full-prefix then cached."""
     if settings.generate <= 0:
         raise GptlineageError(f"--generate must be positive, got {settings.generate}")
     context = model.config.context
     check_fits(len(prompt), settings.generate, context)
     full, cached = FullPrefixDecoder(model, pad_to_context=pad_to_context), CachedDecoder(model)
-    for decoder in (full, cached):
-        generate_tokens(decoder, prompt, settings, context=context)
-    return (
-        generate_tokens(full, prompt, settings, context=context),
-        generate_tokens(cached, prompt, settings, context=context),
-    )
+    for _ in range(WARMUP_RUNS):
+        for decoder in (full, cached):
+            generate_tokens(decoder, prompt, settings, context=context)
+    timed: tuple[list[Generation], list[Generation]] = ([], [])
+    for _ in range(runs):
+        for decoder, kept in zip((full, cached), timed):
+            kept.append(generate_tokens(decoder, prompt, settings, context=context))
+    return BenchRuns(tuple(timed[0]), tuple(timed[1]))
+
+
+def timing(milliseconds: list[float]) -> dict[str, Any]:
+    """Median and minimum of some timed runs (ms), with the runs themselves."""
+    return {"median": statistics.median(milliseconds), "min": min(milliseconds), "runs": milliseconds}
 
 
 def first_difference(a: tuple[int, ...], b: tuple[int, ...]) -> int | None:
@@ -101,10 +127,12 @@ def first_difference(a: tuple[int, ...], b: tuple[int, ...]) -> int | None:
 
 
 def print_timings(report: dict[str, Any]) -> None:
-    print(f"prompt_tokens={report['prompt_tokens']}")
-    print(f"full_prefix_ms={report['full_prefix_ms']:.3f}")
+    full, prefill, generation = (report[key] for key in ("full_prefix_ms", "cached_prefill_ms", "cached_generation_ms"))
+    print(f"prompt_tokens={report['prompt_tokens']} timed_runs={report['timed_runs_per_path']}")
+    print(f"full_prefix_ms={full['median']:.3f} full_prefix_min_ms={full['min']:.3f}")
     print(
-        f"cached_prefill_ms={report['cached_prefill_ms']:.3f} cached_generation_ms={report['cached_generation_ms']:.3f}"
+        f"cached_prefill_ms={prefill['median']:.3f} cached_generation_ms={generation['median']:.3f}"
+        f" cached_total_min_ms={report['cached_total_ms']['min']:.3f}"
     )
     print(f"end_to_end_speedup={report['end_to_end_speedup']:.2f}x")
     print(
@@ -113,36 +141,58 @@ def print_timings(report: dict[str, Any]) -> None:
     )
 
 
+def run_difference(runs: BenchRuns) -> tuple[str, int] | None:
+    """(which run, first differing generated token) of the first run that differs from the first full-prefix run."""
+    reference = runs.full[0].tokens
+    for path, generations in (("full-prefix", runs.full), ("cached", runs.cached)):
+        for index, generation in enumerate(generations):
+            difference = first_difference(reference, generation.tokens)
+            if difference is not None:
+                return f"{path} run {index + 1}", difference
+    return None
+
+
+def timings(runs: BenchRuns) -> dict[str, dict[str, Any]]:
+    """report.json's timings: each path's median and minimum in milliseconds, and the runs."""
+    seconds = {
+        "full_prefix_ms": [g.prefill_seconds + g.decode_seconds for g in runs.full],
+        "cached_prefill_ms": [g.prefill_seconds for g in runs.cached],
+        "cached_generation_ms": [g.decode_seconds for g in runs.cached],
+        "cached_total_ms": [g.prefill_seconds + g.decode_seconds for g in runs.cached],
+    }
+    return {key: timing([value * 1000.0 for value in values]) for key, values in seconds.items()}
+
+
 def cache_bench_report(config: CacheBenchConfig, model: GPT) -> dict[str, Any]:
     """Run the benchmark, print its lines and return report.json's content; greedy paths must agree."""
     settings = config.sampling
     prompt, prompt_info = prompt_ids(config.prompt, settings.seed, model)
     check_fits(len(prompt), settings.generate, model.config.context)
-    full, cached = benchmark(model, prompt, settings, pad_to_context=config.pad_full_prefix)
-    full_ms = (full.prefill_seconds + full.decode_seconds) * 1000.0
-    prefill_ms, generation_ms = cached.prefill_seconds * 1000.0, cached.decode_seconds * 1000.0
-    difference = first_difference(full.tokens, cached.tokens)
+    runs = benchmark(model, prompt, settings, pad_to_context=config.pad_full_prefix, runs=config.timed_runs)
+    measured = timings(runs)
+    difference = run_difference(runs)
     report: dict[str, Any] = {
-        "schema": "gptlineage.cache-bench.v1",
+        "schema": "gptlineage.cache-bench.v2",
         "prompt": prompt_info,
         "prompt_tokens": len(prompt),
         "model": asdict(model.config),
         "sampling": asdict(settings),
         "pad_full_prefix": config.pad_full_prefix,
-        "full_prefix_ms": full_ms,
-        "cached_prefill_ms": prefill_ms,
-        "cached_generation_ms": generation_ms,
-        "end_to_end_speedup": full_ms / (prefill_ms + generation_ms),
+        "warmup_runs_per_path": WARMUP_RUNS,
+        "timed_runs_per_path": config.timed_runs,
+        **measured,
+        # Medians on both sides, so one slow run does not decide the ratio.
+        "end_to_end_speedup": measured["full_prefix_ms"]["median"] / measured["cached_total_ms"]["median"],
         "generated_tokens_equal": difference is None,
-        "generated_tokens": {"full_prefix": list(full.tokens), "cached": list(cached.tokens)},
-        "stop": {"full_prefix": full.stop, "cached": cached.stop},
+        "generated_tokens": {"full_prefix": list(runs.full[0].tokens), "cached": list(runs.cached[0].tokens)},
+        "stop": {"full_prefix": runs.full[0].stop, "cached": runs.cached[0].stop},
         "device": config.model.device,
         "dtype": str(model.output_weight.dtype).removeprefix("torch."),
         "torch_threads": torch.get_num_threads(),
-        "warmup_runs_per_path": 1,
-        "timed_runs_per_path": 1,
+        "statements": passport_statements("generation"),
     }
     print_timings(report)
     if difference is not None and settings.top_k == 1:
-        raise GptlineageError(f"cached and full-prefix greedy generations differ at generated token {difference}")
+        where, index = difference
+        raise GptlineageError(f"cached and full-prefix greedy generations differ: {where} at generated token {index}")
     return report

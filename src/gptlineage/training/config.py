@@ -2,9 +2,10 @@
 config key of a training stage) and the plan they resolve to.
 
 `TrainConfig` is composed of parts: the model's shape, the schedule, evaluation, the data files,
-checkpoints, and the runtime (device, precision, parallelism). Settings left unset (None) take
-the reference experiment's defaults, which depend on the preset; `plan` resolves them, once,
-and the resolved values are recorded in the artifact.
+checkpoints, the runtime (device, precision, parallelism) and the end-of-training sample.
+Settings left unset (None) take the reference experiment's defaults, which depend on the preset
+(the LayerNorm epsilon on the device); `plan` resolves them, once, and the resolved values are
+recorded in the artifact.
 
 Example:
     gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --eval-every 5 --output results/pretrain
@@ -17,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gptlineage.corpus.layout import CorpusDir
+from gptlineage.corpus.tokenizer import VOCAB_SIZE, gpt2_encoding
 from gptlineage.errors import GptlineageError
 from gptlineage.model.gpt import PRECISIONS, PRESETS, GPTConfig, model_config
 from gptlineage.settings import SettingError, check_settings, setting
@@ -24,6 +26,9 @@ from gptlineage.training.distributed import check_batch_split
 from gptlineage.training.schedule import steps_for_budget
 
 LARGE_PRESET = "gpt2-small"  # the reference experiment's model; its defaults differ from the small presets'
+# The reference experiment's LayerNorm epsilon follows the backend: its CPU forward pass keeps
+# 1e-5, its CUDA forward pass (and the matched PyTorch run) uses 1e-6.
+LAYER_NORM_EPS_CPU, LAYER_NORM_EPS_CUDA = 1e-5, 1e-6
 DATA_ROLES = ("train_bin", "val_bin", "train_mask", "val_mask", "train_records", "val_records")
 DIALOGUE_ROLES = DATA_ROLES[2:]
 
@@ -39,13 +44,16 @@ class ModelSettings:
     heads: int | None = setting(None, "override the preset's attention heads", minimum=1, group="model")
     layers: int | None = setting(None, "override the preset's layers", minimum=1, group="model")
     dropout: float | None = setting(None, "override the preset's dropout", minimum=0, below=1, group="model")
-    layer_norm_eps: float = setting(1e-5, "LayerNorm epsilon", above=0, group="model")
+    layer_norm_eps: float | None = setting(
+        None, "LayerNorm epsilon; unset: 1e-5 on CPU, 1e-6 on CUDA", above=0, group="model"
+    )
 
     def __post_init__(self) -> None:
         check_settings(self)
         self.dimensions()  # an unknown preset, or heads that do not divide the width, are refused now
 
     def dimensions(self) -> GPTConfig:
+        """The preset with the overrides given; an unset epsilon keeps the preset's until `plan` resolves it."""
         overrides = {name: getattr(self, name) for name in ("context", "vocab", "width", "heads", "layers", "dropout")}
         try:
             return model_config(self.preset, layer_norm_eps=self.layer_norm_eps, **overrides)
@@ -198,6 +206,28 @@ class RuntimeSettings:
 
 
 @dataclass(frozen=True)
+class SampleSettings:
+    """A continuation sampled from the trained model at the end, as the reference's trainer does;
+    off unless --generate is positive. The seed is the run's --seed."""
+
+    prompt: str = setting(
+        "The meaning of verification is", "text the end-of-training sample continues", group="sampling"
+    )
+    generate: int = setting(0, "new tokens sampled after training; 0 = no sample", minimum=0, group="sampling")
+    temperature: float = setting(0.8, "softmax temperature of the sample", above=0, group="sampling")
+    top_k: int = setting(40, "sample among the k largest logits; 1 = greedy, 0 = all", minimum=0, group="sampling")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        if self.generate and not self.prompt:
+            raise SettingError("prompt", "must not be empty when --generate is positive")
+
+    def prompt_ids(self) -> tuple[int, ...]:
+        """The prompt's GPT-2 token ids (ordinary text: "<|endoftext|>" is not special)."""
+        return tuple(gpt2_encoding().encode_ordinary(self.prompt))
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Every setting of one training run."""
 
@@ -207,6 +237,7 @@ class TrainConfig:
     data: DataSettings = DataSettings()
     checkpoints: CheckpointSettings = CheckpointSettings()
     runtime: RuntimeSettings = RuntimeSettings()
+    sample: SampleSettings = SampleSettings()
 
 
 @dataclass(frozen=True)
@@ -234,6 +265,7 @@ class Plan:
     warmup_steps: int
     eval_every: int
     dialogue: bool
+    prompt_ids: tuple[int, ...] = ()  # the end-of-training sample's prompt; empty when there is none
 
     @property
     def tokens_per_update(self) -> int:
@@ -248,7 +280,36 @@ class Plan:
             "min_lr": self.min_lr,
             "warmup_steps": self.warmup_steps,
             "eval_every": self.eval_every,
+            "layer_norm_eps": self.model.layer_norm_eps,
         }
+
+
+def layer_norm_eps(config: TrainConfig) -> float:
+    """--layer-norm-eps, else the reference's value for the device: 1e-6 on CUDA, 1e-5 elsewhere."""
+    if config.model.layer_norm_eps is not None:
+        return config.model.layer_norm_eps
+    return LAYER_NORM_EPS_CUDA if config.runtime.device.startswith("cuda") else LAYER_NORM_EPS_CPU
+
+
+def sample_prompt(sample: SampleSettings, model: GPTConfig) -> tuple[int, ...]:
+    """The end-of-training sample's prompt ids, refused now (before training) if they cannot be sampled."""
+    if not sample.generate:
+        return ()
+    if model.vocab > VOCAB_SIZE:
+        raise SettingError(
+            "generate", f"needs a vocabulary of at most {VOCAB_SIZE} (GPT-2's tokenizer decodes it), got {model.vocab}"
+        )
+    ids = sample.prompt_ids()
+    outside = [token for token in ids if token >= model.vocab]
+    if outside:
+        raise SettingError("prompt", f"has token id {outside[0]}, outside the model's vocabulary of {model.vocab}")
+    if len(ids) + sample.generate > model.context:
+        raise SettingError(
+            "generate",
+            f"{sample.generate}: prompt ({len(ids)}) plus requested continuation ({sample.generate})"
+            f" exceeds context length {model.context}",
+        )
+    return ids
 
 
 def plan(config: TrainConfig) -> Plan:
@@ -257,7 +318,7 @@ def plan(config: TrainConfig) -> Plan:
     if data.train_bin is None or data.val_bin is None:
         raise SettingError("train_bin", "and --val-bin (or --data) are required")
     large = config.model.preset == LARGE_PRESET
-    dims = config.model.dimensions()
+    dims = replace(config.model.dimensions(), layer_norm_eps=layer_norm_eps(config))
     batch = schedule.batch if schedule.batch is not None else (4 if large else 2)
     check_batch_split(batch, config.runtime.processes, config.runtime.accumulate)
     if schedule.token_budget is not None:
@@ -272,7 +333,7 @@ def plan(config: TrainConfig) -> Plan:
     eval_every = config.evaluation.eval_every
     if eval_every is None:
         eval_every = 1 if steps <= 10 else 100
-    return Plan(dims, steps, batch, lr, min_lr, warmup, eval_every, data.dialogue)
+    return Plan(dims, steps, batch, lr, min_lr, warmup, eval_every, data.dialogue, sample_prompt(config.sample, dims))
 
 
 def with_corpus_files(config: TrainConfig) -> TrainConfig:

@@ -1,5 +1,9 @@
 """A training run's passport (what a reader needs to trust it) and the summary its manifest carries.
 
+Like the reference experiment's, the passport names the statements proved about training (the
+reference's theorem names, each with the tests here that mirror it) and the runtime boundary:
+what those tests cover and what they do not (see `training.statements`).
+
 Example:
     write_json_atomic(Path("results/pretrain/passport.json"), passport(config, result))
 """
@@ -16,6 +20,7 @@ from gptlineage.training.config import DATA_ROLES, TrainConfig
 from gptlineage.training.loop import TrainingResult, objective_name
 from gptlineage.training.metrics import validation_summary
 from gptlineage.training.sampler import validation_seed
+from gptlineage.training.statements import RUNTIME_BOUNDARY, passport_statements
 from gptlineage.training.step import ADAM_BETAS, ADAM_EPS
 
 PASSPORT_SCHEMA = "gptlineage.training-passport.v1"
@@ -75,6 +80,8 @@ def passport(config: TrainConfig, result: TrainingResult, resumed: Path | None =
         "precision": runtime.precision,
         "environment": environment_identity(runtime.device),
         "code": code_identity("train"),
+        "statements": passport_statements("training"),
+        "runtime_boundary": RUNTIME_BOUNDARY,
     }
 
 
