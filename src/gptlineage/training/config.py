@@ -174,6 +174,12 @@ class RuntimeSettings:
         group="runtime",
     )
     compile: bool = setting(False, "torch.compile the model and its loss", group="runtime")
+    deterministic: bool = setting(
+        False,
+        "repeatable CUDA runs: deterministic kernels, cuBLAS workspace :4096:8, math attention (slower);"
+        " CPU runs are repeatable without it",
+        group="runtime",
+    )
     loss_chunk: int = setting(
         256,
         "rows per chunk of the fused output projection + cross-entropy; 0 = full logits",
@@ -195,6 +201,12 @@ class RuntimeSettings:
 
     def __post_init__(self) -> None:
         check_settings(self)
+        if self.processes > 1 and self.device.startswith("cuda:"):
+            raise SettingError(
+                "device",
+                f"{self.device} cannot go with --processes {self.processes}: each process trains on the GPU"
+                " of its local rank; pass --device cuda (and choose the GPUs with CUDA_VISIBLE_DEVICES)",
+            )
 
 
 @dataclass(frozen=True)
