@@ -11,9 +11,10 @@
 #   bash benchmarks/gpu_check.sh                      # on a GPU machine
 #   DEVICE=cpu SMOKE=1 bash benchmarks/gpu_check.sh   # the same steps, tiny sizes, on a CPU
 #
-# INSTALL=0 skips the fresh environment and uses the python on PATH (the test suite does, to stay
-# fast); SYSTEM_SITE_PACKAGES=1 lets the fresh environment see this machine's packages, for a GPU
-# node without network access that already has a CUDA build of torch.
+# STEPS picks the steps to run (default "0 1 2 3"). INSTALL=0 skips the fresh environment and uses
+# the python on PATH (the test suite does: an install takes minutes); SYSTEM_SITE_PACKAGES=1 lets the
+# fresh environment see this machine's packages, for a GPU node without network access that already
+# has a CUDA build of torch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_check_out}
@@ -21,6 +22,7 @@ DEVICE=${DEVICE:-cuda}
 SMOKE=${SMOKE:-0}
 INSTALL=${INSTALL:-1}
 SYSTEM_SITE_PACKAGES=${SYSTEM_SITE_PACKAGES:-0}
+STEPS=" ${STEPS:-0 1 2 3} "
 mkdir -p "$OUT"
 exec > >(tee "$OUT/gpu_check.log") 2>&1
 
@@ -35,51 +37,75 @@ else
     CACHE=(--preset gpt2-small --prompt-tokens 32 --generate 128)
 fi
 
-echo "== $(date -u +%FT%TZ) on $(hostname); device $DEVICE"
-echo "== 0. preflight"
-if [[ "$INSTALL" == 1 ]]; then
-    venv="$(mktemp -d)/venv"
-    site=()
-    [[ "$SYSTEM_SITE_PACKAGES" == 1 ]] && site=(--system-site-packages)
-    python3 -m venv "${site[@]}" "$venv"
-    . "$venv/bin/activate"
-    python -m pip install --quiet --upgrade pip
-    python -m pip install --quiet -e .
-    echo "installed into $venv"
-fi
-DEVICE="$DEVICE" python - <<'PY'
+preflight() {
+    echo "== 0. preflight"
+    if [[ "$INSTALL" == 1 ]]; then
+        venv="$(mktemp -d)/venv"
+        site=()
+        if [[ "$SYSTEM_SITE_PACKAGES" == 1 ]]; then
+            site=(--system-site-packages)
+        fi
+        python3 -m venv "${site[@]}" "$venv"
+        . "$venv/bin/activate"
+        python -m pip install --quiet --upgrade pip
+        python -m pip install --quiet -e .
+        echo "installed into $venv"
+    fi
+    DEVICE="$DEVICE" python - <<'PY'
 import os
 import sys
 
 import torch
 
 device = os.environ["DEVICE"]
-print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda,
-      "cudnn", torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None)
+cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", cudnn)
 if device.startswith("cuda"):
     if not torch.cuda.is_available():
-        sys.exit(f"error: gpu_check: DEVICE={device} but torch.cuda.is_available() is False"
-                 f" (torch {torch.__version__} built for CUDA {torch.version.cuda}); is there a GPU and its driver?")
+        sys.exit(
+            f"error: gpu_check: DEVICE={device} but torch.cuda.is_available() is False"
+            f" (torch {torch.__version__}, built for CUDA {torch.version.cuda}); is there a GPU and its driver?"
+        )
     index = torch.device(device).index or 0
-    properties = torch.cuda.get_device_properties(index)
-    print(f"device {device}: {properties.name}, compute capability {properties.major}.{properties.minor},"
-          f" {properties.total_memory / 2**30:.1f} GiB, {torch.cuda.device_count()} GPU(s) visible")
+    gpu = torch.cuda.get_device_properties(index)
+    print(
+        f"device {device}: {gpu.name}, compute capability {gpu.major}.{gpu.minor},"
+        f" {gpu.total_memory / 2**30:.1f} GiB, {torch.cuda.device_count()} GPU(s) visible"
+    )
 else:
     print(f"device {device}: no GPU used ({torch.get_num_threads()} torch threads)")
 PY
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || true
+    if command -v nvidia-smi >/dev/null; then
+        nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+    fi
+}
 
-echo "== 1. training throughput (ours vs Hugging Face)"
-python benchmarks/train_throughput.py "${THROUGHPUT[@]}" --device "$DEVICE" --json "$OUT/throughput.json"
+throughput() {
+    echo "== 1. training throughput (ours vs Hugging Face)"
+    python benchmarks/train_throughput.py "${THROUGHPUT[@]}" --device "$DEVICE" --json "$OUT/throughput.json"
+}
 
-echo "== 2. matched comparison, strict float32"
-rm -rf "$OUT/corpus" "$OUT/matched" "$OUT/cache_bench"
-python -m gptlineage prepare --input data/shakespeare/plays.jsonl.gz --max-documents 60 --validation-fraction 0.1 \
-    --output "$OUT/corpus" > "$OUT/prepare.log"
-python -m gptlineage matched-compare --random-init "${MATCHED[@]}" --precision float32 --device "$DEVICE" \
-    --data "$OUT/corpus" --output "$OUT/matched"
+matched() {
+    echo "== 2. matched comparison, strict float32"
+    rm -rf "$OUT/corpus" "$OUT/matched"
+    python -m gptlineage prepare --input data/shakespeare/plays.jsonl.gz --max-documents 60 \
+        --validation-fraction 0.1 --output "$OUT/corpus" > "$OUT/prepare.log"
+    python -m gptlineage matched-compare --random-init "${MATCHED[@]}" --precision float32 --device "$DEVICE" \
+        --data "$OUT/corpus" --output "$OUT/matched"
+}
 
-echo "== 3. KV-cache benchmark"
-python -m gptlineage cache-bench --random-init "${CACHE[@]}" --device "$DEVICE" --output "$OUT/cache_bench"
+cache() {
+    echo "== 3. KV-cache benchmark"
+    rm -rf "$OUT/cache_bench"
+    python -m gptlineage cache-bench --random-init "${CACHE[@]}" --device "$DEVICE" --output "$OUT/cache_bench"
+}
 
+echo "== $(date -u +%FT%TZ) on $(hostname); device $DEVICE; steps$STEPS"
+step=0
+for name in preflight throughput matched cache; do
+    if [[ "$STEPS" == *" $step "* ]]; then
+        "$name"
+    fi
+    step=$((step + 1))
+done
 echo "== done $(date -u +%FT%TZ); results in $OUT"
