@@ -59,7 +59,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--precision", choices=["float32", "bf16"], default="float32")
     parser.add_argument("--compile", action="store_true", help="torch.compile both trainers")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (default 0 = every core)")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (default 0 = every CPU this job may use)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation happens here)")
     parser.add_argument("--steps", type=int, default=8, help="timed steps per round and trainer")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds (each trainer in a fresh process)")

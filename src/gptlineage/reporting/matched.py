@@ -83,7 +83,7 @@ class MatchedSettings:
     attn_implementation: str = setting(
         "sdpa", "the reference's attention kernel in transformers", choices=ATTENTION, group=COMPARISON
     )
-    threads: int = setting(0, "torch CPU threads; 0 = every core", minimum=0, group=COMPARISON)
+    threads: int = setting(0, "torch CPU threads; 0 = every CPU this job may use", minimum=0, group=COMPARISON)
 
     def __post_init__(self) -> None:
         check_settings(self)

@@ -169,7 +169,7 @@ class RuntimeSettings:
     device: str = setting("cpu", "cpu or cuda", group="runtime")
     threads: int = setting(
         0,
-        "torch CPU threads per process; 0 = every core, shared among this node's processes",
+        "torch CPU threads per process; 0 = every CPU this job may use, shared among this node's processes",
         minimum=0,
         group="runtime",
     )
