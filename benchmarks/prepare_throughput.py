@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from gptlineage.cpus import available_cpus
+
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "data" / "shakespeare" / "plays.jsonl.gz"
 
@@ -79,7 +81,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     print(
-        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; python {platform.python_version()}"
+        f"machine: {platform.processor() or platform.machine()}, {available_cpus()} CPUs; python {platform.python_version()}"
     )
     peer = peer_tokens_per_second()
     print(f"peer (per-document encode_ordinary, 1 thread, no I/O): {peer:,.0f} tokens/s")

@@ -16,7 +16,9 @@ the ratio ours/peer, peak memory growth (CPU: peak RSS minus RSS before the mode
 CUDA: peak allocated minus allocated before), the sampler's share of our step time, and
 model FLOPs utilization: flops/token = 6N + 12·L·H·Q·T (N = parameters without position
 embeddings, L layers, H heads, Q head size, T context), against a peak that is named: on CPU
-a matrix-multiply probe run by this benchmark, on CUDA the device's dense bf16 peak.
+a matrix-multiply probe run by this benchmark, on CUDA the data-sheet dense peak of the device's
+model for the precision's arithmetic (bf16 tensor cores for bf16, FP32 for float32, whose
+TF32 is off), printed with the result.
 
 Example:
     python benchmarks/train_throughput.py --config bench-cpu --rounds 3
@@ -40,12 +42,12 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
+from gptlineage.cpus import available_cpus
+
 CONFIGS = {
     "bench-cpu": {"context": 256, "width": 128, "heads": 4, "layers": 4, "vocab": 50257, "batch": 8},
     "gpt2-small": {"context": 1024, "width": 768, "heads": 12, "layers": 12, "vocab": 50257, "batch": 8},
 }
-# Dense bf16 peaks (no sparsity) from the vendors' data sheets, TFLOP/s.
-GPU_PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}
 SHARD_TOKENS = 2_000_000  # synthetic training shard, ids uniform in [0, vocab)
 
 
@@ -57,12 +59,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--precision", choices=["float32", "bf16"], default="float32")
     parser.add_argument("--compile", action="store_true", help="torch.compile both trainers")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (default 0 = every core)")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (default 0 = every CPU this job may use)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (compilation happens here)")
     parser.add_argument("--steps", type=int, default=8, help="timed steps per round and trainer")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds (each trainer in a fresh process)")
     parser.add_argument("--loss-chunk", type=int, default=256, help="our fused loss's rows per chunk")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--peak-tflops",
+        type=float,
+        help="the peak MFU is measured against (TFLOP/s): for a GPU not in gpu_peaks.py; on CPU it skips the probe",
+    )
     parser.add_argument("--arm", choices=["ours", "peer", "probe"], help=argparse.SUPPRESS)  # child process role
     parser.add_argument("--shard", type=Path, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -240,14 +247,15 @@ def write_shard(path: Path, vocab: int) -> None:
         writer.write(tokens)
 
 
-def gpu_peak_tflops(device: str) -> tuple[float, str]:
+def gpu_peak_tflops(device: str, precision: str) -> tuple[float, str]:
+    """The data-sheet peak of this GPU's model for `precision` (gpu_peaks.py), and a line naming it."""
     import torch
+    from gpu_peaks import peak_for
 
-    name = torch.cuda.get_device_name(torch.device(device))
-    for key, peak in GPU_PEAK_BF16_TFLOPS.items():
-        if key in name:
-            return peak, f"{name}: dense bf16 peak {peak:g} TFLOP/s (data sheet)"
-    raise SystemExit(f"error: no bf16 peak known for {name}; add it to GPU_PEAK_BF16_TFLOPS")
+    try:
+        return peak_for(torch.cuda.get_device_name(torch.device(device)), precision)
+    except KeyError as error:
+        raise SystemExit(f"error: {error.args[0]}; or pass --peak-tflops") from None
 
 
 def summarize(args: argparse.Namespace, results: dict[str, list[dict]], peak_tflops: float, peak_source: str) -> dict:
@@ -289,7 +297,7 @@ def summarize(args: argparse.Namespace, results: dict[str, list[dict]], peak_tfl
 def report(summary: dict, args: argparse.Namespace) -> str:
     values = summary["shape"]
     lines = [
-        f"date: {datetime.date.today().isoformat()}; machine: {platform.machine()}, {os.cpu_count()} cores;"
+        f"date: {datetime.date.today().isoformat()}; machine: {platform.machine()}, {available_cpus()} CPUs;"
         f" python {platform.python_version()}; torch {summary['torch']}",
         f"config {args.config}: context {values['context']}, width {values['width']}, heads {values['heads']},"
         f" layers {values['layers']}, vocab {values['vocab']}, batch {values['batch']};"
@@ -323,19 +331,22 @@ def main() -> None:
         if not args.threads:
             import torch
 
-            torch.set_num_threads(os.cpu_count() or 1)  # as the trainer does with --threads 0
+            torch.set_num_threads(available_cpus())  # as the trainer does with --threads 0
         print(json.dumps(run_arm(args)))
         return
     with tempfile.TemporaryDirectory() as scratch:
         shard = Path(scratch) / "train.bin"
         write_shard(shard, shape(args)["vocab"])
-        if args.device.startswith("cuda"):
-            peak_tflops, peak_source = gpu_peak_tflops(args.device)
+        if args.peak_tflops:
+            peak_tflops, peak_source = args.peak_tflops, f"--peak-tflops {args.peak_tflops:g} (given)"
+        elif args.device.startswith("cuda"):
+            peak_tflops, peak_source = gpu_peak_tflops(args.device, args.precision)
         else:
             probe = child("probe", shard)
             peak_tflops = probe["matmul_tflops"]
             rates = ", ".join(f"{dtype} {tflops * 1000:.1f}" for dtype, tflops in probe["all_tflops"].items())
             peak_source = f"matmul probe on this CPU, the fastest of ({rates}) GFLOP/s"
+        print(f"MFU peak: {peak_source}", flush=True)
         results: dict[str, list[dict]] = {"ours": [], "peer": []}
         for round_index in range(args.rounds):
             order = ("ours", "peer") if round_index % 2 == 0 else ("peer", "ours")

@@ -73,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     check_training_memory(config, run_plan, config.runtime.processes)
     with locked_work(work, outputs.output):
         if config.runtime.processes > 1:
-            return relaunch_with_torchrun(config.runtime.processes, args.argv)
+            logs = work.parent / f".{outputs.output.name}.ranks"  # each rank's output; kept when one fails
+            return relaunch_with_torchrun(config.runtime.processes, args.argv, logs)
         return train_here(config, run_plan, outputs, work)
 
 

@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,7 @@ from gptlineage.corpus.sources import (
     source_inputs,
 )
 from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding, tokenizer_identity
+from gptlineage.cpus import available_cpus
 from gptlineage.errors import GptlineageError
 from gptlineage.settings import SettingError, check_settings, setting
 
@@ -124,7 +124,7 @@ def prepare_text_files(config: PrepareConfig, output: Path) -> dict[str, Any]:
     encoding = gpt2_encoding()
     pieces = [read_text_file(Path(path)) for path in config.input]
     tokens: list[int] = []
-    for ids in encoding.encode_ordinary_batch(pieces, num_threads=os.cpu_count() or 1):
+    for ids in encoding.encode_ordinary_batch(pieces, num_threads=available_cpus()):
         tokens.extend(ids)
         tokens.append(EOT_ID)
     tokens = tokens[config.skip_tokens :]
@@ -152,7 +152,7 @@ def prepare_text_files(config: PrepareConfig, output: Path) -> dict[str, Any]:
 def prepare_documents(config: PrepareConfig, output: Path) -> dict[str, Any]:
     """Streamed documents, each followed by EOT, each sent whole to train or validation by its hash."""
     encoding = gpt2_encoding()
-    threads = os.cpu_count() or 1
+    threads = available_cpus()
     counts = {"train": 0, "validation": 0}
     documents = {"train": 0, "validation": 0}
     source_tokens = written = read = 0

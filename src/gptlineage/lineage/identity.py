@@ -16,6 +16,7 @@ import functools
 import hashlib
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import gptlineage
+from gptlineage.cpus import available_cpus
 from gptlineage.lineage.codedeps import PACKAGE, module_files, module_path
 from gptlineage.lineage.hashing import sha256_file
 
@@ -157,11 +159,46 @@ def git_state() -> dict[str, Any]:
     return {"git_commit": commit, "git_dirty": bool(status) if status is not None else None}
 
 
+NVIDIA_DRIVER_FILE = Path("/proc/driver/nvidia/version")  # Linux: "NVRM version: NVIDIA UNIX ... 550.54.15 ..."
+
+
+def nvidia_driver_version() -> str | None:
+    """The NVIDIA kernel driver's version (e.g. "550.54.15"), or None where it cannot be read."""
+    try:
+        text = NVIDIA_DRIVER_FILE.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    found = re.search(r"Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)", text)
+    return found.group(1) if found else None
+
+
+def gpu_identity(torch: Any, device: str) -> dict[str, Any] | None:
+    """Which GPU computed, and with which CUDA, cuDNN and driver: None unless `device` is a usable CUDA device.
+
+    `torch` is the torch module the command already imported (the lineage package never imports it).
+    """
+    if torch is None or device_kind(device) != "cuda" or not torch.cuda.is_available():
+        return None
+    index = torch.device(device).index
+    index = torch.cuda.current_device() if index is None else index
+    major, minor = torch.cuda.get_device_capability(index)
+    return {
+        "name": torch.cuda.get_device_name(index),
+        "compute_capability": f"{major}.{minor}",
+        "memory_bytes": torch.cuda.get_device_properties(index).total_memory,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "driver": nvidia_driver_version(),
+    }
+
+
 def environment_identity(device: str = "cpu") -> dict[str, Any]:
     """Library versions, the device the command ran on and its thread count: what can change its numbers.
 
     Versions come from package metadata, so a command that never computes with torch does not
-    pay seconds to import it; `threads` is torch's intra-op thread count when torch is in use.
+    pay seconds to import it; `threads` is torch's intra-op thread count when torch is in use,
+    `cpus` the CPUs this job may use (its affinity mask, not the node's count), and `gpu` the
+    GPU model, CUDA, cuDNN and driver versions when the command ran on CUDA (else null).
     """
     torch = sys.modules.get("torch")
     return {
@@ -171,6 +208,8 @@ def environment_identity(device: str = "cpu") -> dict[str, Any]:
         "platform": f"{platform.system()}-{platform.machine()}",
         "device": device,
         "threads": torch.get_num_threads() if torch is not None else None,
+        "cpus": available_cpus(),
+        "gpu": gpu_identity(torch, device),
     }
 
 
@@ -182,8 +221,9 @@ def device_kind(device: str) -> str:
 def environment_class(environment: dict[str, Any]) -> dict[str, Any]:
     """The part of a recorded environment that enters the artifact id: versions and the device kind.
 
-    Thread count, platform and which GPU of a node are left out: they are recorded, but the same
-    work on another core count or card is still the same work.
+    Thread and CPU counts, platform and the GPU (its model, driver, CUDA and cuDNN versions) are
+    left out: they are recorded, but the same work on another core count or card is still the same
+    work, and an id that changed with the card would make every cluster node's result a new artifact.
     """
     return {
         "python": environment.get("python"),

@@ -28,7 +28,6 @@ Example:
 from __future__ import annotations
 
 import math
-import os
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gptlineage.cpus import available_cpus
 from gptlineage.errors import GptlineageError
 from gptlineage.model.gpt import GPT, PRECISIONS, set_strict_float32
 from gptlineage.model.hf import hf_model, hf_to_ours
@@ -83,7 +83,7 @@ class MatchedSettings:
     attn_implementation: str = setting(
         "sdpa", "the reference's attention kernel in transformers", choices=ATTENTION, group=COMPARISON
     )
-    threads: int = setting(0, "torch CPU threads; 0 = every core", minimum=0, group=COMPARISON)
+    threads: int = setting(0, "torch CPU threads; 0 = every CPU this job may use", minimum=0, group=COMPARISON)
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -271,7 +271,7 @@ def run_matched(
     reference, on the corpus `data`, in `precision` (float32 or float64); compare them (the threshold
     is applied by `check_threshold`)."""
     set_strict_float32()
-    torch.set_num_threads(settings.threads or os.cpu_count() or 1)
+    torch.set_num_threads(settings.threads or available_cpus())
     dtype = PRECISIONS[precision]
     config = train_config(settings, model, data, precision, device)
     run = plan(config)

@@ -20,7 +20,7 @@ On disk:
         parameters.safetensors   model state dict; tied tensors stored once (metadata: aliases)
         optimizer.safetensors    per parameter name: exp_avg, exp_avg_sq, step (bit-exact)
         optimizer.json           optimizer type, param_groups hyper-parameters, name order
-        rng.safetensors          torch CPU (and CUDA, when in use) RNG state as uint8 tensors
+        rng.safetensors          torch CPU RNG state, and on CUDA the training GPU's, as uint8 tensors
         state.json               the caller's training_state
         manifest.json            schema, completed_step, config, files {name: sha256}
 
@@ -69,6 +69,12 @@ MISMATCH = "checkpoint configuration does not match this training command"
 # --------------------------------------------------------------------------- saving checkpoints
 
 
+def model_device(model: torch.nn.Module) -> torch.device:
+    """The device the model trains on (its first parameter's): whose GPU RNG stream a checkpoint keeps."""
+    parameter = next(model.parameters(), None)
+    return parameter.device if parameter is not None else torch.device("cpu")
+
+
 def _latest_step(root: Path) -> int | None:
     """The step LATEST names, or None when there is no LATEST yet."""
     latest = root / LATEST_FILE
@@ -107,7 +113,7 @@ def _write_checkpoint_files(
     """Write every file except the manifest into `directory`, each fsynced."""
     save_parameters(directory / PARAMETERS_FILE, model)
     write_optimizer_state(directory, model, optimizer)
-    write_rng_state(directory / RNG_FILE)
+    write_rng_state(directory / RNG_FILE, model_device(model))
     write_json_atomic(directory / STATE_FILE, dict(training_state))
 
 
@@ -235,7 +241,7 @@ def read_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.o
         manifest=manifest,
         parameters=read_parameters(directory / PARAMETERS_FILE, model),
         optimizer_state=read_optimizer_state(directory, model, optimizer),
-        rng=read_rng_state(directory / RNG_FILE),
+        rng=read_rng_state(directory / RNG_FILE, model_device(model)),
         training_state=training_state,
     )
 
@@ -249,7 +255,7 @@ def load_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.o
     contents = read_checkpoint(path, model, optimizer)
     model.load_state_dict(contents.parameters, strict=True)
     optimizer.load_state_dict(contents.optimizer_state)
-    restore_rng_state(contents.rng)
+    restore_rng_state(contents.rng, model_device(model))
     return {
         "path": contents.path,
         "completed_step": contents.manifest["completed_step"],

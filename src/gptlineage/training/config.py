@@ -177,11 +177,17 @@ class RuntimeSettings:
     device: str = setting("cpu", "cpu or cuda", group="runtime")
     threads: int = setting(
         0,
-        "torch CPU threads per process; 0 = every core, shared among this node's processes",
+        "torch CPU threads per process; 0 = every CPU this job may use, shared among this node's processes",
         minimum=0,
         group="runtime",
     )
     compile: bool = setting(False, "torch.compile the model and its loss", group="runtime")
+    deterministic: bool = setting(
+        False,
+        "repeatable CUDA runs: deterministic kernels, cuBLAS workspace :4096:8, math attention (slower);"
+        " CPU runs are repeatable without it",
+        group="runtime",
+    )
     loss_chunk: int = setting(
         256,
         "rows per chunk of the fused output projection + cross-entropy; 0 = full logits",
@@ -203,6 +209,12 @@ class RuntimeSettings:
 
     def __post_init__(self) -> None:
         check_settings(self)
+        if self.processes > 1 and self.device.startswith("cuda:"):
+            raise SettingError(
+                "device",
+                f"{self.device} cannot go with --processes {self.processes}: each process trains on the GPU"
+                " of its local rank; pass --device cuda (and choose the GPUs with CUDA_VISIBLE_DEVICES)",
+            )
 
 
 @dataclass(frozen=True)

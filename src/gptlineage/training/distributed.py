@@ -10,6 +10,10 @@ Every rank draws the same global batch from the stateless sampler and keeps its 
 (`rank_rows`); the loss weights are those of the whole batch, so the ranks' losses and
 gradients add up to the single-process ones, and DDP's all-reduce does that addition.
 
+Each rank's output reaches the console and is also kept, per rank, in `.<output>.ranks/` beside
+the output; that directory is removed when every rank succeeds, and a rank that dies without
+saying why (killed by a signal, a crash) is named in one line with its exit code and log.
+
 Example:
     gptlineage train --processes 2 --preset quick --data results/corpus_pretrain --steps 20 --output /tmp/ddp
 """
@@ -18,9 +22,13 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.distributed as torch_dist
@@ -83,6 +91,7 @@ def setup(device: str) -> Distributed:
         if cuda:
             torch.cuda.set_device(dist.local_rank)
         torch_dist.init_process_group(backend="nccl" if cuda else "gloo")
+    kill_for_test(dist)
     return dist
 
 
@@ -108,32 +117,105 @@ def rank_rows(batch: int, dist: Distributed, accumulate: int) -> slice:
 
 # torchrun's own log lines, e.g. "W1129 18:48:44.123000 15240 torch/distributed/elastic/...".
 LAUNCHER_LOG = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\S* +\d+ .*torch/distributed/")
+# torchrun tees each rank's output into its log file and to the console behind this prefix, which we take off.
+RANK_PREFIX_TEMPLATE = "[gptlineage rank ${rank}] "
+RANK_PREFIX = re.compile(r"^\[gptlineage rank \d+\] ")
+# In torchrun's ChildFailedError report, below "Root Cause": the rank that failed first, and how.
+ROOT_CAUSE_RANK = re.compile(r"^\s*rank\s*:\s*(\d+) \(local_rank: (\d+)\)")
+ROOT_CAUSE_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
+TEST_KILL_VARIABLE = "GPTLINEAGE_TEST_KILL_RANK"  # tests only: this rank SIGKILLs itself after joining
 
 
-def relaunch_with_torchrun(processes: int, argv: list[str]) -> int:
-    """Run `gptlineage <argv>` as `processes` local ranks under torchrun; its exit status.
+def kill_for_test(dist: Distributed) -> None:
+    """Die by SIGKILL, as the kernel's OOM killer or a scheduler would kill a rank, when a test asks."""
+    if os.environ.get(TEST_KILL_VARIABLE) == str(dist.rank):
+        os.kill(os.getpid(), signal.SIGKILL)
 
-    torchrun starts the ranks with RANK/WORLD_SIZE/LOCAL_RANK set, so each of them trains
-    instead of relaunching again. The ranks' output passes through as it comes; torchrun's
-    own log lines, and its traceback saying that a rank failed, are left out: the rank has
-    already said why in one line (printed once, however many ranks said it).
-    """
-    command = [
+
+def torchrun_command(processes: int, argv: list[str], logs: Path) -> list[str]:
+    """torchrun running `gptlineage <argv>` as `processes` local ranks, each rank's output also kept in `logs`."""
+    return [
         sys.executable,
         "-m",
         "torch.distributed.run",
         "--standalone",
         f"--nproc-per-node={processes}",
+        f"--log-dir={logs}",
+        "--tee=3",  # stdout and stderr of every rank: to the console and to <logs>/<run>/attempt_<n>/<local rank>/
         "-m",
         "gptlineage",
         *argv,
     ]
-    environment = dict(os.environ)
+
+
+def root_cause(lines: list[str]) -> tuple[int, int, int] | None:
+    """(rank, local rank, exit code) of the first failure in torchrun's ChildFailedError report."""
+    found: dict[str, tuple[str, ...]] = {}
+    below = False
+    for line in lines:
+        below = below or line.startswith("Root Cause")
+        for name, pattern in (("rank", ROOT_CAUSE_RANK), ("exit", ROOT_CAUSE_EXIT)):
+            match = pattern.match(line) if below else None
+            if match and name not in found:
+                found[name] = match.groups()
+    if len(found) < 2:
+        return None
+    return int(found["rank"][0]), int(found["rank"][1]), int(found["exit"][0])
+
+
+def rank_log(logs: Path, local_rank: int) -> Path:
+    """The directory torchrun wrote the rank's stdout.log and stderr.log to (its last attempt)."""
+    attempts = sorted(logs.glob(f"*/attempt_*/{local_rank}"), key=lambda path: int(path.parent.name.split("_")[1]))
+    return attempts[-1] if attempts else logs
+
+
+def failure_line(cause: tuple[int, int, int], logs: Path) -> str:
+    """Which rank failed first, by which signal or exit code, and where its output is (one line)."""
+    rank, local_rank, code = cause
+    if code < 0:
+        try:
+            how = f"was killed by {signal.Signals(-code).name} (exit code {code})"
+        except ValueError:
+            how = f"was killed by signal {-code} (exit code {code})"
+    else:
+        how = f"exited with code {code}"
+    return f"rank {rank} {how}; its log: {rank_log(logs, local_rank) / 'stderr.log'} (stdout.log beside it)"
+
+
+def _pass_stdout(stream) -> None:
+    for line in stream:
+        sys.stdout.write(RANK_PREFIX.sub("", line, count=1))
+        sys.stdout.flush()
+
+
+def relaunch_with_torchrun(processes: int, argv: list[str], logs: Path) -> int:
+    """Run `gptlineage <argv>` as `processes` local ranks under torchrun; its exit status.
+
+    torchrun starts the ranks with RANK/WORLD_SIZE/LOCAL_RANK set, so each of them trains
+    instead of relaunching again. The ranks' output passes through as it comes, and is kept
+    per rank under `logs` (made afresh; removed when every rank succeeded). torchrun's own log
+    lines and its traceback saying that a rank failed are left out: a rank that said why has
+    said it in one line (printed once, however many ranks said it); for one that did not (killed
+    by a signal, a crash) a GptlineageError names the rank, its signal or exit code and its log.
+    """
+    shutil.rmtree(logs, ignore_errors=True)
+    logs.mkdir(parents=True)
+    environment = dict(os.environ, TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE=RANK_PREFIX_TEMPLATE)
     environment.setdefault("OMP_NUM_THREADS", "1")  # torchrun's own default; our --threads decides per rank
-    launcher = subprocess.Popen(command, env=environment, stderr=subprocess.PIPE, text=True)
+    environment["PYTHONUNBUFFERED"] = "1"  # the ranks write to their log files: line by line, not in blocks
+    launcher = subprocess.Popen(
+        torchrun_command(processes, argv, logs),
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    stdout = threading.Thread(target=_pass_stdout, args=(launcher.stdout,), daemon=True)
+    stdout.start()
     tracebacks: list[list[str]] = []  # held back until the end: a rank's is shown, torchrun's is not
     said: set[str] = set()
-    for line in launcher.stderr:
+    for raw in launcher.stderr:
+        line = RANK_PREFIX.sub("", raw, count=1)
         if line.startswith("Traceback (most recent call last)"):
             tracebacks.append([line])
         elif tracebacks:
@@ -144,7 +226,14 @@ def relaunch_with_torchrun(processes: int, argv: list[str]) -> int:
             said.add(line)
             sys.stderr.write(line)
     status = launcher.wait()
+    stdout.join()
     for block in tracebacks:
         if not any("ChildFailedError" in line for line in block):
             sys.stderr.writelines(block)
+    if status == 0:
+        shutil.rmtree(logs, ignore_errors=True)
+        return status
+    cause = root_cause([line for block in tracebacks for line in block])
+    if cause is not None and not any(line.startswith("error: ") for line in said):
+        raise GptlineageError(failure_line(cause, logs))
     return status

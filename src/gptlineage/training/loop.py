@@ -14,7 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+from gptlineage.cpus import available_cpus
 from gptlineage.errors import GptlineageError
 from gptlineage.model.gpt import GPT, PRECISIONS, count_parameters, set_strict_float32
 from gptlineage.training.checkpoints import (
@@ -34,6 +34,7 @@ from gptlineage.training.checkpoints import (
 )
 from gptlineage.training.config import Plan, TrainConfig
 from gptlineage.training.data import Split, data_hashes, load_split
+from gptlineage.training.determinism import set_determinism
 from gptlineage.training.distributed import SINGLE, Distributed, check_batch_split
 from gptlineage.training.layout import RunDir, checkpoint_name
 from gptlineage.training.memory import check_training_memory
@@ -111,9 +112,10 @@ def prepare_process(config: TrainConfig, dist: Distributed) -> None:
     if runtime.device.startswith("cuda") and not torch.cuda.is_available():
         raise GptlineageError(f"--device {runtime.device}: CUDA is not available on this machine")
     set_strict_float32()
-    # Snakemake exports OMP_NUM_THREADS=1 for a one-core job; `threads` decides instead (0 = every core,
-    # shared among this node's ranks), since the default profile is sized for the whole machine.
-    torch.set_num_threads(runtime.threads or max(1, (os.cpu_count() or 1) // dist.local_world))
+    set_determinism(runtime.deterministic, runtime.device)
+    # Snakemake exports OMP_NUM_THREADS=1 for a one-core job; `threads` decides instead (0 = every CPU this
+    # job may use, shared among this node's ranks), since the default profile is sized for the whole machine.
+    torch.set_num_threads(runtime.threads or max(1, available_cpus() // dist.local_world))
     torch.manual_seed(config.schedule.seed)  # only dropout draws from it; recorded and restored with checkpoints
 
 

@@ -3,17 +3,18 @@
 The optimizer's state (AdamW's exp_avg, exp_avg_sq and step per parameter) is stored keyed
 by parameter NAME, bit-exact, as `optimizer.safetensors` plus `optimizer.json` (type,
 hyper-parameters of each group, name order); the torch RNG streams a step draws from
-(dropout, random windows) as `rng.safetensors`. Everything is checked against the live
-model and optimizer before it is applied.
+(dropout, random windows) as `rng.safetensors`: the CPU stream and, on CUDA, the stream of the
+GPU being trained on. Everything is checked against the live model and optimizer before it is applied.
 
 Example (what `gptlineage.training.checkpoints` does inside a step-N directory):
-    write_optimizer_state(directory, model, optimizer); write_rng_state(directory / RNG_FILE)
+    write_optimizer_state(directory, model, optimizer); write_rng_state(directory / RNG_FILE, device)
     state = read_optimizer_state(directory, model, optimizer)  # a torch optimizer state dict
-    optimizer.load_state_dict(state); restore_rng_state(read_rng_state(directory / RNG_FILE))
+    optimizer.load_state_dict(state); restore_rng_state(read_rng_state(directory / RNG_FILE, device), device)
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,10 +26,13 @@ from gptlineage.jsonio import read_json, write_json_atomic
 from gptlineage.training.parameters import open_safetensors, shape_text, write_safetensors
 
 OPTIMIZER_SCHEMA = "gptlineage.optimizer.v1"
-RNG_SCHEMA = "gptlineage.rng.v1"
+RNG_SCHEMA = "gptlineage.rng.v2"  # v2: the GPU stream of the training device only
+LEGACY_RNG_SCHEMA = "gptlineage.rng.v1"  # v1: every GPU rank 0 could see, read for the CPU stream
 OPTIMIZER_TENSORS_FILE = "optimizer.safetensors"
 OPTIMIZER_JSON_FILE = "optimizer.json"
 RNG_FILE = "rng.safetensors"
+CPU_RNG = "torch.cpu"
+CUDA_RNG = "torch.cuda"
 
 
 # --------------------------------------------------------------------------- optimizer state
@@ -199,34 +203,72 @@ def write_optimizer_state(directory: Path, model: torch.nn.Module, optimizer: to
 
 
 # --------------------------------------------------------------------------- RNG state
+#
+# The GPU stream saved is the one of the GPU this process trains on (the model's device), not
+# every GPU the process can see. Under data parallelism rank 0 writes the file and every rank
+# restores it into its own GPU; that is exact because the ranks' streams are equal by
+# construction: each rank seeds with torch.manual_seed(seed) and draws the same number of values
+# per step (its rows are an equal share of the global batch, checked by check_batch_split), so
+# rank r's GPU stream is rank 0's. The same holds for the CPU stream.
 
 
-def _rng_tensors() -> dict[str, torch.Tensor]:
-    """The torch RNG streams a training step draws from (dropout, random windows)."""
-    tensors = {"torch.cpu": torch.get_rng_state()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        for device, state in enumerate(torch.cuda.get_rng_state_all()):
-            tensors[f"torch.cuda.{device}"] = state
+def _rng_tensors(device: torch.device) -> dict[str, torch.Tensor]:
+    """The torch RNG streams a training step on `device` draws from (dropout, random windows)."""
+    tensors = {CPU_RNG: torch.get_rng_state()}
+    if device.type == "cuda":
+        tensors[CUDA_RNG] = torch.cuda.get_rng_state(device)
     return tensors
 
 
-def read_rng_state(path: Path) -> dict[str, torch.Tensor]:
+def _legacy_cuda_streams(path: Path, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A v1 file's CPU stream; its per-GPU streams (every GPU rank 0 saw) cannot be attributed: dropped, said."""
+    cuda = [name for name in tensors if name.startswith(f"{CUDA_RNG}.")]
+    if cuda:
+        print(
+            f"warning: {path}: an older checkpoint holding the CUDA RNG state of every GPU rank 0 saw"
+            f" ({len(cuda)}); which one this process drew from is not recorded, so dropout on the GPU"
+            " restarts from the seed (the CPU stream is restored)",
+            file=sys.stderr,
+        )
+    return {CPU_RNG: tensors[CPU_RNG]}
+
+
+def read_rng_state(path: Path, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """The RNG streams in `path`, checked against the device this run trains on.
+
+    A CUDA stream on a CPU run, or none on a CUDA run, means the checkpoint was written on
+    another kind of device: refused, since dropout would silently restart from the seed.
+    """
+    device = torch.device(device)
     with open_safetensors(path) as handle:
-        if (handle.metadata() or {}).get("schema") != RNG_SCHEMA:
+        schema = (handle.metadata() or {}).get("schema")
+        if schema not in (RNG_SCHEMA, LEGACY_RNG_SCHEMA):
             raise GptlineageError(f"{path}: schema is not {RNG_SCHEMA}")
         tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118  (a safetensors handle is not iterable)
-    if "torch.cpu" not in tensors or tensors["torch.cpu"].dtype != torch.uint8:
-        raise GptlineageError(f"{path}: holds no uint8 tensor torch.cpu")
+    for name in (CPU_RNG, CUDA_RNG):
+        if name in tensors and tensors[name].dtype != torch.uint8:
+            raise GptlineageError(f"{path}: {name} is not a uint8 tensor")
+    if CPU_RNG not in tensors:
+        raise GptlineageError(f"{path}: holds no uint8 tensor {CPU_RNG}")
+    if schema == LEGACY_RNG_SCHEMA:
+        return _legacy_cuda_streams(path, tensors)
+    if set(tensors) - {CPU_RNG, CUDA_RNG}:
+        raise GptlineageError(f"{path}: holds {sorted(set(tensors) - {CPU_RNG, CUDA_RNG})[0]}, not an RNG stream")
+    if device.type == "cuda" and CUDA_RNG not in tensors:
+        raise GptlineageError(f"{path}: holds no CUDA RNG state (a CPU run wrote it); this run trains on {device}")
+    if device.type != "cuda" and CUDA_RNG in tensors:
+        raise GptlineageError(f"{path}: holds a CUDA RNG state (a GPU run wrote it); this run trains on {device}")
     return tensors
 
 
-def restore_rng_state(tensors: Mapping[str, torch.Tensor]) -> None:
-    torch.set_rng_state(tensors["torch.cpu"])
-    cuda = [tensors[f"torch.cuda.{d}"] for d in range(len(tensors)) if f"torch.cuda.{d}" in tensors]
-    if cuda and torch.cuda.is_available() and torch.cuda.device_count() == len(cuda):
-        torch.cuda.set_rng_state_all(cuda)
+def restore_rng_state(tensors: Mapping[str, torch.Tensor], device: torch.device | str = "cpu") -> None:
+    """Put the saved streams back: the CPU's, and the GPU stream into the GPU this process trains on."""
+    torch.set_rng_state(tensors[CPU_RNG])
+    if CUDA_RNG in tensors:
+        torch.cuda.set_rng_state(tensors[CUDA_RNG], torch.device(device))
 
 
-def write_rng_state(path: Path) -> None:
-    """Write the torch RNG streams to `path` as uint8 tensors, fsynced."""
-    write_safetensors(path, _rng_tensors(), {"schema": RNG_SCHEMA})
+def write_rng_state(path: Path, device: torch.device | str = "cpu") -> None:
+    """Write the RNG streams a step on `device` draws from to `path` as uint8 tensors, fsynced."""
+    device = torch.device(device)
+    write_safetensors(path, _rng_tensors(device), {"schema": RNG_SCHEMA, "device": str(device)})
