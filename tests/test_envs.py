@@ -12,6 +12,7 @@ import functools
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -188,7 +189,8 @@ def test_post_deploy_installs_the_checkout_editable_from_the_workdir(tmp_path):
     checkout.mkdir()
     for name in ("pyproject.toml", "README.md"):
         (checkout / name).write_bytes((REPO / name).read_bytes())
-    subprocess.run(["cp", "-R", str(SOURCE_ROOT), str(checkout / "src")], check=True)
+    # The package's files only: an installed checkout holds its own egg-info, not the script's doing.
+    shutil.copytree(SOURCE_ROOT, checkout / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
     prefix = stand_in_env(tmp_path)
 
     done = post_deploy(prefix, cwd=checkout)

@@ -311,7 +311,9 @@ def test_a_reverted_setting_restores_training_from_snakemakes_cache(tmp_path, mo
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     log = run()
     assert "Symlinking output file results/train/pretrain/parameters.safetensors from cache" in log
-    assert (workdir / "logs/train_pretrain.log").stat().st_size == 0  # the command did not run (Snakemake made the file)
+    assert (
+        workdir / "logs/train_pretrain.log"
+    ).stat().st_size == 0  # the command did not run (Snakemake made the file)
     assert json.loads((workdir / "results/train/pretrain/manifest.json").read_text())["id"] == first_id
     done = subprocess.run(
         [sys.executable, "-m", "gptlineage", "lineage", "verify", "results/train/pretrain"],
