@@ -13,9 +13,8 @@ from __future__ import annotations
 import argparse
 
 from gptlineage.generation.cache_bench import CacheBenchConfig, cache_bench_report
-from gptlineage.generation.source import load_model, model_inputs, recorded_settings
+from gptlineage.generation.source import load_model, model_artifact
 from gptlineage.jsonio import write_json_atomic
-from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.settings import add_flags, from_args
 
 NAME = "cache-bench"
@@ -30,13 +29,7 @@ def run(args: argparse.Namespace) -> int:
     config = from_args(CacheBenchConfig, args)
     model = load_model(config.model)
     report = cache_bench_report(config, model)
-    with ArtifactWriter(
-        config.output,
-        command=NAME,
-        parameters=recorded_settings(config),
-        inputs=model_inputs(config.model),
-        device=config.model.device,
-    ) as artifact:
+    with model_artifact(config, NAME) as artifact:
         write_json_atomic(artifact.path / "report.json", report)
         artifact.summary = {
             key: report[key] for key in ("end_to_end_speedup", "generated_tokens_equal", "prompt_tokens")

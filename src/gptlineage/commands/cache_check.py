@@ -14,9 +14,8 @@ from __future__ import annotations
 import argparse
 
 from gptlineage.generation.cache_check import CacheCheckConfig, cache_check_report
-from gptlineage.generation.source import load_model, model_inputs, recorded_settings
+from gptlineage.generation.source import load_model, model_artifact
 from gptlineage.jsonio import write_json_atomic
-from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.settings import add_flags, from_args
 
 NAME = "cache-check"
@@ -31,13 +30,7 @@ def run(args: argparse.Namespace) -> int:
     config = from_args(CacheCheckConfig, args)
     model = load_model(config.model)
     report = cache_check_report(config, model)
-    with ArtifactWriter(
-        config.output,
-        command=NAME,
-        parameters=recorded_settings(config),
-        inputs=model_inputs(config.model),
-        device=config.model.device,
-    ) as artifact:
+    with model_artifact(config, NAME) as artifact:
         write_json_atomic(artifact.path / "report.json", report)
         artifact.summary = {
             "max_abs": max(p["max_abs"] for p in report["prefixes"]),

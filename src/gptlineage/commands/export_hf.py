@@ -17,13 +17,7 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from gptlineage.generation.source import (
-    ModelSource,
-    load_model,
-    model_inputs,
-    recorded_settings,
-)
-from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.generation.source import ModelSource, load_model, model_artifact, recorded_settings
 from gptlineage.model.gpt import count_parameters
 from gptlineage.model.hf import PROBE_TOLERANCE, check_export, write_hf_directory
 from gptlineage.settings import add_flags, check_settings, from_args, setting
@@ -52,13 +46,7 @@ def run(args: argparse.Namespace) -> int:
     config = from_args(ExportConfig, args)
     model = load_model(config.model).float()  # parameter files hold float32; the export does too
     parameters = {**recorded_settings(config), "format": FORMAT, "probe_tolerance": PROBE_TOLERANCE}
-    with ArtifactWriter(
-        config.output,
-        command=NAME,
-        parameters=parameters,
-        inputs=model_inputs(config.model),
-        device=config.model.device,
-    ) as artifact:
+    with model_artifact(config, NAME, parameters) as artifact:
         written = write_hf_directory(model, artifact.path)
         difference = check_export(model, artifact.path)
         artifact.summary = {

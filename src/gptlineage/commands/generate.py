@@ -22,11 +22,10 @@ from gptlineage.generation.chat import GenerateConfig, generate_records
 from gptlineage.generation.source import (
     check_text_vocabulary,
     load_model,
-    model_inputs,
+    model_artifact,
     recorded_settings,
 )
 from gptlineage.jsonio import write_json_atomic
-from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.settings import add_flags, from_args
 
 NAME = "generate"
@@ -49,13 +48,7 @@ def run(args: argparse.Namespace) -> int:
 
 def write_generation_artifact(config: GenerateConfig, records: list[dict[str, Any]]) -> None:
     parameters = recorded_settings(config)
-    with ArtifactWriter(
-        config.output,
-        command=NAME,
-        parameters=parameters,
-        inputs=model_inputs(config.model),
-        device=config.model.device,
-    ) as artifact:
+    with model_artifact(config, NAME, parameters) as artifact:
         write_json_atomic(
             artifact.path / "generation.json",
             {

@@ -14,9 +14,8 @@ import argparse
 
 from gptlineage.corpus.synth_chat import read_prompt_suite
 from gptlineage.generation.prompt_suite import PromptSuiteConfig, suite_report
-from gptlineage.generation.source import load_model, model_inputs, recorded_settings
+from gptlineage.generation.source import load_model, model_artifact, recorded_settings
 from gptlineage.jsonio import write_json_atomic
-from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.settings import add_flags, from_args
 
 NAME = "prompt-suite"
@@ -36,13 +35,7 @@ def run(args: argparse.Namespace) -> int:
     parameters = {**recorded_settings(config), "suite": config.suite_name}
     model = load_model(config.model)
     report = suite_report(config, model, suite, parameters)
-    with ArtifactWriter(
-        config.output,
-        command=NAME,
-        parameters=parameters,
-        inputs={"suite": config.suite, **model_inputs(config.model)},
-        device=config.model.device,
-    ) as artifact:
+    with model_artifact(config, NAME, parameters, inputs={"suite": config.suite}) as artifact:
         write_json_atomic(artifact.path / "report.json", report)
         artifact.summary = {"exact_match": report["exact_match"]}
     print(f"wrote report: {config.output / 'report.json'}")

@@ -25,7 +25,7 @@ import torch
 from gptlineage.corpus.tokenizer import VOCAB_SIZE
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json
-from gptlineage.lineage.artifact import check_member_file
+from gptlineage.lineage.artifact import ArtifactWriter, check_member_file
 from gptlineage.model.gpt import GPT, PRECISIONS, GPTConfig, model_config
 from gptlineage.settings import SettingError, as_mapping, check_settings, setting
 from gptlineage.training.memory import check_model_memory
@@ -163,3 +163,17 @@ def check_text_vocabulary(model: GPT) -> None:
 def recorded_settings(config: Any) -> dict[str, Any]:
     """An artifact's `parameters`: the resolved settings, without where the artifact is written."""
     return {name: value for name, value in as_mapping(config).items() if name not in OUTPUT_FIELDS}
+
+
+def model_artifact(
+    config: Any, command: str, parameters: dict[str, Any] | None = None, inputs: dict[str, Path] | None = None
+) -> ArtifactWriter:
+    """The artifact of a command that reads one model (`config.model`): its settings as parameters
+    (or `parameters`), the model's files (and `inputs`) as inputs, recorded on the model's device."""
+    return ArtifactWriter(
+        config.output,
+        command=command,
+        parameters=recorded_settings(config) if parameters is None else parameters,
+        inputs={**(inputs or {}), **model_inputs(config.model)},
+        device=config.model.device,
+    )
