@@ -125,6 +125,14 @@ def test_the_slurm_profile_sizes_every_job_the_default_profile_sizes():
             "invalid config: key corpus_sft_stage1.synth_chat: must be one of null, stage1, stage2, got 'stage3'",
         ),
         (
+            lambda c: c["sft_stage1"].update(start="latest"),
+            "invalid config: key sft_stage1.start: must be one of best, final, got 'latest'",
+        ),
+        (
+            lambda c: c["pretrain"].update(start="best"),
+            "invalid config: key pretrain.start: must be one of null, got 'best'",
+        ),
+        (
             lambda c: c["prompt_suite"].update(temprature=1.0),
             "invalid config: key prompt_suite.temprature: unknown setting",
         ),

@@ -158,10 +158,12 @@ def test_changing_stage_two_learning_rate_reruns_sft_stage2_alone(workflow_copy)
     assert planned_rules(workflow_copy) == []
 
 
-def test_the_training_chain_links_each_stage_to_the_best_checkpoint_before_it(workflow_copy):
+def test_each_stage_starts_where_its_config_says(workflow_copy):
     stage2 = json.loads((workflow_copy / "results/train/sft_stage2/manifest.json").read_text())
     roles = {entry["role"]: entry for entry in stage2["inputs"]}
-    assert roles["load_params"]["artifact_path"] == "../best_sft_stage1"
+    assert roles["load_params"]["artifact_path"] == "../best_sft_stage1"  # start: best
+    stage1 = json.loads((workflow_copy / "results/train/sft_stage1/manifest.json").read_text())
+    assert {entry["role"]: entry for entry in stage1["inputs"]}["load_params"]["artifact_path"] == "../continuation"
     best = json.loads((workflow_copy / "results/train/best_sft_stage1/selected-checkpoint.json").read_text())
     assert best["step"] in (2, 4)
     done = subprocess.run(
@@ -174,7 +176,6 @@ def test_the_training_chain_links_each_stage_to_the_best_checkpoint_before_it(wo
     for name in (
         "best_sft_stage1",
         "sft_stage1",
-        "best_continuation",
         "continuation",
         "best_pretrain",
         "pretrain",

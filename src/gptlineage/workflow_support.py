@@ -69,6 +69,7 @@ class Slice:
     resolve: str | None = None  # "module:function" that resolves the built settings (and checks them)
 
 
+START_POINTS = ("best", "final")
 OUTPUT = {"output": "results/x"}
 MODEL_RUN = {"run": "results/sft_stage2", **OUTPUT}
 # synth_chat: which dataset of the synth_chat artifact a corpus reads (null: the slice names its source).
@@ -89,6 +90,8 @@ SLICES: dict[str, Slice] = {
             "train",
             "gptlineage.training.config:TrainConfig",
             {"train_bin": "train.bin", "val_bin": "val.bin"},
+            # start: the previous stage's best saved checkpoint or its final parameters.
+            workflow_keys={"start": START_POINTS if stage.previous else (None,)},
             resolve="gptlineage.training.config:plan",  # batch split, learning rates, preset defaults
         )
         for stage in TRAINING_STAGES
@@ -155,7 +158,7 @@ def slice_error(name: str, config_slice: Any) -> str | None:
     for key, allowed in SLICES[name].workflow_keys.items():
         if config_slice.get(key) not in allowed:
             choices = ", ".join("null" if value is None else str(value).lower() for value in allowed)
-            return f"invalid config: key {name}.{key}: must be one of {choices}, got {config_slice[key]!r}"
+            return f"invalid config: key {name}.{key}: must be one of {choices}, got {config_slice.get(key)!r}"
     values = command_slice(config_slice, name)
     supplied = {**SLICES[name].supplied, **wired_inputs(name, config_slice)}
     try:

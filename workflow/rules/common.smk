@@ -69,10 +69,13 @@ def chat_dataset(name):
 
 
 def training_inputs(stage):
-    """A stage's corpus, the best checkpoint of the stage before it (if any), and the command's code."""
+    """A stage's corpus, where it starts (the stage before it: its best saved checkpoint or its
+    final parameters, as the slice's `start` says), and the command's code."""
     inputs = {"data": getattr(rules, stage.corpus).output[0], "code": code("train")}
     if stage.previous:
-        inputs["start"] = best(stage.previous)
+        start = config[stage.name]["start"]
+        previous = getattr(rules, f"train_{stage.previous}").output[0]
+        inputs["start"] = best(stage.previous) if start == "best" else previous
     return inputs
 
 
