@@ -90,11 +90,11 @@ from gptlineage.settings import from_args
 from gptlineage.training.config import TrainConfig, plan, with_corpus_files
 from gptlineage.training.memory import estimate_training
 common = sys.argv[1:]
-with contextlib.redirect_stdout(io.StringIO()):  # a warm-up run loads every library and thread pool
-    assert main(["train", *common, "--steps", "1", "--output", "warm"]) == 0
+shape = ["--vocab", "2048", "--width", "64", "--heads", "4", "--layers", "2", "--context", "256"]
+with contextlib.redirect_stdout(io.StringIO()):  # a warm-up run (one row) loads every library and pool
+    assert main(["train", *common, *shape, "--batch", "1", "--steps", "1", "--output", "warm"]) == 0
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
-big = [*common, "--vocab", "2048", "--width", "64", "--heads", "4", "--layers", "2", "--context", "256",
-       "--batch", "32", "--steps", "1", "--output", "big"]
+big = [*common, *shape, "--batch", "32", "--steps", "1", "--output", "big"]
 config = with_corpus_files(from_args(TrainConfig, build_parser("train").parse_args(["train", *big])))
 with contextlib.redirect_stdout(io.StringIO()):
     assert main(["train", *big]) == 0
@@ -112,8 +112,7 @@ def test_the_estimate_is_within_a_factor_two_of_the_real_peak(corpus, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     measured = json.loads(done.stdout.strip().splitlines()[-1])
-    if measured["grew"] <= 50 * 2**20:  # the peak was reached before the run (allocator reuse on a busy machine)
-        pytest.skip(f"the run did not raise the process's peak RSS measurably ({measured['grew']} bytes)")
+    assert measured["grew"] > 50 * 2**20, measured  # the batch's activations dominate, not the noise
     assert 0.5 < measured["estimate"] / measured["grew"] < 2.0, measured
 
 
