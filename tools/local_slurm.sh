@@ -13,6 +13,7 @@
 # second and kills a step above its --mem (JobAcctGatherParams=OverMemoryKill); slurmctld
 # cancels a job past its --time. A slurm.conf this script did not write is never replaced.
 set -euo pipefail
+PATH=$PATH:/usr/sbin:/sbin
 
 CONF=/etc/slurm/slurm.conf
 MARK="# Written by gptlineage tools/local_slurm.sh"
@@ -147,17 +148,21 @@ start() {
     status
 }
 
-stop_one() { # stop_one NAME PIDFILE
-    alive "$2" || return 0
-    local pid
-    pid=$(cat "$2")
-    kill "$pid"
-    for _ in $(seq 50); do
-        kill -0 "$pid" 2>/dev/null || return 0
-        sleep 0.2
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    say "$1 (pid $pid) did not stop in 10 s: killed"
+stop_one() { # stop_one NAME PIDFILE; the pid file goes too (Debian's package scripts look for it)
+    if alive "$2"; then
+        local pid
+        pid=$(cat "$2")
+        kill "$pid"
+        for _ in $(seq 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.2
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            kill -KILL "$pid" 2>/dev/null || true
+            say "$1 (pid $pid) did not stop in 10 s: killed"
+        fi
+    fi
+    rm -f "$2"
 }
 
 stop() {
