@@ -9,6 +9,15 @@ import numpy as np
 import pytest
 import torch
 
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "slurm: submits jobs to the local SLURM cluster of tools/local_slurm.sh (pytest -m slurm); "
+        "skips without one, fails without one when CI is set",
+    )
+
+
 # The tiny model of tests/test_train.py, on one thread: a training run takes about a second.
 TINY_TRAIN = [
     "--preset",
