@@ -40,7 +40,7 @@ pytestmark = pytest.mark.slurm
 
 PARTITION = "local"
 PROFILE = ["--profile", "workflow/profiles/slurm", "--workflow-profile", str(REPO / "tools/local_slurm_profile")]
-TARGETS = ["results/data_csv", "results/pretrain"]
+TARGETS = ["results/data_csv", "results/train/pretrain"]
 # The tiny training in float64 (so one and two processes can be compared parameter by
 # parameter) on one thread (so the bytes do not depend on the machine's cores), with the small
 # preset: the test is about the cluster, not the model. Eight steps leave six after the first
@@ -48,17 +48,17 @@ TARGETS = ["results/data_csv", "results/pretrain"]
 PRETRAIN = {**TINY_TRAINING, "steps": 8, "preset": "quick", "precision": "float64", "threads": 1}
 # One CPU a job (the profile asks for 2 for these rules) lets two of the chain's jobs share the
 # node: the command line's --set-threads replaces the profile's. The training runs one thread.
-ONE_CPU = ["--set-threads", "corpus_pretrain=1", "pretrain=1"]
+ONE_CPU = ["--set-threads", "corpus_pretrain=1", "train_pretrain=1"]
 # Two more copies of the tiny training, retries off, run at the same time as the chain: one
 # builds GPT-2 small (2.5 GB of parameters, gradients and AdamW state) in a job that asks for
 # 1.5 GB; one trains a million steps in a job that asks for a minute (the least: runtime is in
 # minutes), which slurmctld cancels 60 to 90 s in. The command line's --set-resources replaces
 # the profile's: other rules take the profile's default-resources.
 OVER_LIMITS = {
-    "memory": ({"preset": "gpt2-small", "precision": "float32"}, ["pretrain:mem_mb=1500"]),
+    "memory": ({"preset": "gpt2-small", "precision": "float32"}, ["train_pretrain:mem_mb=1500"]),
     "time": (
         {"steps": 10**6, "eval_every": 10**6, "checkpoint_every": 10**6},
-        ["pretrain:runtime=1", "pretrain:mem_mb=3000"],
+        ["train_pretrain:runtime=1", "train_pretrain:mem_mb=3000"],
     ),
 }
 SUBMITTED = re.compile(r"^Job \d+ has been submitted with SLURM jobid (\d+) \(log: (\S+)\)\.$", re.MULTILINE)
@@ -156,12 +156,12 @@ def write_config(workdir: Path, **pretrain) -> dict:
 
 def cancel_after_first_checkpoint(workdir: Path, stop: threading.Event, cancelled: list[str]) -> None:
     """scancel the pretraining job once its first checkpoint is on disk (written by rename)."""
-    checkpoint = workdir / "results/.pretrain.work/checkpoints/step-2"
+    checkpoint = workdir / "results/train/.pretrain.work/checkpoints/step-2"
     while not stop.wait(0.05):
         if not checkpoint.is_dir():
             continue
         running = [
-            i for i, job in slurm_jobs(workdir).items() if (job["state"], job["rule"]) == ("RUNNING", "pretrain")
+            i for i, job in slurm_jobs(workdir).items() if (job["state"], job["rule"]) == ("RUNNING", "train_pretrain")
         ]
         if running:
             subprocess.run(["scancel", *running], check=True)
@@ -177,7 +177,7 @@ def started_over_limits(cluster, tmp_path_factory):
         workdir = copy_workflow(tmp_path_factory.mktemp(f"over-{name}"))
         write_config(workdir, **{**PRETRAIN, **pretrain})
         limits = ["--set-resources", *resources, *ONE_CPU, "--retries", "0"]
-        runs[name] = (workdir, start_snakemake(workdir, *limits, "--", "results/pretrain"))
+        runs[name] = (workdir, start_snakemake(workdir, *limits, "--", "results/train/pretrain"))
     yield runs
     for workdir, process in runs.values():
         if process.poll() is None:
@@ -213,7 +213,7 @@ def test_every_job_of_the_chain_goes_through_sbatch(chain):
     submitted = submissions(output)
     rules = sorted(submitted.values())
     # pretrain twice: the cancelled job and its retry
-    assert rules == ["corpus_pretrain", "data_csv", "pretrain", "pretrain", "small_data"], output[-3000:]
+    assert rules == ["corpus_pretrain", "data_csv", "small_data", "train_pretrain", "train_pretrain"], output[-3000:]
     assert "localrule" not in output  # nothing ran on this side of sbatch
     jobs = {i: job for i, job in slurm_jobs(workdir).items() if i not in chain["earlier"]}
     assert set(jobs) == set(submitted), (jobs, submitted)
@@ -249,9 +249,9 @@ def test_a_cancelled_training_job_is_resubmitted_and_ends_as_an_uninterrupted_ru
     workdir = chain["workdir"]
     assert len(chain["cancelled"]) == 1, "the training job was never seen running after its first checkpoint"
     (cancelled,) = chain["cancelled"]
-    assert re.search(rf"\*\*\* JOB {cancelled} ON \S+ CANCELLED AT ", slurm_log(workdir, "pretrain", cancelled))
-    (retry,) = [i for i, rule in submissions(chain["output"]).items() if rule == "pretrain" and i != cancelled]
-    assert "an interrupted run of this same command left it" in slurm_log(workdir, "pretrain", retry)
+    assert re.search(rf"\*\*\* JOB {cancelled} ON \S+ CANCELLED AT ", slurm_log(workdir, "train_pretrain", cancelled))
+    (retry,) = [i for i, rule in submissions(chain["output"]).items() if rule == "train_pretrain" and i != cancelled]
+    assert "an interrupted run of this same command left it" in slurm_log(workdir, "train_pretrain", retry)
     # The same command on this side, uninterrupted.
     config = yaml.safe_load((workdir / "config.yaml").read_text())
     argv = shlex.split(flags(command_slice(config["pretrain"], "pretrain")))
@@ -274,7 +274,7 @@ def test_a_cancelled_training_job_is_resubmitted_and_ends_as_an_uninterrupted_ru
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    finished = workdir / "results/pretrain"
+    finished = workdir / "results/train/pretrain"
     assert (finished / "parameters.safetensors").read_bytes() == (reference / "parameters.safetensors").read_bytes()
     for phase in ("train", "validation"):  # metrics.json also holds timings, which differ
         assert losses(finished, phase) == losses(reference, phase)
@@ -284,14 +284,14 @@ def test_two_processes_under_slurm_equal_one_process(chain, tmp_path):
     """torchrun inside the job's allocation, gloo on the CPU (as tests/test_ddp.py, in float64)."""
     workdir = chain["workdir"]
     one = tmp_path / "one-process"
-    shutil.copytree(workdir / "results/pretrain", one)
+    shutil.copytree(workdir / "results/train/pretrain", one)
     write_config(workdir, processes=2)
-    output = snakemake(workdir, "--", "results/pretrain")
-    (job_id,) = [i for i, rule in submissions(output).items() if rule == "pretrain"]
+    output = snakemake(workdir, "--", "results/train/pretrain")
+    (job_id,) = [i for i, rule in submissions(output).items() if rule == "train_pretrain"]
     assert slurm_jobs(workdir)[job_id]["cpus"] == 2  # the profile's threads: sbatch --cpus-per-task=2
-    log = slurm_log(workdir, "pretrain", job_id)
+    log = slurm_log(workdir, "train_pretrain", job_id)
     assert log.count("processes=2") == 1 and log.count("wrote passport:") == 1  # rank 0 alone reports
-    two = workdir / "results/pretrain"
+    two = workdir / "results/train/pretrain"
     first, second = load_file(one / "parameters.safetensors"), load_file(two / "parameters.safetensors")
     assert first.keys() == second.keys()
     assert max((first[name] - second[name]).abs().max().item() for name in first) <= 1e-6
@@ -307,13 +307,13 @@ def over_limits(started_over_limits) -> dict[str, dict]:
     for name, (workdir, process) in started_over_limits.items():
         code, output = finish(process, workdir)
         assert code != 0, output[-3000:]
-        (job_id,) = [i for i, rule in submissions(output).items() if rule == "pretrain"]
+        (job_id,) = [i for i, rule in submissions(output).items() if rule == "train_pretrain"]
         results[name] = {
             "output": output,
             "job_id": job_id,
             "job": slurm_jobs(workdir)[job_id],
-            "slurm_log": slurm_log(workdir, "pretrain", job_id),
-            "rule_log": (workdir / "logs/pretrain.log").read_text(),
+            "slurm_log": slurm_log(workdir, "train_pretrain", job_id),
+            "rule_log": (workdir / "logs/train_pretrain.log").read_text(),
         }
     return results
 
@@ -325,7 +325,7 @@ def test_a_job_over_its_memory_request_is_killed_and_its_slurm_log_says_so(over_
     assert re.search(killed, run["slurm_log"]), run["slurm_log"]
     assert run["job"]["state"] == "FAILED", run["job"]
     assert run["rule_log"] == ""  # killed from outside: the command had nothing to say
-    assert f".snakemake/slurm_logs/rule_pretrain/{run['job_id']}.log" in run["output"]  # Snakemake points at it
+    assert f".snakemake/slurm_logs/rule_train_pretrain/{run['job_id']}.log" in run["output"]  # Snakemake points at it
 
 
 def test_a_job_over_its_time_request_is_cancelled_and_its_slurm_log_says_so(over_limits):
@@ -335,4 +335,4 @@ def test_a_job_over_its_time_request_is_cancelled_and_its_slurm_log_says_so(over
     assert run["job"]["state"] == "TIMEOUT", run["job"]
     assert run["rule_log"] == ""
     assert f"SLURM-job '{run['job_id']}' failed, SLURM status is: 'TIMEOUT'" in run["output"]
-    assert f".snakemake/slurm_logs/rule_pretrain/{run['job_id']}.log" in run["output"]
+    assert f".snakemake/slurm_logs/rule_train_pretrain/{run['job_id']}.log" in run["output"]
