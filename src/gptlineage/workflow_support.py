@@ -107,7 +107,7 @@ SLICES: dict[str, Slice] = {
         {"held_out_suite": (True, False)},
     ),
     "matched_compare": Slice(
-        "matched-compare", "gptlineage.commands.matched_compare:MatchedCompareConfig", {"data": "x", **MODEL_RUN}
+        "matched-compare", "gptlineage.reporting.matched_compare:MatchedCompareConfig", {"data": "x", **MODEL_RUN}
     ),
 }
 

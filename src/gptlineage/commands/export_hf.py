@@ -1,11 +1,7 @@
 """Export a checkpoint as a Hugging Face GPT-2 directory that `GPT2LMHeadModel.from_pretrained` loads offline.
 
-The artifact holds config.json (a GPT2Config with our dimensions, tanh GELU "gelu_new",
-our LayerNorm epsilon, no dropout, tied embeddings) and model.safetensors (float32, Hugging
-Face's tensor names, Conv1D weights transposed, the q/k/v projections fused into c_attn with
-a zero bias; see `gptlineage.model.hf`). Before the artifact is published the directory is loaded
-back through transformers and its logits on a fixed probe sequence are compared with ours;
-a difference above 1e-4 fails the export.
+The settings and the export live in `gptlineage.generation.export_hf`: config.json and
+model.safetensors, checked by loading them back through transformers (logits within 1e-4).
 
 Example:
     gptlineage export-hf --run results/sft_stage2 --output results/export_hf
@@ -14,28 +10,12 @@ Example:
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
-from pathlib import Path
 
-from gptlineage.generation.source import ModelSource, load_model, model_artifact, recorded_settings
-from gptlineage.model.gpt import count_parameters
-from gptlineage.model.hf import PROBE_TOLERANCE, check_export, write_hf_directory
-from gptlineage.settings import add_flags, check_settings, from_args, setting
+from gptlineage.generation.export_hf import ExportConfig, export_hf
+from gptlineage.settings import add_flags, from_args
 
 NAME = "export-hf"
 EXAMPLE = "gptlineage export-hf --run results/sft_stage2 --output results/export_hf"
-FORMAT = "transformers GPT2LMHeadModel, safetensors float32"
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExportConfig:
-    """`gptlineage export-hf`: the model to export and where."""
-
-    model: ModelSource
-    output: Path = setting(help="artifact directory to write (the Hugging Face model directory)")
-
-    def __post_init__(self) -> None:
-        check_settings(self)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,15 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = from_args(ExportConfig, args)
-    model = load_model(config.model).float()  # parameter files hold float32; the export does too
-    parameters = {**recorded_settings(config), "format": FORMAT, "probe_tolerance": PROBE_TOLERANCE}
-    with model_artifact(config, NAME, parameters) as artifact:
-        written = write_hf_directory(model, artifact.path)
-        difference = check_export(model, artifact.path)
-        artifact.summary = {
-            "parameters": count_parameters(model),
-            "hf_parameters": written["hf_parameters"],
-            "probe_max_abs_logit_difference": difference,
-        }
+    summary = export_hf(config, NAME)
+    difference = summary["probe_max_abs_logit_difference"]
     print(f"wrote Hugging Face model: {config.output} (probe max |Δlogit| {difference:.3g})")
     return 0

@@ -1,0 +1,69 @@
+"""The settings of `gptlineage matched-compare` and its artifact: both trainers' metrics, the comparison, its plot.
+
+The comparison itself (two trainers, the same batches and schedule) is `gptlineage.reporting.matched`;
+this module writes what it measured: metrics-gptlineage.json, metrics-reference.json (points like
+the trainer's metrics.json), comparison.json and comparison.svg. When a train loss differs by more
+than the threshold, no artifact is written.
+
+Example:
+    gptlineage matched-compare --run results/sft_stage2 --data results/corpus_sft_stage1 --updates 50 --output results/matched
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gptlineage.generation.source import ModelSource, load_model, model_inputs, recorded_settings
+from gptlineage.jsonio import write_json_atomic
+from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.reporting.matched import MatchedSettings, check_threshold, run_matched, step_lines
+from gptlineage.settings import check_settings, setting
+from gptlineage.training.metrics import metrics_document
+
+REFERENCE = "transformers.GPT2LMHeadModel, c_attn.bias frozen at 0, torch.optim.AdamW"
+SUMMARY_KEYS = ("max_absolute_train_loss_difference", "max_absolute_validation_loss_difference", "throughput_ratio")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatchedCompareConfig:
+    """`gptlineage matched-compare`: the starting checkpoint, the corpus, the schedule and the tolerance."""
+
+    model: ModelSource
+    data: Path = setting(
+        help="a prepared corpus directory (gptlineage prepare --output); dialogue masks and "
+        "records are used when present",
+        group="data",
+    )
+    settings: MatchedSettings = field(default_factory=MatchedSettings)
+    output: Path = setting(help="artifact directory to write")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
+def write_matched_compare(config: MatchedCompareConfig, command: str) -> dict[str, Any]:
+    """Run the comparison and write it as `command`'s artifact at config.output; the comparison."""
+    # matplotlib is imported here, not at the top: the workflow's config check imports this module
+    # for the settings class alone, once per Snakemake start.
+    from gptlineage.reporting.plots import comparison_svg
+
+    model = load_model(config.model)
+    parameters = {**recorded_settings(config), "reference": REFERENCE}
+    inputs = {**model_inputs(config.model), "data": config.data}
+    with ArtifactWriter(
+        config.output, command=command, parameters=parameters, inputs=inputs, device=config.model.device
+    ) as artifact:
+        result = run_matched(
+            model, config.data, config.settings, precision=config.model.precision, device=config.model.device
+        )
+        for line in step_lines(result):
+            print(line)
+        check_threshold(result.comparison)  # raising here removes the half-built artifact
+        for side, points in result.points.items():
+            write_json_atomic(artifact.path / f"metrics-{side}.json", metrics_document(points))
+        write_json_atomic(artifact.path / "comparison.json", result.comparison)
+        (artifact.path / "comparison.svg").write_bytes(comparison_svg(artifact.path))  # from the files above
+        artifact.summary = {key: result.comparison[key] for key in SUMMARY_KEYS}
+    return result.comparison
