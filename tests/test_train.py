@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import TINY_MODEL as TINY
 from conftest import losses
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,27 +22,6 @@ from safetensors.torch import load_file
 from gptlineage.cli import main
 
 GOLDEN = Path(__file__).parent / "golden" / "train_tiny.json"
-# A tiny model that trains in milliseconds a step: 1,024-token vocabulary, context 16.
-TINY = [
-    "--preset",
-    "quick",
-    "--vocab",
-    "1024",
-    "--width",
-    "32",
-    "--heads",
-    "2",
-    "--layers",
-    "1",
-    "--batch",
-    "4",
-    "--lr",
-    "0.01",
-    "--warmup-steps",
-    "2",
-    "--eval-batches",
-    "2",
-]
 
 
 def train(corpus: Path, output: Path, *extra: str) -> int:
