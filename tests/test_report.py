@@ -91,23 +91,28 @@ def test_ro_crate_has_one_create_action_per_artifact_and_hashed_files(chain, tmp
     for action in per_artifact:
         assert graph[action["instrument"]["@id"]]["@type"] == "SoftwareApplication"
         assert action["startTime"] <= action["endTime"] and action["result"]
-        assert all(graph[r["@id"]]["@type"] == "File" for r in action["result"])
+        assert all(graph[r["@id"]]["@type"] == "File" for r in as_list(action["result"]))
     stage2 = next(a for a in per_artifact if a["name"].endswith(" stage2"))
-    objects = {o["@id"] for o in stage2["object"]}
+    objects = {o["@id"] for o in as_list(stage2["object"])}
     assert "best_stage1/parameters.safetensors" in objects  # the input links to the upstream artifact's file
     files = [e for e in graph.values() if e["@type"] == "File"]
     assert files and all(re.fullmatch(r"[0-9a-f]{64}", f["sha256"]) for f in files)
     for entity in files:
         path = crate / entity["@id"]
         assert path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == entity["sha256"]
-    linked = {p["@id"] for e in graph.values() for p in e.get("hasPart", [])}
+    linked = {p["@id"] for e in graph.values() for p in as_list(e.get("hasPart", []))}
     assert all(f["@id"] in linked for f in files)  # every file reachable from the root through hasPart
     assert all(
         ref["@id"] in graph
         for e in graph.values()
         for key in ("object", "result", "instrument", "hasPart")
-        for ref in ([e[key]] if isinstance(e.get(key), dict) else e.get(key, []))
+        for ref in as_list(e.get(key, []))
     )
+
+
+def as_list(value):
+    """A property's value as a list: the crate writes a one-element list as the element (RO-Crate 1.1)."""
+    return value if isinstance(value, list) else [value]
 
 
 def test_prov_json_export_still_works_and_ro_crate_needs_an_output(chain, tmp_path, capsys):

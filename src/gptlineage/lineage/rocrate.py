@@ -11,7 +11,8 @@ needs (the workflow, the crate's mainEntity), and `ro-crate-metadata.json` descr
     startTime and endTime from the manifest's run block;
   - one CreateAction for the whole chain, whose instrument is the workflow script.
 The root Dataset conforms to Process Run Crate 0.5, Workflow Run Crate 0.5 and Workflow
-RO-Crate 1.0.
+RO-Crate 1.0 (roc-validator passes all four profiles at REQUIRED: tests/test_lineage_formats.py).
+A property holding one value is written as that value, not a one-element list (RO-Crate 1.1).
 
 Files are hard-linked into the crate where the file system allows (a crate then costs no
 space beside its results; treat it as read-only, an edit in place would change the result
@@ -313,7 +314,18 @@ def crate_metadata(nodes: list[Node], folders: dict[Path, str], crate: Crate, sc
         {"@id": uri, "@type": "CreativeWork", "name": name, "version": version}
         for uri, (name, version) in PROFILES.items()
     ]
-    return {"@context": CONTEXT, "@graph": [descriptor, root, *profiles, *crate.entities.values()]}
+    graph = [descriptor, root, *profiles, *crate.entities.values()]
+    return {"@context": CONTEXT, "@graph": [compact(entity) for entity in graph]}
+
+
+def compact(entity: dict[str, Any]) -> dict[str, Any]:
+    """The entity with each one-element list of a property unpacked to the value (RO-Crate 1.1 JSON-LD:
+    compacted form, no singleton arrays); lists of several or none, and JSON-LD keywords, stay as they are.
+    """
+    return {
+        key: value[0] if isinstance(value, list) and len(value) == 1 and not key.startswith("@") else value
+        for key, value in entity.items()
+    }
 
 
 def export_ro_crate(path: str | Path, output: str | Path, sources: bool = True) -> Path:
