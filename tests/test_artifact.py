@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from gptlineage.errors import GptlineageError
-from gptlineage.lineage.artifact import MANIFEST, ArtifactWriter, artifact_id, read_manifest
+from gptlineage.lineage.artifact import MANIFEST, ArtifactWriter, artifact_id, content_sha256, read_manifest
 from gptlineage.lineage.hashing import sha256_file
+from gptlineage.lineage.walk import verify
 
 
 def write_artifact(output: Path, text: str = "hello\n", inputs=None, parameters=None) -> dict:
@@ -22,7 +23,7 @@ def write_artifact(output: Path, text: str = "hello\n", inputs=None, parameters=
 
 def test_manifest_records_files_parameters_code_and_environment(tmp_path):
     manifest = write_artifact(tmp_path / "out")
-    assert manifest["schema"] == "gptlineage.artifact.v2"
+    assert manifest["schema"] == "gptlineage.artifact.v3"
     assert [entry["path"] for entry in manifest["files"]] == ["a.txt", "sub/b.bin"]
     assert manifest["files"][0] == {"path": "a.txt", "bytes": 6, "sha256": sha256_file(tmp_path / "out" / "a.txt")}
     assert manifest["parameters"] == {"k": 1}
@@ -40,9 +41,21 @@ def test_manifest_records_files_parameters_code_and_environment(tmp_path):
 def test_identical_inputs_parameters_and_code_give_the_same_id(tmp_path):
     first = write_artifact(tmp_path / "one")
     second = write_artifact(tmp_path / "two")
-    assert first["id"] == second["id"]
-    assert write_artifact(tmp_path / "three", text="other\n")["id"] != first["id"]
+    assert first["id"] == second["id"] and content_sha256(first) == content_sha256(second)
     assert write_artifact(tmp_path / "four", parameters={"k": 2})["id"] != first["id"]
+
+
+def test_the_same_work_with_other_results_keeps_its_id_and_its_consumers_notice(tmp_path):
+    """Outputs are not the work: a rerun whose files differ (timings, say) has the same id and
+    another content_sha256, and an artifact that used the first results fails verify."""
+    first = write_artifact(tmp_path / "up")
+    down = write_artifact(tmp_path / "down", inputs={"data": tmp_path / "up"})
+    assert down["inputs"][0]["content_sha256"] == content_sha256(first)
+    assert verify(tmp_path / "down")[1] == []
+    rerun = write_artifact(tmp_path / "up", text="other\n")
+    assert rerun["id"] == first["id"] and content_sha256(rerun) != content_sha256(first)
+    problems = verify(tmp_path / "down")[1]
+    assert len(problems) == 1 and "input artifact was rerun with other results" in problems[0], problems
 
 
 def test_a_failed_command_leaves_no_artifact_and_no_temporary(tmp_path):
@@ -96,5 +109,5 @@ def test_broken_manifest_is_one_clear_error(tmp_path):
     with pytest.raises(GptlineageError, match="manifest.json: not valid JSON"):
         read_manifest(tmp_path)
     (tmp_path / MANIFEST).write_text(json.dumps({"schema": "other"}))
-    with pytest.raises(GptlineageError, match="schema is not gptlineage.artifact.v2"):
+    with pytest.raises(GptlineageError, match="schema is not gptlineage.artifact.v3"):
         read_manifest(tmp_path)

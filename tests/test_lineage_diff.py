@@ -153,6 +153,7 @@ def test_two_identical_training_runs_differ_only_in_measurements(corpus, tmp_pat
         assert main(["train", *TINY_TRAIN, *extra]) == 0
     result = diff(tmp_path / "a" / "train", tmp_path / "b" / "train")
     (row,) = result["stages"]
+    assert row["id_a"] == row["id_b"]  # the same work: outputs that differ in timings leave the id alone
     assert row["measurements_only"] and row["first_divergence"] and list(row["reasons"]) == ["outputs"]
     assert (
         "metrics.json: timing, not compared (differs only in duration_ms, tokens_per_second)"

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from gptlineage.cli import main
-from gptlineage.lineage.artifact import MANIFEST, SEAL_KEY, artifact_id, manifest_sha256
+from gptlineage.lineage.artifact import MANIFEST, SEAL_KEY, artifact_id, content_sha256, manifest_sha256
 
 ZERO_ID = "0" * 64
 
@@ -334,6 +334,25 @@ def test_a_pinned_id_passes_when_it_matches(work, capsys):
     manifest_id = load(csv_of(work))["id"]
     assert main([*(word.format(w=work) for word in VERIFY), "--expect-id", manifest_id]) == 0
     assert capsys.readouterr().out.startswith("OK: 2 artifacts")
+
+
+def test_results_edited_and_resealed_by_hand_fail_only_a_pinned_content_hash(work, capsys):
+    """The id pins the work, not its results: a forger who edits the top artifact's output and
+    re-seals its manifest keeps the id; the content_sha256 printed by verify, pinned, notices."""
+    top = csv_of(work)
+    pinned_id, pinned_content = load(top)["id"], content_sha256(load(top))
+    target = next(path for path in top.iterdir() if path.suffix == ".json" and path.name != MANIFEST)
+    target.write_text(target.read_text(encoding="utf-8") + " ", encoding="utf-8")
+    edit(
+        top, lambda m: [e.update(file_entry(work, target.name, target)) for e in m["files"] if e["path"] == target.name]
+    )
+    assert load(top)["id"] == pinned_id
+    argv = [word.format(w=work) for word in VERIFY]
+    assert main([*argv, "--expect-id", pinned_id]) == 0
+    assert f"content_sha256 {content_sha256(load(top))}" in capsys.readouterr().out
+    assert main([*argv, "--expect-id", pinned_id, "--expect-content", pinned_content]) == 1
+    out, err = capsys.readouterr()
+    assert f"expected {pinned_content}" in out and err.startswith("error: lineage: ") and err.count("\n") == 1
 
 
 def test_a_malformed_pinned_id_is_a_flag_error(work, capsys):

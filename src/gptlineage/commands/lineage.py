@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from gptlineage.errors import GptlineageError
+from gptlineage.lineage.artifact import content_sha256
 from gptlineage.lineage.checks import is_hex64, printable
 from gptlineage.lineage.walk import prov_document, show_lines, verify, write_prov_json
 
@@ -35,6 +36,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=artifact_id_flag,
         metavar="ID",
         help="fail unless PATH's artifact has this id (64 hex digits): a pinned id notices a chain re-hashed by hand",
+    )
+    check.add_argument(
+        "--expect-content",
+        type=artifact_id_flag,
+        metavar="SHA256",
+        help="fail unless PATH's artifact holds exactly the files this content_sha256 (64 hex digits) names",
     )
     export = actions.add_parser("export", help="write the lineage in a standard format")
     export.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
@@ -77,7 +84,7 @@ def run_action(args: argparse.Namespace) -> int:
         print("\n".join(show_lines(args.path)))
         return 0
     if args.action == "verify":
-        nodes, problems = verify(args.path, args.expect_id)
+        nodes, problems = verify(args.path, args.expect_id, args.expect_content)
         for problem in problems:
             print(printable(f"FAILED {problem}"))
         files = sum(len(node.manifest["files"]) for node in nodes)
@@ -87,7 +94,8 @@ def run_action(args: argparse.Namespace) -> int:
         if problems:
             sys.stdout.flush()
             raise GptlineageError(f"{nodes[0].path}: verify FAILED: {counts}")
-        print(f"OK: {counts}")
+        top = nodes[0].manifest
+        print(f"OK: {counts} (id {top['id']}, content_sha256 {content_sha256(top)})")
         return 0
     if args.action == "report":
         from gptlineage.reporting.page import write_report  # matplotlib loads only for the report

@@ -21,10 +21,14 @@ command measured (set `artifact.summary` inside the block), the command's code c
 
 The artifact id means "the same work": it is the sha256 of `identity_payload(manifest)`,
 which keeps only the schema, the command name, the parameters, the inputs by content (role
-and artifact id or sha256, not their paths), the output files, the code closure's hash and
-the environment class (python, torch, numpy versions and the device kind). The argv (so
-flag order), input and output paths, thread count, platform, host, times and edits to
-package files the command does not import do not change it.
+and artifact id or sha256, not their paths), the code closure's hash and the environment
+class (python, torch, numpy versions and the device kind). The argv (so flag order), input
+and output paths, thread count, platform, host, times and edits to package files the command
+does not import do not change it. Nor do the output files: a rerun of the same work has the
+same id even where its outputs hold timings (a training run's step durations). What a run
+produced is the `files` list, sealed with the rest of the record by `manifest_sha256`; an
+input artifact is recorded by its id and by `content_sha256`, the hash of its files list, so
+verify notices an upstream artifact rerun with other results.
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ from gptlineage.lineage.outputs import (
 from gptlineage.lineage.tree import SNAKEMAKE_FILES, artifact_files_root
 
 MANIFEST = "manifest.json"
-SCHEMA = "gptlineage.artifact.v2"
+SCHEMA = "gptlineage.artifact.v3"
 # Files other tools drop into artifact directories; they are neither hashed nor checked.
 FOREIGN_FILES = SNAKEMAKE_FILES
 # What identifies an input: its role and its content, never where it lies.
@@ -82,15 +86,20 @@ def identity_payload(manifest: Mapping[str, Any]) -> dict[str, Any]:
         "command": manifest["command"]["name"],
         "parameters": manifest["parameters"],
         "inputs": sorted(inputs, key=lambda entry: entry["role"]),
-        "files": [{key: entry[key] for key in ("path", "bytes", "sha256")} for entry in manifest["files"]],
         "code_closure_sha256": manifest["code"]["closure_sha256"],
         "environment": environment_class(manifest["environment"]),
     }
 
 
 def artifact_id(manifest: Mapping[str, Any]) -> str:
-    """The sha256 of `identity_payload(manifest)`: equal ids mean the same work with the same result."""
+    """The sha256 of `identity_payload(manifest)`: equal ids mean the same work (its results may
+    differ in measurements such as timings, or in floating-point details off the CPU)."""
     return sha256_json(identity_payload(manifest))
+
+
+def content_sha256(manifest: Mapping[str, Any]) -> str:
+    """The hash of what an artifact holds: its files list (path, bytes, sha256 of each)."""
+    return sha256_json([{key: entry[key] for key in ("path", "bytes", "sha256")} for entry in manifest["files"]])
 
 
 def manifest_sha256(manifest: Mapping[str, Any]) -> str:
@@ -167,7 +176,9 @@ def describe_input(role: str, path: str | Path, output_dir: Path) -> dict[str, A
     entry: dict[str, Any] = {"role": role, "path": os.path.relpath(path, output_dir)}
     holder = find_artifact_dir(path)
     if holder is not None:
-        entry["artifact_id"] = read_manifest(holder)["id"]
+        upstream = read_manifest(holder)
+        entry["artifact_id"] = upstream["id"]
+        entry["content_sha256"] = content_sha256(upstream)  # which results of that work were used
         entry["artifact_path"] = os.path.relpath(holder, output_dir)
     if path.is_file():
         entry["sha256"] = sha256_file(path)

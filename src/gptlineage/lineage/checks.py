@@ -213,7 +213,7 @@ def check_inputs(shape: Shape, manifest: dict[str, Any]) -> None:
         name = f"inputs[{index}]"
         shape.need(entry, "role", is_text, "a string", f"{name}.role")
         shape.need(entry, "path", is_relative_path, "a relative path", f"{name}.path")
-        for key in ("artifact_id", "sha256", "tree_sha256"):
+        for key in ("artifact_id", "content_sha256", "sha256", "tree_sha256"):
             shape.may(entry, key, is_hex64, "64 hex digits", f"{name}.{key}")
         if "artifact_id" in entry:
             shape.need(entry, "artifact_path", is_relative_path, "a relative path", f"{name}.artifact_path")

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from gptlineage.errors import GptlineageError
-from gptlineage.lineage.artifact import INPUT_IDENTITY_KEYS, MANIFEST, read_manifest
+from gptlineage.lineage.artifact import INPUT_IDENTITY_KEYS, MANIFEST, content_sha256, read_manifest
 from gptlineage.lineage.compare import IDENTICAL, compare_outputs
 from gptlineage.lineage.identity import environment_class
 from gptlineage.lineage.table import flatten, format_value, markdown, stage_metrics, text
@@ -136,6 +136,8 @@ def input_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> tuple
             continue
         left, right = ({k: e[k] for k in INPUT_IDENTITY_KEYS if k in e} for e in (a[role], b[role]))
         if left == right:
+            if a[role].get("content_sha256") != b[role].get("content_sha256"):
+                upstream.append(f"{role}: artifact {short(left['artifact_id'])}, the same work with other results")
             continue
         content = {side: e.get("sha256") or e.get("tree_sha256") for side, e in (("a", left), ("b", right))}
         if "artifact_id" in left and "artifact_id" in right and content["a"] and content["a"] == content["b"]:
@@ -224,11 +226,25 @@ def stage_name(a: Stage | None, b: Stage | None) -> str:
     return " | ".join(names)
 
 
+def same_artifact(a: Stage, b: Stage) -> bool:
+    """The same work (id) with the same results (content)."""
+    return (a.manifest["id"], content_sha256(a.manifest)) == (b.manifest["id"], content_sha256(b.manifest))
+
+
 def stage_row(a: Stage | None, b: Stage | None) -> dict[str, Any]:
     """One stage of the diff: where it is on each side, its ids, and why they differ."""
     either = a or b
     assert either is not None
-    same = a is not None and b is not None and a.manifest["id"] == b.manifest["id"]
+    # The same artifact: the same work (id) with the same results (content).
+    same = (
+        a is not None
+        and b is not None
+        and (a.manifest["id"], content_sha256(a.manifest))
+        == (
+            b.manifest["id"],
+            content_sha256(b.manifest),
+        )
+    )
     reasons: dict[str, list[str]] = {}
     measured_only = False
     if a is None or b is None:
@@ -249,11 +265,11 @@ def stage_row(a: Stage | None, b: Stage | None) -> dict[str, Any]:
 
 
 def metric_rows(pairs: list[tuple[Stage | None, Stage | None]]) -> list[dict[str, Any]]:
-    """The metrics of each matched stage whose ids differ, side by side, with B − A for numbers:
+    """The metrics of each matched stage that differs, side by side, with B − A for numbers:
     the key metrics always, other numbers of the summary and reports only where they differ."""
     rows = []
     for a, b in pairs:
-        if a is None or b is None or a.manifest["id"] == b.manifest["id"]:
+        if a is None or b is None or same_artifact(a, b):
             continue
         left = stage_metrics(a.path, a.manifest, extras=True)
         right = stage_metrics(b.path, b.manifest, extras=True)

@@ -25,6 +25,7 @@ from gptlineage.lineage.artifact import (
     SCHEMA,
     SEAL_KEY,
     artifact_id,
+    content_sha256,
     manifest_sha256,
     parse_manifest,
     read_manifest,
@@ -186,10 +187,15 @@ def verify_input(directory: Path, entry: dict[str, Any]) -> list[str]:
     if upstream is not None:
         if not (upstream / MANIFEST).is_file():
             return [f"{upstream}: input artifact missing (needed by {directory.name})"]
-        found = read_manifest(upstream)["id"]
-        if found != entry["artifact_id"]:
+        found = read_manifest(upstream)
+        if found["id"] != entry["artifact_id"]:
             return [
-                f"{upstream}: input artifact was replaced (id {short(found)}, {directory.name} used {short(entry['artifact_id'])})"
+                f"{upstream}: input artifact was replaced (id {short(found['id'])}, {directory.name} used {short(entry['artifact_id'])})"
+            ]
+        if "content_sha256" in entry and content_sha256(found) != entry["content_sha256"]:
+            return [
+                f"{upstream}: input artifact was rerun with other results (the same work, id {short(found['id'])},"
+                f" but not the files {directory.name} used)"
             ]
         if source != upstream and upstream not in source.parents:
             return [f"{source}: input {entry['role']} of {directory.name} lies outside its artifact {upstream}"]
@@ -208,16 +214,24 @@ def verify_input(directory: Path, entry: dict[str, Any]) -> list[str]:
     return []
 
 
-def verify(path: str | Path, expect_id: str | None = None) -> tuple[list[Node], list[str]]:
+def verify(
+    path: str | Path, expect_id: str | None = None, expect_content: str | None = None
+) -> tuple[list[Node], list[str]]:
     """Rehash PATH and everything upstream; return the artifacts checked and every problem found.
 
-    With EXPECT_ID, PATH's artifact must also have that id: a pinned id notices a chain whose
-    manifests were edited and re-hashed by hand, which every other check accepts.
+    With EXPECT_ID, PATH's artifact must also have that id, and with EXPECT_CONTENT that
+    content_sha256: pinned hashes notice a chain whose manifests were edited and re-sealed by
+    hand, which every other check accepts. The id pins the work (command, parameters, inputs,
+    code); the content hash pins the results it produced, measurements such as timings included.
     """
     nodes = list(walk(path))
     problems = [problem for node in nodes for problem in verify_artifact(node.path, node.manifest)]
-    if expect_id is not None and nodes[0].manifest["id"] != expect_id:
-        problems.insert(0, f"{nodes[0].path / MANIFEST}: id is {nodes[0].manifest['id']}, expected {expect_id}")
+    top = nodes[0]
+    if expect_content is not None and content_sha256(top.manifest) != expect_content:
+        found = content_sha256(top.manifest)
+        problems.insert(0, f"{top.path / MANIFEST}: content_sha256 is {found}, expected {expect_content}")
+    if expect_id is not None and top.manifest["id"] != expect_id:
+        problems.insert(0, f"{top.path / MANIFEST}: id is {top.manifest['id']}, expected {expect_id}")
     return nodes, problems
 
 
