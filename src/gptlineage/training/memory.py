@@ -26,7 +26,8 @@ The peak is model state + tied embedding + batch + max(activations + loss, valid
 what this run adds to the process (the Python and torch runtime already loaded are not
 counted), and it is compared with what the machine has free: MemAvailable from /proc/meminfo,
 or less where a cgroup (v2 or v1) limits this process, or --max-memory. With processes > 1 on
-one node, each process needs its own share. On CUDA the model's part is compared with the
+one node, each process needs its own share; with --nodes, each node's processes (the rows are
+those of B / (nodes x processes)). On CUDA the model's part is compared with the
 GPU's free memory instead, and only the batch with the host's.
 
 Example:
@@ -225,10 +226,12 @@ def refuse_if_short(needed: int, has: tuple[int, str] | None, what: str, detail:
 def check_training_memory(config: TrainConfig, run: Plan, processes: int = 1) -> MemoryEstimate:
     """Refuse (GptlineageError) a run whose estimated peak exceeds the memory available; return the estimate."""
     runtime = config.runtime
-    estimate = estimate_training(run, runtime, processes)
+    estimate = estimate_training(run, runtime, processes * runtime.nodes)  # each rank's rows: of the whole world
     hint = "lower --batch, raise --accumulate, or shrink the model; pass --max-memory GIB if you know better"
     who = "this run" if processes == 1 else f"this run ({processes} processes)"
-    detail = estimate.describe(run) + (" per process" if processes > 1 else "")
+    if runtime.nodes > 1:  # what one node needs: its own `processes` ranks
+        who = f"this run ({processes} process(es) on each of {runtime.nodes} nodes)"
+    detail = estimate.describe(run) + (" per process" if processes * runtime.nodes > 1 else "")
     if runtime.device.startswith("cuda"):
         free = cuda_free(runtime.device)
         if runtime.max_memory is not None:

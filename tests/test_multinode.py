@@ -1,0 +1,186 @@
+"""Multi-node training (`--nodes N`): one torchrun agent per node, c10d rendezvous, ranks from the environment.
+
+The launch is tested on one machine with two agents, as srun would start them on two nodes:
+two `gptlineage train --nodes 2` processes, each told by GPTLINEAGE_NODE_AGENT that it is one
+node's agent meeting the other at localhost:<port>, each running one rank (gloo, CPU). The
+finished stage equals the one-process run, compared as tests/test_ddp.py compares two
+processes with one (parameters in float64). What srun itself adds across real hosts is
+checked as the command it would run, under a SLURM environment given to `launch_command`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TINY_TRAIN as TINY
+from conftest import losses
+from test_ddp import STEPS, max_parameter_difference
+
+from gptlineage.cli import main
+from gptlineage.training.distributed import (
+    NODE_AGENT_VARIABLE,
+    RENDEZVOUS_PORT_BASE,
+    first_host,
+    launch_command,
+    rendezvous_port,
+)
+
+FLOAT64 = ["--precision", "float64"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def train_as_agents(corpus: Path, output: Path, nodes: int, *extra: str) -> list[subprocess.CompletedProcess]:
+    """`gptlineage train --nodes N` started N times, as srun starts it once per node: N torchrun agents."""
+    argv = [sys.executable, "-m", "gptlineage", "train", *TINY, "--data", str(corpus), *STEPS, *extra]
+    argv += ["--nodes", str(nodes), "--output", str(output)]
+    environment = dict(os.environ, **{NODE_AGENT_VARIABLE: f"127.0.0.1:{free_port()}"})
+    agents = [
+        subprocess.Popen(argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(nodes)
+    ]
+    done = []
+    for agent in agents:
+        try:
+            stdout, stderr = agent.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            for each in agents:
+                each.kill()
+            raise
+        done.append(subprocess.CompletedProcess(argv, agent.returncode, stdout, stderr))
+    return done
+
+
+@pytest.fixture(scope="module")
+def runs(corpus, tmp_path_factory) -> Path:
+    """The one-process run, and the same command on two one-rank agents (float64)."""
+    root = tmp_path_factory.mktemp("multinode")
+    assert main(["train", *TINY, "--data", str(corpus), *STEPS, *FLOAT64, "--output", str(root / "one")]) == 0
+    agents = train_as_agents(corpus, root / "two-nodes", 2, *FLOAT64, "--checkpoint-every", "3")
+    for agent in agents:
+        assert agent.returncode == 0, agent.stderr[-3000:]
+    (root / "two-nodes.log").write_text("".join(agent.stdout for agent in agents))
+    return root
+
+
+def test_two_node_agents_give_the_one_process_parameters_within_1e_6(runs):
+    assert max_parameter_difference(runs / "one", runs / "two-nodes") <= 1e-6
+    assert max(abs(a - b) for a, b in zip(losses(runs / "one"), losses(runs / "two-nodes"))) <= 1e-12
+
+
+def test_the_two_node_run_records_its_nodes_and_rank_0_alone_writes(runs):
+    output = runs / "two-nodes"
+    passport = json.loads((output / "passport.json").read_text())
+    assert passport["parallelism"] == {"nodes": 2, "processes": 2, "rows_per_process": 2}
+    manifest = json.loads((output / "manifest.json").read_text())
+    assert manifest["parameters"]["settings"]["nodes"] == 2
+    assert manifest["parameters"]["settings"]["processes"] == 1
+    log = (runs / "two-nodes.log").read_text()
+    assert log.count("wrote passport:") == 1 and log.count("processes=2") == 1
+    assert sorted(p.name for p in (output / "checkpoints").iterdir()) == ["step-3", "step-6"]
+    assert not list(runs.glob(".two-nodes.*"))  # no work directory, no rank logs left behind
+    assert main(["lineage", "verify", str(output)]) == 0
+
+
+def test_nodes_change_the_identity_of_the_work(runs):
+    one = json.loads((runs / "one/manifest.json").read_text())
+    two = json.loads((runs / "two-nodes/manifest.json").read_text())
+    assert one["parameters"]["settings"]["nodes"] == 1
+    assert one["id"] != two["id"]
+
+
+def slurm_environment(**extra: str) -> dict[str, str]:
+    return {"SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "gpu[07-08]", "SLURM_JOB_NUM_NODES": "2", **extra}
+
+
+def test_under_slurm_srun_starts_one_torchrun_agent_per_node(tmp_path):
+    command = launch_command(2, 4, ["train", "--nodes", "2"], tmp_path, slurm_environment(SLURM_CPUS_PER_TASK="16"))
+    srun = command[: command.index(sys.executable)]
+    assert srun == [
+        "srun",
+        "--nodes=2",
+        "--ntasks=2",
+        "--ntasks-per-node=1",
+        "--cpus-per-task=16",
+        "--kill-on-bad-exit=1",
+    ]
+    agent = command[len(srun) :]
+    assert agent[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert "--nnodes=2" in agent and "--nproc-per-node=4" in agent and "--rdzv-backend=c10d" in agent
+    assert f"--rdzv-endpoint=gpu07:{RENDEZVOUS_PORT_BASE + 4242 % 2000}" in agent
+    assert "--rdzv-id=4242" in agent and "--standalone" not in agent
+    assert agent[-4:] == ["gptlineage", "train", "--nodes", "2"]
+
+
+def test_one_node_stays_standalone_torchrun(tmp_path):
+    command = launch_command(1, 2, ["train"], tmp_path, slurm_environment())
+    assert command[0] == sys.executable and "--standalone" in command and "--nnodes=2" not in command
+
+
+@pytest.mark.parametrize(
+    ("nodelist", "first"),
+    [("gpu[07-09,12],cpu1", "gpu07"), ("n1,n2", "n1"), ("rack[2-3]-n[010-012]", "rack2-n010"), ("solo", "solo")],
+)
+def test_the_rendezvous_host_is_the_allocation_s_first_node(nodelist, first):
+    assert first_host(nodelist) == first
+
+
+def test_the_rendezvous_port_follows_the_job_id():
+    assert rendezvous_port("4242") == rendezvous_port("4242") == RENDEZVOUS_PORT_BASE + 242
+    assert rendezvous_port("4243") != rendezvous_port("4242")
+    assert all(29500 <= rendezvous_port(str(job)) < 32768 for job in (0, 1999, 123456789))
+
+
+@pytest.fixture
+def outside_slurm(monkeypatch):
+    for name in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES", NODE_AGENT_VARIABLE):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize(
+    ("flags", "environment", "message"),
+    [
+        (
+            ["--nodes", "2"],
+            {},
+            "--nodes 2 needs a SLURM allocation of 2 nodes (SLURM_JOB_ID and SLURM_JOB_NODELIST are not set):"
+            " run it inside sbatch or salloc --nodes 2",
+        ),
+        (
+            ["--nodes", "4"],
+            slurm_environment(),
+            "--nodes 4 exceeds this SLURM job's 2 node(s): submit it with --nodes 4",
+        ),
+        (
+            ["--nodes", "2", "--processes", "3"],
+            slurm_environment(),
+            "--batch 4 must be divisible by nodes × processes × accumulate = 2 × 3 × 1",
+        ),
+        (["--nodes", "0"], {}, "--nodes must be >= 1, got 0"),
+        (
+            ["--nodes", "2", "--device", "cuda:1"],
+            slurm_environment(),
+            "--device cuda:1 cannot go with --nodes 2: each process trains on the GPU of its local rank;"
+            " pass --device cuda (and choose the GPUs with CUDA_VISIBLE_DEVICES)",
+        ),
+    ],
+)
+def test_a_multi_node_run_that_cannot_start_is_one_line_and_writes_nothing(
+    corpus, tmp_path, capsys, monkeypatch, outside_slurm, flags, environment, message
+):
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    output = tmp_path / "out"
+    assert main(["train", *TINY, "--data", str(corpus), *STEPS, *flags, "--output", str(output)]) == 1
+    assert capsys.readouterr().err == f"error: train: {message}\n"
+    assert list(tmp_path.iterdir()) == []
