@@ -23,6 +23,8 @@ from conftest import losses
 from test_ddp import STEPS, max_parameter_difference
 
 from gptlineage.cli import main
+from gptlineage.training import memory
+from gptlineage.training.config import DataSettings, RuntimeSettings, TrainConfig, plan, with_corpus_files
 from gptlineage.training.distributed import (
     NODE_AGENT_VARIABLE,
     RENDEZVOUS_PORT_BASE,
@@ -184,3 +186,46 @@ def test_a_multi_node_run_that_cannot_start_is_one_line_and_writes_nothing(
     assert main(["train", *TINY, "--data", str(corpus), *STEPS, *flags, "--output", str(output)]) == 1
     assert capsys.readouterr().err == f"error: train: {message}\n"
     assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------- the memory a node's SLURM job may use
+
+
+@pytest.mark.parametrize(
+    ("environment", "limit"),
+    [
+        ({"SLURM_MEM_PER_NODE": "1500"}, (1500 * 2**20, "SLURM_MEM_PER_NODE")),
+        ({"SLURM_MEM_PER_CPU": "1000", "SLURM_CPUS_ON_NODE": "4"}, (4000 * 2**20, "SLURM_MEM_PER_CPU")),
+        ({"SLURM_MEM_PER_NODE": "0"}, None),  # --mem=0: all of the node's memory, no limit of its own
+        ({}, None),
+    ],
+)
+def test_the_slurm_memory_request_is_read_from_the_job_s_environment(environment, limit):
+    assert memory.slurm_limit(environment) == limit
+
+
+def test_a_run_over_its_slurm_memory_request_is_refused_before_it_starts(corpus, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SLURM_MEM_PER_NODE", "1500")  # sbatch --mem 1500 (MiB)
+    monkeypatch.setattr(memory, "mem_available", lambda: 2**40)
+    monkeypatch.setattr(memory, "cgroup_available", lambda: None)
+    flags = ["--preset", "gpt2-small", "--data", str(corpus), "--output", str(tmp_path / "out")]
+    assert main(["train", *flags]) == 1
+    line = capsys.readouterr().err
+    assert line.startswith("error: train: this run needs about 4.9")
+    assert " GiB is available (SLURM_MEM_PER_NODE): " in line and line.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_each_node_checks_its_own_processes_with_rows_of_the_whole_world(corpus, tmp_path, capsys, monkeypatch):
+    for name, value in slurm_environment().items():
+        monkeypatch.setenv(name, value)
+    flags = [*TINY, "--data", str(corpus), "--max-memory", "0.00001", "--output", str(tmp_path / "out")]
+    assert main(["train", *flags, "--nodes", "2"]) == 1
+    line = capsys.readouterr().err
+    assert line.startswith("error: train: this run (1 process(es) on each of 2 nodes) needs about ")
+    assert "per process" in line
+    config = with_corpus_files(TrainConfig(data=DataSettings(data=corpus), runtime=RuntimeSettings(nodes=2)))
+    run = plan(config)
+    two_ranks = memory.estimate_training(run, config.runtime, 2)
+    assert two_ranks != memory.estimate_training(run, config.runtime, 1)  # half the rows per rank
+    assert memory.check_training_memory(config, run, 1) == two_ranks
