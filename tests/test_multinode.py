@@ -23,9 +23,10 @@ from conftest import losses
 from test_ddp import STEPS, max_parameter_difference
 
 from gptlineage.cli import main
+from gptlineage.settings import SettingError
 from gptlineage.training import memory
 from gptlineage.training.config import DataSettings, RuntimeSettings, TrainConfig, plan, with_corpus_files
-from gptlineage.training.distributed import (
+from gptlineage.training.multinode import (
     NODE_AGENT_VARIABLE,
     RENDEZVOUS_PORT_BASE,
     first_host,
@@ -105,6 +106,25 @@ def slurm_environment(**extra: str) -> dict[str, str]:
     return {"SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "gpu[07-08]", "SLURM_JOB_NUM_NODES": "2", **extra}
 
 
+# scontrol as this module's tests see it: job 77 runs on cn[3-4] with 8 CPUs per task; `show hostnames`
+# expands only "via-scontrol" (so a test can tell it was asked) and fails otherwise (the list is read here).
+FAKE_SCONTROL = """#!/bin/sh
+if [ "$2" = job ] && [ "$4" = 77 ]; then
+  echo "JobId=77 JobName=train ReqNodeList=(null) NodeList=cn[3-4] NumNodes=2 NumCPUs=16 CPUs/Task=8"; exit 0
+fi
+if [ "$2" = hostnames ] && [ "$3" = via-scontrol ]; then echo from-scontrol; echo other; exit 0; fi
+exit 1
+"""
+
+
+@pytest.fixture(autouse=True)
+def fake_scontrol(tmp_path_factory, monkeypatch):
+    bin_directory = tmp_path_factory.mktemp("bin")
+    (bin_directory / "scontrol").write_text(FAKE_SCONTROL)
+    (bin_directory / "scontrol").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_directory}{os.pathsep}{os.environ['PATH']}")
+
+
 def test_under_slurm_srun_starts_one_torchrun_agent_per_node(tmp_path):
     command = launch_command(2, 4, ["train", "--nodes", "2"], tmp_path, slurm_environment(SLURM_CPUS_PER_TASK="16"))
     srun = command[: command.index(sys.executable)]
@@ -124,6 +144,24 @@ def test_under_slurm_srun_starts_one_torchrun_agent_per_node(tmp_path):
     assert agent[-4:] == ["gptlineage", "train", "--nodes", "2"]
 
 
+def test_a_job_whose_environment_was_cleared_is_read_from_scontrol(tmp_path):
+    """Snakemake's slurm-jobstep executor passes on SLURM_JOB_ID alone: the rest comes from `scontrol show job`."""
+    command = launch_command(2, 1, ["train"], tmp_path, {"SLURM_JOB_ID": "77"})
+    assert command[:6] == [
+        "srun",
+        "--nodes=2",
+        "--ntasks=2",
+        "--ntasks-per-node=1",
+        "--cpus-per-task=8",
+        "--kill-on-bad-exit=1",
+    ]
+    assert f"--rdzv-endpoint=cn3:{rendezvous_port('77')}" in command
+    with pytest.raises(SettingError, match="exceeds this SLURM job's 2 node"):
+        launch_command(3, 1, ["train"], tmp_path, {"SLURM_JOB_ID": "77"})
+    with pytest.raises(SettingError, match="the nodes of SLURM job 78 are unknown"):
+        launch_command(2, 1, ["train"], tmp_path, {"SLURM_JOB_ID": "78"})
+
+
 def test_one_node_stays_standalone_torchrun(tmp_path):
     command = launch_command(1, 2, ["train"], tmp_path, slurm_environment())
     assert command[0] == sys.executable and "--standalone" in command and "--nnodes=2" not in command
@@ -131,7 +169,13 @@ def test_one_node_stays_standalone_torchrun(tmp_path):
 
 @pytest.mark.parametrize(
     ("nodelist", "first"),
-    [("gpu[07-09,12],cpu1", "gpu07"), ("n1,n2", "n1"), ("rack[2-3]-n[010-012]", "rack2-n010"), ("solo", "solo")],
+    [
+        ("gpu[07-09,12],cpu1", "gpu07"),
+        ("n1,n2", "n1"),
+        ("rack[2-3]-n[010-012]", "rack2-n010"),
+        ("solo", "solo"),
+        ("via-scontrol", "from-scontrol"),
+    ],
 )
 def test_the_rendezvous_host_is_the_allocation_s_first_node(nodelist, first):
     assert first_host(nodelist) == first
@@ -145,7 +189,13 @@ def test_the_rendezvous_port_follows_the_job_id():
 
 @pytest.fixture
 def outside_slurm(monkeypatch):
-    for name in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES", NODE_AGENT_VARIABLE):
+    for name in (
+        NODE_AGENT_VARIABLE,
+        "SLURM_JOB_ID",
+        "SLURM_JOB_NODELIST",
+        "SLURM_JOB_NUM_NODES",
+        "SLURM_CPUS_PER_TASK",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -155,7 +205,7 @@ def outside_slurm(monkeypatch):
         (
             ["--nodes", "2"],
             {},
-            "--nodes 2 needs a SLURM allocation of 2 nodes (SLURM_JOB_ID and SLURM_JOB_NODELIST are not set):"
+            "--nodes 2 needs a SLURM allocation of 2 nodes (SLURM_JOB_ID is not set):"
             " run it inside sbatch or salloc --nodes 2",
         ),
         (

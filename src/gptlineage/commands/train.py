@@ -17,7 +17,7 @@ records the prompt, its token ids, the sampling settings, the seed, the new toke
 
 With --processes P the command relaunches itself under torchrun as P ranks on this machine; with
 --nodes N (> 1), inside a SLURM allocation of N nodes, srun starts one torchrun agent of P ranks
-on each node (see training.distributed), and rank 0 writes the artifact.
+on each node (see training.multinode), and rank 0 writes the artifact.
 
 Example:
     gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --eval-every 5 --output results/pretrain
@@ -39,19 +39,12 @@ from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.model.gpt import GPT
 from gptlineage.settings import add_flags, from_args, work_parameters
 from gptlineage.training.config import Plan, TrainConfig, TrainOutputs, plan, with_corpus_files
-from gptlineage.training.distributed import (
-    Distributed,
-    launch_command,
-    launched_by_torchrun,
-    node_agent,
-    relaunch_with_torchrun,
-    setup,
-    teardown,
-)
+from gptlineage.training.distributed import Distributed, launched_by_torchrun, relaunch_with_torchrun, setup, teardown
 from gptlineage.training.layout import RunDir
 from gptlineage.training.loop import run_training
 from gptlineage.training.memory import check_training_memory
 from gptlineage.training.metrics import write_log
+from gptlineage.training.multinode import launch_command, node_agent
 from gptlineage.training.passport import passport, training_summary
 from gptlineage.training.trace import Tracer
 from gptlineage.training.workdir import (
@@ -86,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     runtime = config.runtime
     check_training_memory(config, run_plan, runtime.processes)
     logs = work.parent / f".{outputs.output.name}.ranks"  # each rank's output; kept when one fails
-    if runtime.nodes > 1 and node_agent(dict(os.environ)):
+    if runtime.nodes > 1 and node_agent(os.environ):
         # One node's agent among several a launcher started (each checks its own node's memory); the
         # launcher holds the lock. The agents may share a machine (a test): each keeps its own logs.
         logs = logs.with_name(f"{logs.name}.{os.getpid()}")

@@ -6,12 +6,8 @@ WORLD_SIZE and LOCAL_RANK, and `setup` joins the process group: gloo on CPU, NCC
 with one GPU per local rank. A process started without those variables is a world of one
 and never touches torch.distributed.
 
-With `--nodes N` (> 1) inside a SLURM allocation, the command starts one torchrun agent per
-node with `srun --nodes N --ntasks N --ntasks-per-node 1`; the agents meet through c10d
-rendezvous on the allocation's first node, at a port derived from the job id, and give every
-rank its RANK and WORLD_SIZE = N x processes. Outside SLURM a launcher (or a test) that starts
-the agents itself sets GPTLINEAGE_NODE_AGENT=<host:port> in each: that process is then one
-node's agent, meeting the others at host:port.
+With `--nodes N` (> 1) the command starts one torchrun agent per node instead (see
+`training.multinode`), and torchrun gives every rank its RANK and WORLD_SIZE = N x processes.
 
 Every rank draws the same global batch from the stateless sampler and keeps its own rows
 (`rank_rows`); the loss weights are those of the whole batch, so the ranks' losses and
@@ -23,7 +19,6 @@ saying why (killed by a signal, a crash) is named in one line with its exit code
 
 Example:
     gptlineage train --processes 2 --preset quick --data results/corpus_pretrain --steps 20 --output /tmp/ddp
-    sbatch --nodes 2 --wrap "gptlineage train --nodes 2 --processes 4 --data results/corpus_pretrain --output /tmp/mn"
 """
 
 from __future__ import annotations
@@ -35,7 +30,6 @@ import signal
 import subprocess
 import sys
 import threading
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,7 +37,6 @@ import torch
 import torch.distributed as torch_dist
 
 from gptlineage.errors import GptlineageError
-from gptlineage.settings import SettingError
 
 
 @dataclass(frozen=True)
@@ -182,81 +175,6 @@ def torchrun_command(processes: int, argv: list[str], logs: Path, rendezvous: Re
         "gptlineage",
         *argv,
     ]
-
-
-NODE_AGENT_VARIABLE = "GPTLINEAGE_NODE_AGENT"  # "host:port": this process is one node's agent (tests, own launchers)
-# The rendezvous port of a SLURM job: 29500 (torchrun's default) + job id mod 2000, below Linux's
-# ephemeral ports (32768 and up), so two jobs sharing a first node rarely collide.
-RENDEZVOUS_PORT_BASE, RENDEZVOUS_PORT_SPAN = 29500, 2000
-
-
-def node_agent(environment: dict[str, str]) -> bool:
-    return bool(environment.get(NODE_AGENT_VARIABLE))
-
-
-def rendezvous_port(job_id: str) -> int:
-    """A port for the job's c10d store, the same on every node of the job (a number from its id)."""
-    number = int(job_id) if job_id.isdigit() else zlib.crc32(job_id.encode())
-    return RENDEZVOUS_PORT_BASE + number % RENDEZVOUS_PORT_SPAN
-
-
-def first_host(nodelist: str) -> str:
-    """The first host of a SLURM node list ("gpu[07-09,12],cpu1" -> "gpu07"), as scontrol expands it."""
-    try:
-        done = subprocess.run(
-            ["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, timeout=30, check=False
-        )
-        if done.returncode == 0 and done.stdout.split():
-            return done.stdout.split()[0]
-    except (OSError, subprocess.TimeoutExpired):
-        pass  # no scontrol here: read the list ourselves
-    first = re.match(r"(?:[^,\[]|\[[^\]]*\])+", nodelist.strip())
-    if first is None:
-        raise GptlineageError(f"SLURM_JOB_NODELIST {nodelist!r}: no host in it")
-    return re.sub(r"\[([^\]]*)\]", lambda group: re.split(r"[,-]", group.group(1))[0], first.group(0))
-
-
-def srun_command(nodes: int, agent: list[str], environment: dict[str, str]) -> list[str]:
-    """srun starting `agent` once on each of `nodes` nodes, with every CPU the job has per node."""
-    # srun no longer inherits sbatch's --cpus-per-task (SLURM 22.05 and later): pass it on, or every agent gets one CPU.
-    cpus = environment.get("SLURM_CPUS_PER_TASK")
-    return [
-        "srun",
-        f"--nodes={nodes}",
-        f"--ntasks={nodes}",
-        "--ntasks-per-node=1",
-        *([f"--cpus-per-task={cpus}"] if cpus else []),
-        "--kill-on-bad-exit=1",  # one agent failing ends the others, rather than leaving them waiting
-        *agent,
-    ]
-
-
-def launch_command(
-    nodes: int, processes: int, argv: list[str], logs: Path, environment: dict[str, str] | None = None
-) -> list[str]:
-    """The command that runs `gptlineage <argv>` on nodes x processes ranks (SettingError where it cannot)."""
-    environment = dict(os.environ if environment is None else environment)
-    if nodes == 1:
-        return torchrun_command(processes, argv, logs)
-    if node_agent(environment):
-        endpoint = environment[NODE_AGENT_VARIABLE]
-        run_id = "gptlineage-" + re.sub(r"[^A-Za-z0-9]", "-", endpoint)
-        return torchrun_command(processes, argv, logs, Rendezvous(nodes, endpoint, run_id))
-    job, nodelist = environment.get("SLURM_JOB_ID"), environment.get("SLURM_JOB_NODELIST")
-    if not job or not nodelist:
-        raise SettingError(
-            "nodes",
-            f"{nodes} needs a SLURM allocation of {nodes} nodes (SLURM_JOB_ID and SLURM_JOB_NODELIST are not set):"
-            f" run it inside sbatch or salloc --nodes {nodes}",
-        )
-    allocated = environment.get("SLURM_JOB_NUM_NODES", "")
-    if allocated.isdigit() and int(allocated) < nodes:
-        raise SettingError(
-            "nodes", f"{nodes} exceeds this SLURM job's {allocated} node(s): submit it with --nodes {nodes}"
-        )
-    endpoint = f"{first_host(nodelist)}:{rendezvous_port(job)}"
-    agent = torchrun_command(processes, argv, logs, Rendezvous(nodes, endpoint, job))
-    return srun_command(nodes, agent, environment)
 
 
 def root_cause(lines: list[str]) -> tuple[int, int, int] | None:
