@@ -15,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from gptlineage.cli import main
 from gptlineage.settings import SettingError
 from gptlineage.training import memory
 from gptlineage.training.config import DataSettings, RuntimeSettings, TrainConfig, plan, with_corpus_files
+from gptlineage.training.distributed import failure_line
 from gptlineage.training.multinode import (
     NODE_AGENT_VARIABLE,
     RENDEZVOUS_PORT_BASE,
@@ -126,7 +128,8 @@ def fake_scontrol(tmp_path_factory, monkeypatch):
 
 
 def test_under_slurm_srun_starts_one_torchrun_agent_per_node(tmp_path):
-    command = launch_command(2, 4, ["train", "--nodes", "2"], tmp_path, slurm_environment(SLURM_CPUS_PER_TASK="16"))
+    runtime = RuntimeSettings(nodes=2, processes=4)
+    command = launch_command(runtime, ["train", "--nodes", "2"], tmp_path, slurm_environment(SLURM_CPUS_PER_TASK="16"))
     srun = command[: command.index(sys.executable)]
     assert srun == [
         "srun",
@@ -142,11 +145,13 @@ def test_under_slurm_srun_starts_one_torchrun_agent_per_node(tmp_path):
     assert f"--rdzv-endpoint=gpu07:{RENDEZVOUS_PORT_BASE + 4242 % 2000}" in agent
     assert "--rdzv-id=4242" in agent and "--standalone" not in agent
     assert agent[-4:] == ["gptlineage", "train", "--nodes", "2"]
+    on_gpus = launch_command(replace(runtime, device="cuda"), ["train"], tmp_path, slurm_environment())
+    assert on_gpus[4:6] == ["--gpus-per-node=4", "--kill-on-bad-exit=1"]  # one GPU per rank; CPUs from scontrol: none
 
 
 def test_a_job_whose_environment_was_cleared_is_read_from_scontrol(tmp_path):
     """Snakemake's slurm-jobstep executor passes on SLURM_JOB_ID alone: the rest comes from `scontrol show job`."""
-    command = launch_command(2, 1, ["train"], tmp_path, {"SLURM_JOB_ID": "77"})
+    command = launch_command(RuntimeSettings(nodes=2), ["train"], tmp_path, {"SLURM_JOB_ID": "77"})
     assert command[:6] == [
         "srun",
         "--nodes=2",
@@ -157,13 +162,13 @@ def test_a_job_whose_environment_was_cleared_is_read_from_scontrol(tmp_path):
     ]
     assert f"--rdzv-endpoint=cn3:{rendezvous_port('77')}" in command
     with pytest.raises(SettingError, match="exceeds this SLURM job's 2 node"):
-        launch_command(3, 1, ["train"], tmp_path, {"SLURM_JOB_ID": "77"})
+        launch_command(RuntimeSettings(nodes=3), ["train"], tmp_path, {"SLURM_JOB_ID": "77"})
     with pytest.raises(SettingError, match="the nodes of SLURM job 78 are unknown"):
-        launch_command(2, 1, ["train"], tmp_path, {"SLURM_JOB_ID": "78"})
+        launch_command(RuntimeSettings(nodes=2), ["train"], tmp_path, {"SLURM_JOB_ID": "78"})
 
 
 def test_one_node_stays_standalone_torchrun(tmp_path):
-    command = launch_command(1, 2, ["train"], tmp_path, slurm_environment())
+    command = launch_command(RuntimeSettings(processes=2), ["train"], tmp_path, slurm_environment())
     assert command[0] == sys.executable and "--standalone" in command and "--nnodes=2" not in command
 
 
@@ -279,3 +284,17 @@ def test_each_node_checks_its_own_processes_with_rows_of_the_whole_world(corpus,
     two_ranks = memory.estimate_training(run, config.runtime, 2)
     assert two_ranks != memory.estimate_training(run, config.runtime, 1)  # half the rows per rank
     assert memory.check_training_memory(config, run, 1) == two_ranks
+
+
+def test_a_failed_rank_of_a_multi_node_run_points_at_the_node_directories(tmp_path):
+    """Every node's agent writes under the shared log directory; a local rank does not say which node's it is."""
+    for agent in ("4242_a1", "4242_b2"):
+        (tmp_path / agent / "attempt_0" / "0").mkdir(parents=True)
+    assert failure_line((1, 0, -9), tmp_path) == (
+        f"rank 1 was killed by SIGKILL (exit code -9); its log: stderr.log in {tmp_path}/<one directory per node>"
+        "/attempt_<n>/0/"
+    )
+    (tmp_path / "4242_b2/attempt_0/0").rmdir()
+    assert failure_line((0, 0, 3), tmp_path) == (
+        f"rank 0 exited with code 3; its log: {tmp_path}/4242_a1/attempt_0/0/stderr.log (stdout.log beside it)"
+    )

@@ -83,11 +83,11 @@ def run(args: argparse.Namespace) -> int:
         # One node's agent among several a launcher started (each checks its own node's memory); the
         # launcher holds the lock. The agents may share a machine (a test): each keeps its own logs.
         logs = logs.with_name(f"{logs.name}.{os.getpid()}")
-        return relaunch_with_torchrun(launch_command(runtime.nodes, runtime.processes, args.argv, logs), logs)
+        return relaunch_with_torchrun(launch_command(runtime, args.argv, logs), logs)
     if runtime.nodes * runtime.processes == 1:
         with locked_work(work, outputs.output):
             return train_here(config, run_plan, outputs, work)
-    command = launch_command(runtime.nodes, runtime.processes, args.argv, logs)  # refused here, before the lock
+    command = launch_command(runtime, args.argv, logs)  # refused here, before the lock
     with locked_work(work, outputs.output):
         return relaunch_with_torchrun(command, logs)
 

@@ -2,7 +2,7 @@
 
 `gptlineage train --nodes N --processes P` (N > 1), run inside a SLURM job of N nodes, starts
 
-    srun --nodes=N --ntasks=N --ntasks-per-node=1 [--cpus-per-task=C] --kill-on-bad-exit=1 \\
+    srun --nodes=N --ntasks=N --ntasks-per-node=1 [--cpus-per-task=C] [--gpus-per-node=P] --kill-on-bad-exit=1 \\
         python -m torch.distributed.run --nnodes=N --rdzv-backend=c10d \\
         --rdzv-endpoint=<the allocation's first node>:<port> --rdzv-id=<job id> --nproc-per-node=P ... \\
         -m gptlineage train <the same words>
@@ -34,6 +34,7 @@ from pathlib import Path
 
 from gptlineage.errors import GptlineageError
 from gptlineage.settings import SettingError
+from gptlineage.training.config import RuntimeSettings
 from gptlineage.training.distributed import Rendezvous, torchrun_command
 
 NODE_AGENT_VARIABLE = "GPTLINEAGE_NODE_AGENT"  # "host:port": this process is one node's agent (tests, own launchers)
@@ -87,25 +88,28 @@ def job_allocation(environment: Mapping[str, str]) -> dict[str, str]:
     return found
 
 
-def srun_command(nodes: int, agent: list[str], cpus_per_task: str) -> list[str]:
-    """srun starting `agent` once on each of `nodes` nodes, with the job's CPUs per task."""
-    # srun no longer inherits sbatch's --cpus-per-task (SLURM 22.05 and later): pass it on, or every agent gets one CPU.
+def srun_command(nodes: int, agent: list[str], cpus_per_task: str, gpus_per_node: int) -> list[str]:
+    """srun starting `agent` once on each of `nodes` nodes, with the job's CPUs per task and the node's GPUs."""
+    # srun no longer inherits sbatch's --cpus-per-task (SLURM 22.05 and later), and a launcher may have
+    # cleared the variables it would read: pass both on, or every agent gets one CPU and no GPU.
     return [
         "srun",
         f"--nodes={nodes}",
         f"--ntasks={nodes}",
         "--ntasks-per-node=1",
         *([f"--cpus-per-task={cpus_per_task}"] if cpus_per_task.isdigit() else []),
+        *([f"--gpus-per-node={gpus_per_node}"] if gpus_per_node else []),
         "--kill-on-bad-exit=1",  # one agent failing ends the others, rather than leaving them waiting
         *agent,
     ]
 
 
 def launch_command(
-    nodes: int, processes: int, argv: list[str], logs: Path, environment: Mapping[str, str] | None = None
+    runtime: RuntimeSettings, argv: list[str], logs: Path, environment: Mapping[str, str] | None = None
 ) -> list[str]:
     """The command running `gptlineage <argv>` as nodes x processes ranks (a SettingError where it cannot)."""
     environment = os.environ if environment is None else environment
+    nodes, processes = runtime.nodes, runtime.processes
     if nodes == 1:
         return torchrun_command(processes, argv, logs)
     if node_agent(environment):
@@ -131,4 +135,5 @@ def launch_command(
         )
     endpoint = f"{first_host(allocation['NodeList'])}:{rendezvous_port(job)}"
     agent = torchrun_command(processes, argv, logs, Rendezvous(nodes, endpoint, job))
-    return srun_command(nodes, agent, allocation["CPUs/Task"])
+    gpus = processes if runtime.device.startswith("cuda") else 0  # one GPU per rank
+    return srun_command(nodes, agent, allocation["CPUs/Task"], gpus)
