@@ -95,7 +95,7 @@ def test_two_processes_give_the_one_process_parameters_within_1e_6_in_float64(ru
 def test_rank_0_alone_writes_the_artifact_and_its_checkpoints(runs):
     output = runs / "two-float32"
     passport = json.loads((output / "passport.json").read_text())
-    assert passport["parallelism"] == {"processes": 2, "rows_per_process": 2}
+    assert passport["parallelism"] == {"nodes": 1, "processes": 2, "rows_per_process": 2}
     assert sorted(p.name for p in (output / "checkpoints").iterdir()) == ["step-3", "step-6"]
     assert not (runs / ".two-float32.work").exists()  # rank 0 cleaned its work directory
     log = (runs / "two-float32.log").read_text()

@@ -15,6 +15,10 @@ repetition penalty, seeded with the run's --seed, not stopping at <|endoftext|>.
 (prompt included) is printed between "--- completion ---" and a dashed line, and samples.json
 records the prompt, its token ids, the sampling settings, the seed, the new token ids and the text.
 
+With --processes P the command relaunches itself under torchrun as P ranks on this machine; with
+--nodes N (> 1), inside a SLURM allocation of N nodes, srun starts one torchrun agent of P ranks
+on each node (see training.multinode), and rank 0 writes the artifact.
+
 Example:
     gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --eval-every 5 --output results/pretrain
     gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --generate 8 --prompt "To be" --output results/q
@@ -23,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -39,6 +44,7 @@ from gptlineage.training.layout import RunDir
 from gptlineage.training.loop import run_training
 from gptlineage.training.memory import check_training_memory
 from gptlineage.training.metrics import write_log
+from gptlineage.training.multinode import launch_command, node_agent
 from gptlineage.training.passport import passport, training_summary
 from gptlineage.training.trace import Tracer
 from gptlineage.training.workdir import (
@@ -70,12 +76,20 @@ def run(args: argparse.Namespace) -> int:
     work = work_directory(outputs.output.absolute())
     if launched_by_torchrun():  # a rank: the command that launched it checked memory and holds the lock
         return train_here(config, run_plan, outputs, work)
-    check_training_memory(config, run_plan, config.runtime.processes)
+    runtime = config.runtime
+    check_training_memory(config, run_plan, runtime.processes)
+    logs = work.parent / f".{outputs.output.name}.ranks"  # each rank's output; kept when one fails
+    if runtime.nodes > 1 and node_agent(os.environ):
+        # One node's agent among several a launcher started (each checks its own node's memory); the
+        # launcher holds the lock. The agents may share a machine (a test): each keeps its own logs.
+        logs = logs.with_name(f"{logs.name}.{os.getpid()}")
+        return relaunch_with_torchrun(launch_command(runtime, args.argv, logs), logs)
+    if runtime.nodes * runtime.processes == 1:
+        with locked_work(work, outputs.output):
+            return train_here(config, run_plan, outputs, work)
+    command = launch_command(runtime, args.argv, logs)  # refused here, before the lock
     with locked_work(work, outputs.output):
-        if config.runtime.processes > 1:
-            logs = work.parent / f".{outputs.output.name}.ranks"  # each rank's output; kept when one fails
-            return relaunch_with_torchrun(config.runtime.processes, args.argv, logs)
-        return train_here(config, run_plan, outputs, work)
+        return relaunch_with_torchrun(command, logs)
 
 
 def train_here(config: TrainConfig, run_plan: Plan, outputs: TrainOutputs, work: Path) -> int:

@@ -197,6 +197,13 @@ class RuntimeSettings:
     processes: int = setting(
         1, "data-parallel processes on this node; > 1 relaunches under torchrun", minimum=1, group="runtime"
     )
+    nodes: int = setting(
+        1,
+        "machines, each running --processes ranks; > 1 starts one torchrun agent per node with srun"
+        " (inside a SLURM allocation of that many nodes)",
+        minimum=1,
+        group="runtime",
+    )
     accumulate: int = setting(1, "micro-batches per update (gradient accumulation)", minimum=1, group="runtime")
     max_memory: float | None = setting(
         None,
@@ -209,10 +216,11 @@ class RuntimeSettings:
 
     def __post_init__(self) -> None:
         check_settings(self)
-        if self.processes > 1 and self.device.startswith("cuda:"):
+        if self.processes * self.nodes > 1 and self.device.startswith("cuda:"):
+            given = f"--processes {self.processes}" if self.processes > 1 else f"--nodes {self.nodes}"
             raise SettingError(
                 "device",
-                f"{self.device} cannot go with --processes {self.processes}: each process trains on the GPU"
+                f"{self.device} cannot go with {given}: each process trains on the GPU"
                 " of its local rank; pass --device cuda (and choose the GPUs with CUDA_VISIBLE_DEVICES)",
             )
 
@@ -332,7 +340,7 @@ def plan(config: TrainConfig) -> Plan:
     large = config.model.preset == LARGE_PRESET
     dims = replace(config.model.dimensions(), layer_norm_eps=layer_norm_eps(config))
     batch = schedule.batch if schedule.batch is not None else (4 if large else 2)
-    check_batch_split(batch, config.runtime.processes, config.runtime.accumulate)
+    check_batch_split(batch, config.runtime.processes, config.runtime.accumulate, config.runtime.nodes)
     if schedule.token_budget is not None:
         steps = steps_for_budget(schedule.token_budget, batch, dims.context)
     else:

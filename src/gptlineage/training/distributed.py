@@ -6,6 +6,9 @@ WORLD_SIZE and LOCAL_RANK, and `setup` joins the process group: gloo on CPU, NCC
 with one GPU per local rank. A process started without those variables is a world of one
 and never touches torch.distributed.
 
+With `--nodes N` (> 1) the command starts one torchrun agent per node instead (see
+`training.multinode`), and torchrun gives every rank its RANK and WORLD_SIZE = N x processes.
+
 Every rank draws the same global batch from the stateless sampler and keeps its own rows
 (`rank_rows`); the loss weights are those of the whole batch, so the ranks' losses and
 gradients add up to the single-process ones, and DDP's all-reduce does that addition.
@@ -100,12 +103,17 @@ def teardown(dist: Distributed) -> None:
         torch_dist.destroy_process_group()
 
 
-def check_batch_split(batch: int, processes: int, accumulate: int) -> None:
-    """Refuse a global batch that does not split evenly over processes and micro-batches."""
-    if batch % (processes * accumulate):
+def check_batch_split(batch: int, processes: int, accumulate: int, nodes: int = 1) -> None:
+    """Refuse a global batch that does not split evenly over the ranks (nodes x processes) and micro-batches."""
+    if batch % (nodes * processes * accumulate) == 0:
+        return
+    if nodes == 1:
         raise GptlineageError(
             f"--batch {batch} must be divisible by processes × accumulate = {processes} × {accumulate}"
         )
+    raise GptlineageError(
+        f"--batch {batch} must be divisible by nodes × processes × accumulate = {nodes} × {processes} × {accumulate}"
+    )
 
 
 def rank_rows(batch: int, dist: Distributed, accumulate: int) -> slice:
@@ -132,13 +140,34 @@ def kill_for_test(dist: Distributed) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def torchrun_command(processes: int, argv: list[str], logs: Path) -> list[str]:
-    """torchrun running `gptlineage <argv>` as `processes` local ranks, each rank's output also kept in `logs`."""
+@dataclass(frozen=True)
+class Rendezvous:
+    """Where the torchrun agents of a multi-node run meet (c10d): `endpoint` host:port, and the run's id."""
+
+    nodes: int
+    endpoint: str
+    run_id: str
+
+
+def torchrun_command(processes: int, argv: list[str], logs: Path, rendezvous: Rendezvous | None = None) -> list[str]:
+    """torchrun running `gptlineage <argv>` as `processes` local ranks, each rank's output also kept in `logs`.
+
+    Without `rendezvous` the run is this node alone (--standalone); with it, this is one of
+    `rendezvous.nodes` agents meeting at its endpoint."""
+    if rendezvous is None:
+        where = ["--standalone"]
+    else:
+        where = [
+            f"--nnodes={rendezvous.nodes}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={rendezvous.endpoint}",
+            f"--rdzv-id={rendezvous.run_id}",
+        ]
     return [
         sys.executable,
         "-m",
         "torch.distributed.run",
-        "--standalone",
+        *where,
         f"--nproc-per-node={processes}",
         f"--log-dir={logs}",
         "--tee=3",  # stdout and stderr of every rank: to the console and to <logs>/<run>/attempt_<n>/<local rank>/
@@ -163,9 +192,12 @@ def root_cause(lines: list[str]) -> tuple[int, int, int] | None:
     return int(found["rank"][0]), int(found["rank"][1]), int(found["exit"][0])
 
 
-def rank_log(logs: Path, local_rank: int) -> Path:
-    """The directory torchrun wrote the rank's stdout.log and stderr.log to (its last attempt)."""
+def rank_log(logs: Path, local_rank: int) -> Path | None:
+    """The directory torchrun wrote the rank's stdout.log and stderr.log to (its last attempt); None
+    where several nodes' agents wrote under `logs` and the local rank does not say which one."""
     attempts = sorted(logs.glob(f"*/attempt_*/{local_rank}"), key=lambda path: int(path.parent.name.split("_")[1]))
+    if len({path.parent.parent for path in attempts}) > 1:
+        return None
     return attempts[-1] if attempts else logs
 
 
@@ -179,7 +211,10 @@ def failure_line(cause: tuple[int, int, int], logs: Path) -> str:
             how = f"was killed by signal {-code} (exit code {code})"
     else:
         how = f"exited with code {code}"
-    return f"rank {rank} {how}; its log: {rank_log(logs, local_rank) / 'stderr.log'} (stdout.log beside it)"
+    found = rank_log(logs, local_rank)
+    if found is None:
+        return f"rank {rank} {how}; its log: stderr.log in {logs}/<one directory per node>/attempt_<n>/{local_rank}/"
+    return f"rank {rank} {how}; its log: {found / 'stderr.log'} (stdout.log beside it)"
 
 
 def _pass_stdout(stream) -> None:
@@ -188,8 +223,8 @@ def _pass_stdout(stream) -> None:
         sys.stdout.flush()
 
 
-def relaunch_with_torchrun(processes: int, argv: list[str], logs: Path) -> int:
-    """Run `gptlineage <argv>` as `processes` local ranks under torchrun; its exit status.
+def relaunch_with_torchrun(command: list[str], logs: Path) -> int:
+    """Run `command` (from `launch_command`: torchrun, or srun starting one torchrun per node); its exit status.
 
     torchrun starts the ranks with RANK/WORLD_SIZE/LOCAL_RANK set, so each of them trains
     instead of relaunching again. The ranks' output passes through as it comes, and is kept
@@ -204,7 +239,7 @@ def relaunch_with_torchrun(processes: int, argv: list[str], logs: Path) -> int:
     environment.setdefault("OMP_NUM_THREADS", "1")  # torchrun's own default; our --threads decides per rank
     environment["PYTHONUNBUFFERED"] = "1"  # the ranks write to their log files: line by line, not in blocks
     launcher = subprocess.Popen(
-        torchrun_command(processes, argv, logs),
+        command,
         env=environment,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

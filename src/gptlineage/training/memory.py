@@ -25,8 +25,11 @@ r = B / (processes x accumulate) rows per micro-batch and N = r x T tokens of it
 The peak is model state + tied embedding + batch + max(activations + loss, validation). It is
 what this run adds to the process (the Python and torch runtime already loaded are not
 counted), and it is compared with what the machine has free: MemAvailable from /proc/meminfo,
-or less where a cgroup (v2 or v1) limits this process, or --max-memory. With processes > 1 on
-one node, each process needs its own share. On CUDA the model's part is compared with the
+or less where a cgroup (v2 or v1) limits this process or a SLURM job's memory request does
+(SLURM_MEM_PER_NODE, or SLURM_MEM_PER_CPU x the job's CPUs on this node, less what this process
+already holds: SLURM may enforce it by sampling the job's RSS, without any cgroup), or --max-memory. With processes > 1 on
+one node, each process needs its own share; with --nodes, each node's processes (the rows are
+those of B / (nodes x processes)). On CUDA the model's part is compared with the
 GPU's free memory instead, and only the batch with the host's.
 
 Example:
@@ -37,14 +40,18 @@ Example:
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from gptlineage.cpus import available_cpus
 from gptlineage.errors import GptlineageError
 from gptlineage.model.gpt import GPTConfig
 from gptlineage.training.config import Plan, RuntimeSettings, TrainConfig
 
 GIB = 1024**3
+MIB = 1024**2  # SLURM's "MB" in --mem and SLURM_MEM_PER_NODE
 UNLIMITED = 1 << 60  # a cgroup "limit" at least this large means no limit (v1 writes 2^63 - 4096)
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC_CGROUP = Path("/proc/self/cgroup")  # which cgroup this process is in, one line per hierarchy
@@ -187,6 +194,35 @@ def cgroup_available() -> int | None:
     return min(left) if left else None
 
 
+def resident_bytes() -> int:
+    """This process's resident memory now (VmRSS of /proc/self/status; 0 where unknown)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        return 0
+    return 0
+
+
+def slurm_limit(environment: Mapping[str, str] | None = None) -> tuple[int, str] | None:
+    """(bytes, variable) of the SLURM job's memory on this node: --mem, or --mem-per-cpu x its CPUs here."""
+    environment = os.environ if environment is None else environment
+    per_node = environment.get("SLURM_MEM_PER_NODE", "")
+    if per_node.isdigit() and int(per_node) > 0:  # 0 asks for all of the node's memory: no limit of its own
+        return int(per_node) * MIB, "SLURM_MEM_PER_NODE"
+    per_cpu, cpus = environment.get("SLURM_MEM_PER_CPU", ""), environment.get("SLURM_CPUS_ON_NODE", "")
+    if per_cpu.isdigit() and int(per_cpu) > 0:
+        return int(per_cpu) * MIB * (int(cpus) if cpus.isdigit() else available_cpus()), "SLURM_MEM_PER_CPU"
+    return None
+
+
+def slurm_available() -> tuple[int, str] | None:
+    """What the SLURM job's memory request leaves this process (the request less what it holds now)."""
+    limit = slurm_limit()
+    return None if limit is None else (max(0, limit[0] - resident_bytes()), limit[1])
+
+
 def available_memory(max_memory_gib: float | None = None) -> tuple[int, str] | None:
     """(bytes this process may still use, where that figure comes from); None when unknown."""
     if max_memory_gib is not None:
@@ -196,6 +232,9 @@ def available_memory(max_memory_gib: float | None = None) -> tuple[int, str] | N
         for size, name in ((mem_available(), "MemAvailable"), (cgroup_available(), "cgroup limit"))
         if size is not None
     ]
+    slurm = slurm_available()
+    if slurm is not None:
+        candidates.append(slurm)
     if not candidates:
         return None
     return min(candidates)
@@ -225,10 +264,12 @@ def refuse_if_short(needed: int, has: tuple[int, str] | None, what: str, detail:
 def check_training_memory(config: TrainConfig, run: Plan, processes: int = 1) -> MemoryEstimate:
     """Refuse (GptlineageError) a run whose estimated peak exceeds the memory available; return the estimate."""
     runtime = config.runtime
-    estimate = estimate_training(run, runtime, processes)
+    estimate = estimate_training(run, runtime, processes * runtime.nodes)  # each rank's rows: of the whole world
     hint = "lower --batch, raise --accumulate, or shrink the model; pass --max-memory GIB if you know better"
     who = "this run" if processes == 1 else f"this run ({processes} processes)"
-    detail = estimate.describe(run) + (" per process" if processes > 1 else "")
+    if runtime.nodes > 1:  # what one node needs: its own `processes` ranks
+        who = f"this run ({processes} process(es) on each of {runtime.nodes} nodes)"
+    detail = estimate.describe(run) + (" per process" if processes * runtime.nodes > 1 else "")
     if runtime.device.startswith("cuda"):
         free = cuda_free(runtime.device)
         if runtime.max_memory is not None:

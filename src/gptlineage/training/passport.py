@@ -58,7 +58,11 @@ def passport(config: TrainConfig, result: TrainingResult, resumed: Path | None =
         "parameters": result.parameters,
         "objective": objective_name(run),
         "schedule": schedule_block(config, result),
-        "parallelism": {"processes": result.world_size, "rows_per_process": run.batch // result.world_size},
+        "parallelism": {
+            "nodes": runtime.nodes,
+            "processes": result.world_size,  # all of them: nodes x processes per node
+            "rows_per_process": run.batch // result.world_size,
+        },
         "loss": {"kind": "fused-chunked" if runtime.loss_chunk else "full-logits", "loss_chunk": runtime.loss_chunk},
         "compiled": runtime.compile,
         "initialization": {
