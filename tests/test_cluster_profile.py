@@ -218,3 +218,41 @@ def test_the_slurm_plugin_submits_pretraining_to_eight_gpus_on_one_node(paper_jo
     ):
         assert option in sbatch, (option, sbatch)
     assert "--ntasks" not in sbatch  # one task: the command starts its 8 processes itself
+
+
+def test_a_stage_on_two_nodes_asks_for_two_nodes_one_task_each_and_gpus_per_node(workdir, tmp_path):
+    """`nodes: 2` (with 4 processes a node): the job holds two nodes, one task each, 4 GPUs a node
+    (gres), and runs in the batch step (mpi) so that `gptlineage train` can srun its agents."""
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    override = tmp_path / "two-nodes.yaml"
+    override.write_text("pretrain: {nodes: 2, processes: 4}\n")
+    done = snakemake(
+        workdir, "--dry-run", "--workflow-profile", PROFILE, "--configfile", "config.paper.yaml", str(override),
+        "--cores", "64", "--", "results/train/pretrain",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    job = jobs_of(done.stdout + done.stderr)["train_pretrain"]
+    assert " --nodes 2 " in job["shell"] and " --processes 4 " in job["shell"]
+    expected = {"nodes": "2", "tasks": "2", "mpi": "srun", "gres": "gpu:4", "tasks_per_gpu": "0"}
+    assert {key: job["resources"].get(key) for key in expected} == expected
+    assert "gpu" not in job["resources"]
+
+    class Resources(dict):
+        __getattr__ = dict.get
+
+    resources = Resources({key: int(value) if value.isdigit() else value for key, value in job["resources"].items()})
+    stub = SimpleNamespace(resources=resources, threads=job["threads"])
+    params = {
+        "run_uuid": "id",
+        "slurm_logfile": "log",
+        "comment_str": "c",
+        "workdir": "/w",
+        "account": "",
+        "partition": "",
+    }
+    sbatch = get_submit_command(stub, params) + set_gres_string(stub)
+    for option in ("--nodes=2", "--ntasks=2", "--gres=gpu:4"):
+        assert option in sbatch, (option, sbatch)
+    assert "--gpus=" not in sbatch and "--ntasks-per-gpu" not in sbatch

@@ -55,7 +55,9 @@ ONE_CPU = ["--set-threads", "corpus_pretrain=1", "train_pretrain=1"]
 # minutes), which slurmctld cancels 60 to 90 s in. The command line's --set-resources replaces
 # the profile's: other rules take the profile's default-resources.
 OVER_LIMITS = {
-    "memory": ({"preset": "gpt2-small", "precision": "float32"}, ["train_pretrain:mem_mb=1500"]),
+    # max_memory (GiB, a guard outside the id) lifts the trainer's own check against the job's
+    # SLURM_MEM_PER_NODE, which would otherwise refuse the run before slurmstepd can kill it.
+    "memory": ({"preset": "gpt2-small", "precision": "float32", "max_memory": 100}, ["train_pretrain:mem_mb=1500"]),
     "time": (
         {"steps": 10**6, "eval_every": 10**6, "checkpoint_every": 10**6},
         ["train_pretrain:runtime=1", "train_pretrain:mem_mb=3000"],
@@ -296,7 +298,7 @@ def test_two_processes_under_slurm_equal_one_process(chain, tmp_path):
     assert first.keys() == second.keys()
     assert max((first[name] - second[name]).abs().max().item() for name in first) <= 1e-6
     passport = json.loads((two / "passport.json").read_text())
-    assert passport["parallelism"] == {"processes": 2, "rows_per_process": 1}
+    assert passport["parallelism"] == {"nodes": 1, "processes": 2, "rows_per_process": 1}
 
 
 @pytest.fixture(scope="module")

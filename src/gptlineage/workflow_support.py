@@ -143,6 +143,21 @@ def gpus(config_slice: dict[str, Any]) -> int:
     return 0
 
 
+def training_resources(config_slice: dict[str, Any]) -> dict[str, Any]:
+    """A training job's scheduler resources: its GPUs, and for `nodes: N` > 1 an allocation of N
+    nodes with one task each (the SLURM executor plugin's names), run in the batch step (`mpi`:
+    `gptlineage train` itself starts one torchrun agent per node with srun)."""
+    nodes = int(config_slice.get("nodes") or 1)
+    if nodes == 1:
+        return {"gpu": gpus(config_slice)}
+    resources: dict[str, Any] = {"nodes": nodes, "tasks": nodes, "mpi": "srun"}
+    if gpus(config_slice):
+        # GPUs per node (gres), not a total (--gpus may split unevenly across nodes); tasks_per_gpu 0
+        # keeps the plugin from turning `tasks` into --ntasks-per-gpu.
+        resources.update(gres=f"gpu:{gpus(config_slice)}", tasks_per_gpu=0)
+    return resources
+
+
 def load(reference: str) -> Any:
     """The object a "module:name" reference names."""
     module, _, name = reference.partition(":")

@@ -15,6 +15,7 @@ from gptlineage.workflow_support import (  # noqa: E402
     config_error,
     flags,
     gpus,
+    training_resources,
 )
 from gptlineage.corpus.synth_chat import SUITE_FILE  # noqa: E402
 

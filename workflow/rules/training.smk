@@ -41,7 +41,7 @@ for stage in TRAINING_STAGES:
         conda:
             "../../envs/training.yaml"
         resources:
-            gpu=gpus(config.get(stage.name) or {}),
+            **training_resources(config.get(stage.name) or {}),
         params:
             cli=cli(stage.name),
             start=start_flag,
