@@ -188,25 +188,29 @@ def test_each_training_stage_asks_for_one_node_and_one_gpu_per_process(paper_job
         assert paper_jobs[rule]["resources"]["slurm_partition"] == "EDIT-ME-cpu-partition", rule
 
 
-def test_the_slurm_plugin_submits_pretraining_to_eight_gpus_on_one_node(paper_jobs):
+def sbatch_of(job: dict) -> str:
+    """The sbatch command line the SLURM plugin builds for a dry-run job (its threads and resources)."""
     from snakemake_executor_plugin_slurm.submit_string import get_submit_command
     from snakemake_executor_plugin_slurm.utils import set_gres_string
 
     class Resources(dict):
-        __getattr__ = dict.__getitem__
+        __getattr__ = dict.get
 
-    job = paper_jobs["train_pretrain"]
     resources = Resources({key: int(value) if value.isdigit() else value for key, value in job["resources"].items()})
     stub = SimpleNamespace(resources=resources, threads=job["threads"])
     params = {
         "run_uuid": "id",
         "slurm_logfile": "log",
-        "comment_str": "rule_train_pretrain",
+        "comment_str": "rule",
         "workdir": "/work",
         "account": f"-A {resources.slurm_account}",
         "partition": f"-p {resources.slurm_partition}",
     }
-    sbatch = get_submit_command(stub, params) + set_gres_string(stub)
+    return get_submit_command(stub, params) + set_gres_string(stub)
+
+
+def test_the_slurm_plugin_submits_pretraining_to_eight_gpus_on_one_node(paper_jobs):
+    sbatch = sbatch_of(paper_jobs["train_pretrain"])
     for option in (
         "--gpus=8",
         "--cpus-per-task=32",
@@ -223,9 +227,6 @@ def test_the_slurm_plugin_submits_pretraining_to_eight_gpus_on_one_node(paper_jo
 def test_a_stage_on_two_nodes_asks_for_two_nodes_one_task_each_and_gpus_per_node(workdir, tmp_path):
     """`nodes: 2` (with 4 processes a node): the job holds two nodes, one task each, 4 GPUs a node
     (gres), and runs in the batch step (mpi) so that `gptlineage train` can srun its agents."""
-    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
-    from snakemake_executor_plugin_slurm.utils import set_gres_string
-
     override = tmp_path / "two-nodes.yaml"
     override.write_text("pretrain: {nodes: 2, processes: 4}\n")
     done = snakemake(
@@ -238,21 +239,7 @@ def test_a_stage_on_two_nodes_asks_for_two_nodes_one_task_each_and_gpus_per_node
     expected = {"nodes": "2", "tasks": "2", "mpi": "srun", "gres": "gpu:4", "tasks_per_gpu": "0"}
     assert {key: job["resources"].get(key) for key in expected} == expected
     assert "gpu" not in job["resources"]
-
-    class Resources(dict):
-        __getattr__ = dict.get
-
-    resources = Resources({key: int(value) if value.isdigit() else value for key, value in job["resources"].items()})
-    stub = SimpleNamespace(resources=resources, threads=job["threads"])
-    params = {
-        "run_uuid": "id",
-        "slurm_logfile": "log",
-        "comment_str": "c",
-        "workdir": "/w",
-        "account": "",
-        "partition": "",
-    }
-    sbatch = get_submit_command(stub, params) + set_gres_string(stub)
+    sbatch = sbatch_of(job)
     for option in ("--nodes=2", "--ntasks=2", "--gres=gpu:4"):
         assert option in sbatch, (option, sbatch)
     assert "--gpus=" not in sbatch and "--ntasks-per-gpu" not in sbatch
