@@ -52,6 +52,7 @@ from gptlineage.model.gpt import GPT, GPTConfig
 from gptlineage.model.hf import hf_model
 from gptlineage.model.kvcache import CachedDecoder
 
+SINGLE_GENERATE = 64  # greedy new tokens of the single-stream runs
 SUITE_GENERATE = 48  # new tokens at most per prompt: the prompt-suite command's default
 CONFIGS = {
     "gpt2-small": {"context": 1024, "width": 768, "heads": 12, "layers": 12, "vocab": 50257},
@@ -66,7 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("context", "width", "heads", "layers", "vocab"):
         parser.add_argument(f"--{name}", type=int, help=f"override the config's {name}")
     parser.add_argument("--prompt-tokens", type=int, default=32, help="random prompt ids (single stream)")
-    parser.add_argument("--generate", type=int, default=64, help="new tokens per prompt (single stream)")
+    parser.add_argument("--generate", type=int, help="new tokens at most per prompt (default 64; --suite: 48)")
     parser.add_argument("--runs", type=int, default=5, help="timed runs of each contender, interleaved")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs of each contender first")
     parser.add_argument("--no-full-prefix", action="store_true", help="leave out the full-prefix decoder")
@@ -124,11 +125,11 @@ def single_stream(args: argparse.Namespace, model: GPT) -> dict[str, Callable[[]
     return contenders
 
 
-def suite(model: GPT, cases: int) -> dict[str, Callable[[], list]]:
+def suite(model: GPT, cases: int, generate: int) -> dict[str, Callable[[], list]]:
     """The prompt suite's decoding, batched and one prompt at a time; each returns all new tokens, in order."""
     encoding = gpt2_encoding()
     prompts = [chat_prompt(encoding, SYSTEM, [], case["prompt"]) for case in prompt_suite(0, cases)]
-    settings = dataclasses.replace(SUITE_SAMPLING, generate=SUITE_GENERATE)
+    settings = dataclasses.replace(SUITE_SAMPLING, generate=generate)
 
     def batched() -> list:
         return [t for c in complete_batch(model, encoding, prompts, settings) for t in c.generation.tokens]
@@ -181,8 +182,9 @@ def main(argv: list[str] | None = None) -> dict:
         torch.set_num_threads(args.threads)
     model = model_of(args)
     if args.suite:
-        contenders, peer = suite(model, args.suite), "one-at-a-time"
+        contenders, peer = suite(model, args.suite, args.generate or SUITE_GENERATE), "one-at-a-time"
     else:
+        args.generate = args.generate or SINGLE_GENERATE
         contenders, peer = single_stream(args, model), "hf"
     summary = summarize(interleaved(contenders, args.runs, args.warmup), peer)
     print(report(args, model, summary))
