@@ -20,9 +20,9 @@ from gptlineage import cli
 from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
 from gptlineage.errors import GptlineageError
 from gptlineage.generation import chat as chat_module
-from gptlineage.generation.batched import generate_batch, penalized_rows
+from gptlineage.generation.batched import generate_batch
 from gptlineage.generation.chat import chat_prompt, complete
-from gptlineage.generation.decoding import SamplingConfig, generate_tokens, penalized
+from gptlineage.generation.decoding import SamplingConfig, generate_tokens, penalize_rows_, penalized
 from gptlineage.model.gpt import GPT, GPTConfig
 from gptlineage.model.kvcache import CachedDecoder, KVCache, padded_mask
 
@@ -82,11 +82,13 @@ def test_batched_tokens_equal_one_at_a_time(case):
         assert (together.tokens, together.stop) == (alone.tokens, alone.stop)
 
 
-def test_rows_penalized_together_equal_rows_penalized_alone():
+def test_rows_penalized_together_equal_the_dense_formula_row_by_row():
     logits = torch.randn(3, 50)
     histories = [[1, 1, 2], [7], [3, 4, 5, 6, 3, 49]]
-    together = penalized_rows(logits, histories, 1.05, 4)
+    together = penalize_rows_(logits.clone(), histories, 1.05, 4)
     for row, history in enumerate(histories):
+        counts = torch.bincount(torch.tensor(history[-4:]), minlength=50)
+        assert torch.equal(together[row], logits[row] - 1.05 * counts.to(torch.float32))
         assert torch.equal(together[row], penalized(logits[row], history, 1.05, 4))
 
 

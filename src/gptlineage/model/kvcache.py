@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from gptlineage.errors import GptlineageError
-from gptlineage.model.gpt import GPT, CausalSelfAttention
+from gptlineage.model.gpt import GPT, Block, CausalSelfAttention
 
 
 class KVCache:
@@ -165,7 +165,18 @@ def cached_attention(
     keys, values = cache.append(layer, k, v)  # [B, H, start+t, D]
     y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)  # [B, H, t, D]
     y = y.transpose(1, 2).reshape(b, t, w)  # [B, t, W]
-    return attn.proj(y)  # eval mode: the residual dropout is the identity
+    return F.linear(y, attn.proj.weight, attn.proj.bias)  # eval mode: the residual dropout is the identity
+
+
+def layer_norm(module: torch.nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
+    """`module(x)` without the module call's overhead (tens of microseconds a step at batch 1)."""
+    return F.layer_norm(x, module.normalized_shape, module.weight, module.bias, module.eps)
+
+
+def mlp(block: Block, x: torch.Tensor) -> torch.Tensor:
+    """`block.mlp(x)` in eval mode, as plain functions: W -> 4W -> tanh GELU -> W."""
+    fc, proj = block.mlp.fc, block.mlp.proj
+    return F.linear(F.gelu(F.linear(x, fc.weight, fc.bias), approximate="tanh"), proj.weight, proj.bias)
 
 
 @torch.inference_mode()
@@ -199,11 +210,11 @@ def cached_hidden(
         # A padding column takes position 0; its row never reads it.
         positions, mask = (columns[None] - pads[:, None]).clamp(min=0), padded_mask(start, t, pads)
     qkv = fused_qkv(model) if qkv is None else qkv
-    x = model.wte(ids) + model.wpe(positions)  # [B, t, W]
+    x = model.wte(ids) + model.wpe(positions)  # [B, t, W], a new tensor: the adds below may write into it
     for layer, block in enumerate(model.blocks):
-        x = x + cached_attention(block.attn, qkv[layer], block.ln_1(x), cache, layer, mask)  # [B, t, W]
-        x = x + block.mlp(block.ln_2(x))  # [B, t, W]
-    return model.ln_f(x)
+        x += cached_attention(block.attn, qkv[layer], layer_norm(block.ln_1, x), cache, layer, mask)  # [B, t, W]
+        x += mlp(block, layer_norm(block.ln_2, x))  # [B, t, W]
+    return layer_norm(model.ln_f, x)
 
 
 class CachedDecoder:
