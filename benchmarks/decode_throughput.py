@@ -73,6 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-full-prefix", action="store_true", help="leave out the full-prefix decoder")
     parser.add_argument("--suite", type=int, default=0, help="time the batched prompt suite of N prompts instead")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default 0 = every CPU allotted)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--json", type=Path, help="also write the results here")
     return parser.parse_args(argv)
 
@@ -80,7 +81,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def model_of(args: argparse.Namespace) -> GPT:
     values = dict(CONFIGS[args.config])
     values.update({name: getattr(args, name) for name in values if getattr(args, name) is not None})
-    return GPT(GPTConfig(**values), seed=0).eval()
+    return GPT(GPTConfig(**values), seed=0).to(args.device).eval()  # drawn on the CPU, then moved
 
 
 def interleaved(contenders: dict[str, Callable[[], list]], runs: int, warmup: int) -> dict[str, dict]:
@@ -102,13 +103,14 @@ def single_stream(args: argparse.Namespace, model: GPT) -> dict[str, Callable[[]
     config = model.config
     generator = torch.Generator().manual_seed(1)
     prompt = torch.randint(0, config.vocab, (args.prompt_tokens,), generator=generator).tolist()
+    device = model.output_weight.device
     settings = SamplingConfig(
         generate=args.generate, top_k=1, temperature=1.0, repetition_penalty=0.0, stop_at_eot=False
     )
     peer = hf_model(model)
     peer.generation_config.eos_token_id = None  # like ours: never stop early on random weights
     peer.generation_config.pad_token_id = 0
-    ids = torch.tensor([prompt])
+    ids = torch.tensor([prompt], device=device)
     cached, full = CachedDecoder(model), FullPrefixDecoder(model)
 
     def ours(decoder) -> Callable[[], list]:
@@ -164,7 +166,7 @@ def report(args: argparse.Namespace, model: GPT, summary: dict) -> str:
     c = model.config
     lines = [
         f"date: {datetime.date.today().isoformat()}; machine: {platform.machine()}, {available_cpus()} CPUs, "
-        f"{torch.get_num_threads()} torch threads; torch {torch.__version__}",
+        f"{torch.get_num_threads()} torch threads; device {args.device}; torch {torch.__version__}",
         f"model: context {c.context}, width {c.width}, heads {c.heads}, layers {c.layers}, vocab {c.vocab}; "
         f"{args.runs} runs interleaved after {args.warmup} warm-up",
     ]
