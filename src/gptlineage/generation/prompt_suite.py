@@ -4,7 +4,9 @@ Every case's prompt is asked as one chat message with no system line and answere
 (top-k 1, temperature 1.0, seed 0, the repetition penalty of `generate`), at most
 --generate (48) new tokens: the reference's suite settings. The report lists each prompt,
 its output and, where the suite gives an expected answer (a non-empty `expected`), whether
-the output matches it, plus the exact-match rate over those cases.
+the output matches it, plus the exact-match rate over those cases. All cases are decoded
+together in one batch (`generation.batched`); each output is the one the cached decoder gives
+that prompt alone.
 
 An output matches when, whitespace-stripped and compared case-insensitively, it equals the
 expected answer or starts with it followed by a character that is not a letter or digit
