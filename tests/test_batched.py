@@ -67,7 +67,7 @@ def cases(draw):
     return model, prompts, sampling, stop_every
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(cases())
 def test_batched_tokens_equal_one_at_a_time(case):
     model, prompts, sampling, stop_every = case
