@@ -5,13 +5,15 @@
 #   1. gpt2-small training throughput, bf16 + torch.compile, ours against Hugging Face's GPT2LMHeadModel
 #      (tokens/s, ratio, peak memory, MFU against the data-sheet dense bf16 peak of the device's model);
 #   2. the matched comparison on CUDA in strict float32 (no TF32), random gpt2-small weights;
-#   3. the KV-cache benchmark at gpt2-small size.
+#   3. the KV-cache benchmark at gpt2-small size;
+#   4. decoding: our cached and full-prefix decoders against Hugging Face generate at gpt2-small size,
+#      and the 40-prompt suite decoded in one batch against one prompt at a time (decode_throughput.py).
 # Results go to $OUT (default gpu_check_out/): one JSON per step, plus the console log.
 #
 #   bash benchmarks/gpu_check.sh                      # on a GPU machine
 #   DEVICE=cpu SMOKE=1 bash benchmarks/gpu_check.sh   # the same steps, tiny sizes, on a CPU
 #
-# STEPS picks the steps to run (default "0 1 2 3"). INSTALL=0 skips the fresh environment and uses
+# STEPS picks the steps to run (default "0 1 2 3 4"). INSTALL=0 skips the fresh environment and uses
 # the python on PATH (the test suite does: an install takes minutes); SYSTEM_SITE_PACKAGES=1 lets the
 # fresh environment see this machine's packages, for a GPU node without network access that already
 # has a CUDA build of torch.
@@ -22,7 +24,7 @@ DEVICE=${DEVICE:-cuda}
 SMOKE=${SMOKE:-0}
 INSTALL=${INSTALL:-1}
 SYSTEM_SITE_PACKAGES=${SYSTEM_SITE_PACKAGES:-0}
-STEPS=" ${STEPS:-0 1 2 3} "
+STEPS=" ${STEPS:-0 1 2 3 4} "
 mkdir -p "$OUT"
 exec > >(tee "$OUT/gpu_check.log") 2>&1
 
@@ -31,10 +33,14 @@ if [[ "$SMOKE" == 1 ]]; then
     THROUGHPUT=(--config bench-cpu --batch 1 --context 32 --warmup 0 --steps 1 --rounds 1 --precision float32 --peak-tflops 1)
     MATCHED=(--preset quick --updates 2 --batch 2 --eval-every 0 --eval-batches 1)
     CACHE=(--preset quick --prompt-tokens 4 --generate 4)
+    DECODE=(--config tiny --runs 1 --warmup 0 --prompt-tokens 8 --generate 8)
+    SUITE=(--config tiny --suite 4 --generate 4 --runs 1 --warmup 0)
 else
     THROUGHPUT=(--config gpt2-small --batch 16 --warmup 6 --steps 12 --rounds 1 --precision bf16 --compile --loss-chunk 2048)
     MATCHED=(--preset gpt2-small --updates 30 --batch 8 --eval-every 10 --eval-batches 2)
     CACHE=(--preset gpt2-small --prompt-tokens 32 --generate 128)
+    DECODE=(--config gpt2-small --runs 3)
+    SUITE=(--config gpt2-small --suite 40 --runs 2)
 fi
 
 preflight() {
@@ -100,9 +106,15 @@ cache() {
     python -m gptlineage cache-bench --random-init "${CACHE[@]}" --device "$DEVICE" --output "$OUT/cache_bench"
 }
 
+decode() {
+    echo "== 4. decoding against Hugging Face generate; the prompt suite batched"
+    python benchmarks/decode_throughput.py "${DECODE[@]}" --device "$DEVICE" --json "$OUT/decode.json"
+    python benchmarks/decode_throughput.py "${SUITE[@]}" --device "$DEVICE" --json "$OUT/decode_suite.json"
+}
+
 echo "== $(date -u +%FT%TZ) on $(hostname); device $DEVICE; steps$STEPS"
 step=0
-for name in preflight throughput matched cache; do
+for name in preflight throughput matched cache decode; do
     if [[ "$STEPS" == *" $step "* ]]; then
         "$name"
     fi

@@ -101,7 +101,7 @@ def one_line(call, *args, **kwargs) -> str:
 
 def test_cross_field_checks_name_the_flag():
     source = ModelSource(random_init=True)
-    assert one_line(GenerateConfig, model=source, prompt="a", message="b").startswith("--message is not allowed")
+    assert one_line(GenerateConfig, model=source, prompt=("a",), message=("b",)).startswith("--message is not allowed")
     assert one_line(PromptConfig, message="Hi", prompt_tokens=4).startswith("--prompt-tokens is not allowed")
     assert PromptConfig(prompt_tokens=4).prompt_tokens == 4  # the default message does not count as given
     assert one_line(ModelSource).startswith("pass --run, --load-params or --random-init")

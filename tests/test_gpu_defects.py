@@ -368,3 +368,5 @@ def test_gpu_check_runs_every_step_in_its_cpu_smoke_mode(tmp_path):
     assert json.loads((tmp_path / "throughput.json").read_text())["device"] == "cpu"
     assert json.loads((tmp_path / "matched/comparison.json").read_text())
     assert (tmp_path / "cache_bench/report.json").is_file()
+    assert json.loads((tmp_path / "decode.json").read_text())["ours-cached"]["outputs_equal"]
+    assert json.loads((tmp_path / "decode_suite.json").read_text())["batched"]["outputs_equal"]

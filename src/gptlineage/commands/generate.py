@@ -1,4 +1,4 @@
-"""Generate text from a checkpoint: one completion (--prompt), one chat answer (--message) or a chat loop.
+"""Generate text from a checkpoint: completions (--prompt), chat answers (--message) or a chat loop.
 
 The model comes from a training artifact (`--run DIR`), a parameter file (`--load-params`) or
 random weights (`--random-init`); see `gptlineage.generation.source`. Without --prompt or
@@ -6,9 +6,12 @@ random weights (`--random-init`); see `gptlineage.generation.source`. Without --
 line, `:q` or `:quit` ends it. The transcript is kept until the next message no longer fits
 the context; then one line says so and the conversation restarts from the System line. With
 `--output DIR`, the prompts and outputs are written to DIR/generation.json (an artifact).
+--prompt and --message may be repeated: the prompts are then decoded together in one batch
+(cached decoder), each output as it would be alone, printed one per line in the order given.
 
 Example:
     gptlineage generate --run results/sft_stage2 --system "" --message "What is two plus two?" --top-k 1
+    gptlineage generate --run results/sft_stage2 --message "Hello!" --message "What is the capital of France?"
 """
 
 from __future__ import annotations

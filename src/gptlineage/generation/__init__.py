@@ -1,5 +1,6 @@
-"""Generation: decoding and sampling (decoding), chat transcripts and the chat loop (chat), where the
-model comes from (source), and the checks built on them (cache_check, cache_bench, prompt_suite).
+"""Generation: decoding and sampling (decoding), several prompts decoded together (batched), chat
+transcripts and the chat loop (chat), where the model comes from (source), and the checks built on
+them (cache_check, cache_bench, prompt_suite).
 
 Example:
     gptlineage generate --run results/sft_stage2 --message "What is 7 + 5?"

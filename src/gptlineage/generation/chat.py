@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TextIO
@@ -30,6 +30,7 @@ from gptlineage.corpus.dialogue import (
     OrdinaryEncoder,
 )
 from gptlineage.errors import GptlineageError
+from gptlineage.generation.batched import generate_batch
 from gptlineage.generation.decoding import (
     DECODERS,
     Decoder,
@@ -95,9 +96,26 @@ def complete(
 ) -> Completion:
     """Generate after `prompt` and decode; stops at EOT and at a new "\\nUser:" line."""
     context = context if context is not None else decoder.model.config.context  # type: ignore[attr-defined]
-    generation = generate_tokens(
-        decoder, prompt, settings, context=context, stop=lambda tokens: USER_TURN in decode_text(encoding, tokens)
-    )
+    generation = generate_tokens(decoder, prompt, settings, context=context, stop=user_turn_rule(encoding))
+    return completion_of(encoding, generation)
+
+
+def complete_batch(
+    model: GPT, encoding: TextDecoder, prompts: Sequence[Sequence[int]], settings: SamplingConfig
+) -> list[Completion]:
+    """`complete` with a cached decoder for each prompt, all prompts decoded together (`batched`)."""
+    stop = user_turn_rule(encoding)
+    generations = generate_batch(model, prompts, settings, stops=[stop] * len(prompts))
+    return [completion_of(encoding, generation) for generation in generations]
+
+
+def user_turn_rule(encoding: TextDecoder) -> Callable[[list[int]], bool]:
+    """The stop rule of a completion: the new tokens' text holds a new "\\nUser:" line."""
+    return lambda tokens: USER_TURN in decode_text(encoding, tokens)
+
+
+def completion_of(encoding: TextDecoder, generation: Generation) -> Completion:
+    """The trimmed text of a generation; its "stop" reason is called "user-turn"."""
     text = decode_text(encoding, generation.tokens)
     stop = "user-turn" if generation.stop == "stop" else generation.stop
     return Completion(
@@ -200,47 +218,61 @@ class GenerateConfig:
 
     model: ModelSource
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    prompt: str | None = setting(None, "complete this text once (no chat transcript)")
-    message: str | None = setting(None, "answer this chat message once")
+    prompt: tuple[str, ...] = setting((), "complete this text once (no chat transcript); repeat for several")
+    message: tuple[str, ...] = setting((), "answer this chat message once; repeat for several")
     system: str = setting(DEFAULT_SYSTEM, 'system line of the chat transcript; "" omits it')
     decoder: str = setting("cached", "key/value-cached or full-prefix logits", choices=DECODERS)
     output: Path | None = setting(None, "also write the prompts and outputs to DIR/generation.json (an artifact)")
 
     def __post_init__(self) -> None:
         check_settings(self)
-        if self.prompt is not None and self.message is not None:
+        if self.prompt and self.message:
             raise SettingError("message", "is not allowed with --prompt")
 
 
-def answer_once(config: GenerateConfig, model: GPT, encoding: TextDecoder) -> dict[str, Any]:
-    """The record of one completion (--prompt) or one chat answer (--message)."""
-    if config.prompt is not None:
-        mode, text, prompt = "completion", config.prompt, encoding.encode_ordinary(config.prompt)
+def answer_all(config: GenerateConfig, model: GPT, encoding: TextDecoder) -> list[dict[str, Any]]:
+    """The records of the completions (--prompt) or chat answers (--message), in the order given.
+
+    Several prompts with the cached decoder are decoded together (`complete_batch`), each as
+    it would be alone; every prompt must fit before any is decoded.
+    """
+    if config.prompt:
+        mode, texts = "completion", config.prompt
+        prompts = [encoding.encode_ordinary(text) for text in texts]
     else:
-        mode, text = "chat-message", config.message or ""
-        prompt = chat_prompt(encoding, config.system, [], text)
-    check_vocabulary(prompt, model.config.vocab)
-    completion = complete(
-        make_decoder(model, config.decoder), encoding, prompt, config.sampling, context=model.config.context
-    )
-    return {
-        "mode": mode,
-        "input": text,
-        "prompt_tokens": len(prompt),
-        "output": completion.text,
-        "tokens": list(completion.generation.tokens),
-        "stop": completion.stop,
-    }
+        mode, texts = "chat-message", config.message
+        prompts = [chat_prompt(encoding, config.system, [], text) for text in texts]
+    context = model.config.context
+    for prompt in prompts:
+        check_vocabulary(prompt, model.config.vocab)
+        check_fits(len(prompt), config.sampling.generate, context)
+    if config.decoder == "cached" and len(prompts) > 1:
+        completions = complete_batch(model, encoding, prompts, config.sampling)
+    else:
+        decoder = make_decoder(model, config.decoder)
+        completions = [complete(decoder, encoding, p, config.sampling, context=context) for p in prompts]
+    return [
+        {
+            "mode": mode,
+            "input": text,
+            "prompt_tokens": len(prompt),
+            "output": completion.text,
+            "tokens": list(completion.generation.tokens),
+            "stop": completion.stop,
+        }
+        for text, prompt, completion in zip(texts, prompts, completions)
+    ]
 
 
 def generate_records(
     config: GenerateConfig, model: GPT, encoding: TextDecoder, *, stdin: TextIO, stdout: TextIO
 ) -> list[dict[str, Any]]:
-    """Print the one answer, or run the chat loop on stdin; the records generation.json lists."""
-    if config.prompt is not None or config.message is not None:
-        record = answer_once(config, model, encoding)
-        stdout.write(record["output"] + "\n")
-        return [record]
+    """Print the answers, or run the chat loop on stdin; the records generation.json lists."""
+    if config.prompt or config.message:
+        records = answer_all(config, model, encoding)
+        for record in records:
+            stdout.write(record["output"] + "\n")
+        return records
     turns = chat_loop(
         make_decoder(model, config.decoder),
         encoding,

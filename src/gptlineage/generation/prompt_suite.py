@@ -4,7 +4,9 @@ Every case's prompt is asked as one chat message with no system line and answere
 (top-k 1, temperature 1.0, seed 0, the repetition penalty of `generate`), at most
 --generate (48) new tokens: the reference's suite settings. The report lists each prompt,
 its output and, where the suite gives an expected answer (a non-empty `expected`), whether
-the output matches it, plus the exact-match rate over those cases.
+the output matches it, plus the exact-match rate over those cases. All cases are decoded
+together in one batch (`generation.batched`); each output is the one the cached decoder gives
+that prompt alone.
 
 An output matches when, whitespace-stripped and compared case-insensitively, it equals the
 expected answer or starts with it followed by a character that is not a letter or digit
@@ -27,13 +29,8 @@ from typing import Any
 from gptlineage.corpus.tokenizer import gpt2_encoding, tokenizer_identity
 from gptlineage.errors import GptlineageError
 from gptlineage.generation.cache_check import CacheCheckConfig
-from gptlineage.generation.chat import chat_prompt, complete
-from gptlineage.generation.decoding import (
-    SamplingConfig,
-    check_fits,
-    check_vocabulary,
-    make_decoder,
-)
+from gptlineage.generation.chat import chat_prompt, complete_batch
+from gptlineage.generation.decoding import SamplingConfig, check_fits, check_vocabulary
 from gptlineage.generation.source import ModelSource, check_text_vocabulary
 from gptlineage.model.gpt import GPT
 from gptlineage.settings import check_settings, setting, setting_like
@@ -42,7 +39,7 @@ SCHEMA = "gptlineage.prompt-suite-report.v1"
 PAPER_SUITE = Path(__file__).resolve().parent.parent / "assets" / "paper-prompt-suite.json"
 PAPER_SUITE_NAME = "gptlineage/assets/paper-prompt-suite.json"  # its place in the package, not on this machine
 SYSTEM = ""  # the reference's suite runs without a system line
-DECODER = "cached"
+DECODER = "cached"  # all cases in one batch through the key/value cache (generation.batched)
 SUITE_SAMPLING = SamplingConfig(temperature=1.0, top_k=1, seed=0)  # greedy; the penalty as in generate
 MATCH_RULE = (
     "output and expected answer whitespace-stripped and casefolded; a match when equal, or when "
@@ -106,10 +103,10 @@ def answer_cases(config: PromptSuiteConfig, model: GPT, cases: list[dict[str, An
     for ids in prompts:
         check_vocabulary(ids, model.config.vocab)
         check_fits(len(ids), settings.generate, model.config.context)
-    decoder = make_decoder(model, DECODER)
     results = []
-    for index, (case, ids) in enumerate(zip(cases, prompts)):
-        completion = complete(decoder, encoding, ids, settings, context=model.config.context)
+    # All prompts decoded together, each answered as the cached decoder answers it alone.
+    completions = complete_batch(model, encoding, prompts, settings)
+    for index, (case, ids, completion) in enumerate(zip(cases, prompts, completions)):
         output = completion.text.strip()
         expected = case["expected"].strip() or None
         matches = matches_expected(output, expected) if expected is not None else None

@@ -1,0 +1,139 @@
+"""Decoding several prompts together: one batch, left-padded, through the key/value cache.
+
+`generate_batch` gives every prompt what `generate_tokens(CachedDecoder(model), prompt, ...)`
+gives it alone, token for token: the same per-prompt repetition penalty (over that prompt's
+own history), the same sampling (seed and counter c of the prompt's c-th new token), the same
+stop rules (<|endoftext|>, the caller's `stop(tokens)`, `generate` tokens at most). Only the
+arithmetic is shared: each step is one forward pass over every unfinished prompt, so the
+weights are read once per step for all of them instead of once per prompt. Logits agree with
+one-at-a-time decoding up to float rounding (matrix products of other shapes), as the
+cached and full-prefix decoders do.
+
+Prompts are sorted by length and decoded BATCH_ROWS at a time, so a batch holds prompts of
+similar length (little padding); a prompt that finishes leaves the batch at once.
+
+Example:
+    model = GPT(model_config("quick"), seed=0).eval()
+    generations = generate_batch(model, [[464, 5822], [40, 1101, 257]], SamplingConfig(top_k=1, generate=8))
+    [g.tokens for g in generations]                   # as two generate_tokens calls would give
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+
+from gptlineage.corpus.tokenizer import EOT_ID
+from gptlineage.errors import GptlineageError
+from gptlineage.generation.decoding import (
+    Generation,
+    SamplingConfig,
+    all_finite,
+    check_fits,
+    penalize_rows_,
+    sample_token,
+)
+from gptlineage.model.gpt import GPT
+from gptlineage.model.kvcache import KVCache, cached_hidden, fused_qkv
+
+BATCH_ROWS = 64  # prompts decoded together at most; their float32 logits at GPT-2's vocabulary: 12.9 MB
+Stop = Callable[[list[int]], bool]
+
+
+@torch.inference_mode()  # the logits are inference tensors, penalized in place
+def choose_tokens(
+    logits: torch.Tensor, histories: Sequence[Sequence[int]], settings: SamplingConfig, counter: int
+) -> list[int]:
+    """The next token of every row of logits [B, V] (penalized in place), chosen as `generate_tokens` chooses one."""
+    if not all_finite(logits):
+        raise GptlineageError(f"non-finite logits at generated token {counter} (the weights hold NaN or inf?)")
+    scores = penalize_rows_(logits, histories, settings.repetition_penalty, settings.repetition_window)
+    if settings.top_k == 1:
+        # torch.max over a dimension returns the first (smallest) id among equal maxima, as
+        # argmax does, in half argmax's time on the CPU.
+        return torch.max(scores, dim=-1).indices.tolist()
+    return [sample_token(row, settings, counter) for row in scores]
+
+
+@torch.inference_mode()
+def last_logits(model: GPT, cache: KVCache, ids: torch.Tensor, pads: torch.Tensor, qkv: list) -> torch.Tensor:
+    """Next-token logits [B, V] after the last column of ids [B, t]."""
+    return model.logits(cached_hidden(model, cache, ids, pads=pads, qkv=qkv)[:, -1])
+
+
+def generate_rows(
+    model: GPT, prompts: Sequence[Sequence[int]], settings: SamplingConfig, stops: Sequence[Stop | None]
+) -> list[Generation]:
+    """One batch: every prompt decoded together until each has stopped."""
+    device = model.output_weight.device
+    width = max(len(prompt) for prompt in prompts)
+    pads = torch.tensor([width - len(prompt) for prompt in prompts], device=device)  # [B]
+    ids = torch.tensor([[0] * (width - len(p)) + list(p) for p in prompts], device=device)  # [B, width]
+    cache = KVCache.for_model(model, batch=len(prompts), capacity=width + settings.generate)
+    qkv = fused_qkv(model)
+    began = time.perf_counter()
+    logits = last_logits(model, cache, ids, pads, qkv)  # [B, V]
+    prefilled = time.perf_counter()
+    histories, new = [list(p) for p in prompts], [[] for _ in prompts]
+    reasons, finished = ["length"] * len(prompts), [prefilled] * len(prompts)
+    active = list(range(len(prompts)))  # the prompt of each batch row
+    for counter in range(settings.generate):
+        tokens = choose_tokens(logits, [histories[r] for r in active], settings, counter)
+        going = []  # batch rows that continue
+        for row, (r, token) in enumerate(zip(active, tokens)):
+            if settings.stop_at_eot and token == EOT_ID:
+                reasons[r] = "eot"
+            else:
+                new[r].append(token)
+                histories[r].append(token)
+                if stops[r] is not None and stops[r](new[r]):
+                    reasons[r] = "stop"
+                elif counter + 1 < settings.generate:  # the last token's logits would never be used
+                    going.append(row)
+                    continue
+            finished[r] = time.perf_counter()
+        if not going:
+            break
+        if len(going) < len(active):
+            rows = torch.tensor(going, device=device)
+            cache.keep(rows)
+            pads = pads.index_select(0, rows)
+        active = [active[row] for row in going]
+        step = torch.tensor([[new[r][-1]] for r in active], device=device)  # [B', 1]
+        logits = last_logits(model, cache, step, pads, qkv)
+    return [
+        Generation(tuple(tokens), reason, prefilled - began, done - prefilled)
+        for tokens, reason, done in zip(new, reasons, finished)
+    ]
+
+
+def generate_batch(
+    model: GPT,
+    prompts: Sequence[Sequence[int]],
+    settings: SamplingConfig,
+    *,
+    stops: Sequence[Stop | None] | None = None,
+) -> list[Generation]:
+    """Sample up to `settings.generate` new tokens after each non-empty prompt; stops[i] is prompt i's stop rule.
+
+    Every prompt must fit (prompt plus `generate` within the context) before any is decoded.
+    """
+    context = model.config.context
+    for prompt in prompts:
+        if not prompt:
+            raise GptlineageError("generation: the prompt is empty")
+        check_fits(len(prompt), settings.generate, context)
+    stops = list(stops) if stops is not None else [None] * len(prompts)
+    if settings.generate == 0:
+        return [Generation((), "length") for _ in prompts]
+    model.eval()
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))  # similar lengths together
+    results: list[Generation] = [Generation((), "length")] * len(prompts)
+    for first in range(0, len(order), BATCH_ROWS):
+        rows = order[first : first + BATCH_ROWS]
+        batch = generate_rows(model, [prompts[i] for i in rows], settings, [stops[i] for i in rows])
+        for i, generation in zip(rows, batch):
+            results[i] = generation
+    return results
