@@ -191,6 +191,8 @@ class Progress:
 
     def update(self, documents: int, tokens: int) -> None:
         self.tokens += tokens
+        if self.bar.disable:  # not a terminal: nothing to draw, so nothing to format per document
+            return
         self.bar.update(documents)
         elapsed = self.bar.format_dict.get("elapsed") or 0.0
         if elapsed > 0:
