@@ -16,7 +16,9 @@
 # STEPS picks the steps to run (default "0 1 2 3 4"). INSTALL=0 skips the fresh environment and uses
 # the python on PATH (the test suite does: an install takes minutes); SYSTEM_SITE_PACKAGES=1 lets the
 # fresh environment see this machine's packages, for a GPU node without network access that already
-# has a CUDA build of torch.
+# has a CUDA build of torch. NANOGPT_DIR=<a karpathy/nanoGPT checkout> adds its model.py as a second peer
+# in step 1, and step 1 then also runs the interleaved mode (all trainers in one process, stepped in
+# turn, median of per-step ratios) after the per-process run that measures peak memory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_check_out}
@@ -24,6 +26,7 @@ DEVICE=${DEVICE:-cuda}
 SMOKE=${SMOKE:-0}
 INSTALL=${INSTALL:-1}
 SYSTEM_SITE_PACKAGES=${SYSTEM_SITE_PACKAGES:-0}
+NANOGPT_DIR=${NANOGPT_DIR:-}
 STEPS=" ${STEPS:-0 1 2 3 4} "
 mkdir -p "$OUT"
 exec > >(tee "$OUT/gpu_check.log") 2>&1
@@ -87,8 +90,16 @@ PY
 }
 
 throughput() {
-    echo "== 1. training throughput (ours vs Hugging Face)"
-    python benchmarks/train_throughput.py "${THROUGHPUT[@]}" --device "$DEVICE" --json "$OUT/throughput.json"
+    echo "== 1. training throughput (ours vs Hugging Face${NANOGPT_DIR:+ and nanoGPT})"
+    peers=()
+    if [[ -n "$NANOGPT_DIR" ]]; then
+        peers=(--nanogpt-dir "$NANOGPT_DIR")
+    fi
+    python benchmarks/train_throughput.py "${THROUGHPUT[@]}" "${peers[@]}" --device "$DEVICE" --json "$OUT/throughput.json"
+    if [[ -n "$NANOGPT_DIR" ]]; then
+        python benchmarks/train_throughput.py "${THROUGHPUT[@]}" "${peers[@]}" --interleaved --device "$DEVICE" \
+            --json "$OUT/throughput_interleaved.json"
+    fi
 }
 
 matched() {

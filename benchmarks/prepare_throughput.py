@@ -1,12 +1,23 @@
-"""Benchmark `gptlineage prepare`: tokens per second and peak memory as the corpus grows.
+"""Benchmark `gptlineage prepare` against raw tiktoken on the same documents, interleaved.
 
-The default pretraining corpus (data/shakespeare/plays.jsonl.gz) is fed 1x, 10x and 100x
-(the same file given as --input that many times), each run in its own process so its peak
-resident set size is its own. A peer runs in this process on the same documents: the
-reference's method, one `encode_ordinary` call per document on one thread, no files written.
+The default pretraining corpus (data/shakespeare/plays.jsonl.gz) is fed 1x, 10x and 100x (the
+same file given as --input that many times). Each scale runs in its own child process, so the
+peak resident set size printed is that scale's own. In the child, rounds alternate:
+
+- ours: the whole command, `gptlineage prepare ... --output DIR` called in the process (read,
+  split, encode, write the shards, hash them into the manifest); `stage` is the part of it spent
+  in the corpus code (`corpus.prepare.prepare`: everything but the artifact's manifest);
+- raw: tiktoken's `encode_ordinary_batch` over the same documents (held in memory, the file's
+  documents `scale` times over) with the same thread count, nothing read or written.
+
+Both count the same tokens (each document's ids and its EOT), so a ratio is raw seconds over our
+seconds in the same round; each ratio printed is the median over rounds, as the machine's speed
+drifts between rounds. An untimed `prepare` of the 1x corpus comes first (the command's first
+call imports its modules). Peak RSS is read right after the first timed `prepare` of the child,
+before the raw encoder holds any documents.
 
 Example:
-    python benchmarks/prepare_throughput.py --scales 1 10 100
+    python benchmarks/prepare_throughput.py --scales 1 10 --rounds 5; python benchmarks/prepare_throughput.py --scales 100 --rounds 3
 """
 
 from __future__ import annotations
@@ -16,6 +27,9 @@ import gzip
 import json
 import os
 import platform
+import resource
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,50 +42,96 @@ REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "data" / "shakespeare" / "plays.jsonl.gz"
 
 
-def run_prepare(scale: int, workdir: Path) -> dict:
-    """One `gptlineage prepare` run in a child process: wall seconds, tokens, peak RSS."""
-    output = workdir / f"x{scale}"
-    command = [
-        sys.executable,
-        "-m",
-        "gptlineage",
-        "prepare",
-        *(["--input", str(CORPUS)] * scale),
-        "--validation-fraction",
-        "0.1",
-        "--output",
-        str(output),
-    ]
-    start = time.perf_counter()
-    child = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "HF_DATASETS_OFFLINE": "1"}
-    )
-    _, status, usage = os.wait4(child.pid, 0)
-    seconds = time.perf_counter() - start
+def run_ours(scale: int, output: Path) -> dict:
+    """One in-process `gptlineage prepare`: command and stage seconds, tokens written."""
+    from gptlineage.cli import main
+    from gptlineage.commands import prepare as command
+
+    stage = {}
+    inner = command.prepare
+
+    def timed(config, path):  # the corpus stage alone, without the artifact's manifest
+        start = time.perf_counter()
+        summary = inner(config, path)
+        stage["seconds"] = time.perf_counter() - start
+        stage["tokens"] = summary["tokens"]["train"] + summary["tokens"]["validation"]
+        return summary
+
+    command.prepare = timed
+    try:
+        start = time.perf_counter()
+        status = main(["prepare", *(["--input", str(CORPUS)] * scale), "--output", str(output)])
+        seconds = time.perf_counter() - start
+    finally:
+        command.prepare = inner
+        shutil.rmtree(output, ignore_errors=True)
     if status != 0:
-        raise SystemExit(f"prepare x{scale} failed: {child.stderr.read().decode()[-2000:]}")
-    summary = json.loads((output / "manifest.json").read_text())["summary"]
-    tokens = summary["tokens"]["train"] + summary["tokens"]["validation"]
-    return {
-        "scale": scale,
-        "documents": summary["documents"]["read"],
-        "tokens": tokens,
-        "seconds": seconds,
-        "tokens_per_second": tokens / seconds,
-        "peak_rss_mib": usage.ru_maxrss / 1024,
-    }
+        raise SystemExit(f"prepare x{scale} failed")
+    return {"command": seconds, "stage": stage["seconds"], "tokens": stage["tokens"]}
 
 
-def peer_tokens_per_second() -> float:
-    """The reference's way: one encode_ordinary call per document, one thread, nothing written."""
+def run_raw(texts: list[str], scale: int, threads: int) -> dict:
+    """tiktoken's threaded batch encoder over the documents `scale` times; nothing kept."""
     from gptlineage.corpus.tokenizer import gpt2_encoding
 
     encoding = gpt2_encoding()
-    with gzip.open(CORPUS, "rt", encoding="utf-8") as lines:
-        texts = [json.loads(line)["text"] for line in lines]
+    tokens = 0
     start = time.perf_counter()
-    tokens = sum(len(encoding.encode_ordinary(text)) + 1 for text in texts)
-    return tokens / (time.perf_counter() - start)
+    for _ in range(scale):
+        tokens += sum(len(ids) + 1 for ids in encoding.encode_ordinary_batch(texts, num_threads=threads))
+    return {"seconds": time.perf_counter() - start, "tokens": tokens}
+
+
+def child(scale: int, rounds: int) -> dict:
+    """All rounds of one scale in this process; the result as one JSON-able dict."""
+    from gptlineage.corpus.tokenizer import gpt2_encoding
+
+    gpt2_encoding()  # built once per process (about 0.3 s), by both sides alike
+    threads = available_cpus()
+    workdir = Path(tempfile.mkdtemp(prefix="prepare-bench-"))
+    rows: list[dict] = []
+    peak_rss_mib = texts = None
+    try:
+        run_ours(1, workdir / "warm-up")  # untimed: the command's first call imports its modules
+        for index in range(rounds):
+            order = ("ours", "raw") if index % 2 == 0 else ("raw", "ours")
+            row: dict = {}
+            for side in order:
+                if side == "ours":
+                    row["ours"] = run_ours(scale, workdir / f"round{index}")
+                    if peak_rss_mib is None:
+                        peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                else:
+                    if texts is None:
+                        with gzip.open(CORPUS, "rt", encoding="utf-8") as lines:
+                            texts = [json.loads(line)["text"] for line in lines if line.strip()]
+                    row["raw"] = run_raw(texts, scale, threads)
+            if row["ours"]["tokens"] != row["raw"]["tokens"]:
+                raise SystemExit(
+                    f"x{scale}: ours wrote {row['ours']['tokens']} tokens, raw encoded {row['raw']['tokens']}"
+                )
+            rows.append(row)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return {"scale": scale, "threads": threads, "peak_rss_mib": peak_rss_mib, "rounds": rows}
+
+
+def summarize(result: dict) -> str:
+    """One table line: tokens, median rates, median per-round ratios, peak RSS."""
+    rounds = result["rounds"]
+    tokens = rounds[0]["raw"]["tokens"]
+    raw = statistics.median(tokens / r["raw"]["seconds"] for r in rounds)
+    command = statistics.median(tokens / r["ours"]["command"] for r in rounds)
+    command_ratio = statistics.median(r["raw"]["seconds"] / r["ours"]["command"] for r in rounds)
+    stage_ratio = statistics.median(r["raw"]["seconds"] / r["ours"]["stage"] for r in rounds)
+    spread = ", ".join(
+        f"{r['raw']['seconds'] / r['ours']['command']:.2f}/{r['raw']['seconds'] / r['ours']['stage']:.2f}"
+        for r in rounds
+    )
+    return (
+        f"{result['scale']:>5} {tokens:>13,} {raw:>12,.0f} {command:>12,.0f} {command_ratio:>8.2f}x"
+        f" {stage_ratio:>8.2f}x {result['peak_rss_mib']:>13,.0f}   [{spread}]"
+    )
 
 
 def main() -> None:
@@ -79,23 +139,27 @@ def main() -> None:
     parser.add_argument(
         "--scales", type=int, nargs="+", default=[1, 10, 100], help="corpus multiples (default 1 10 100)"
     )
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per scale (default 5)")
+    parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)  # one scale, JSON on stdout
     args = parser.parse_args()
+    if args.child is not None:
+        print(json.dumps(child(args.child, args.rounds)))
+        return
     print(
-        f"machine: {platform.processor() or platform.machine()}, {available_cpus()} CPUs; python {platform.python_version()}"
+        f"machine: {platform.processor() or platform.machine()}, {available_cpus()} CPUs allotted;"
+        f" python {platform.python_version()}; median of {args.rounds} interleaved rounds"
     )
-    peer = peer_tokens_per_second()
-    print(f"peer (per-document encode_ordinary, 1 thread, no I/O): {peer:,.0f} tokens/s")
     print(
-        f"{'scale':>5} {'documents':>10} {'tokens':>13} {'seconds':>8} {'tokens/s':>11} {'vs peer':>8} {'peak RSS MiB':>13}"
+        f"{'scale':>5} {'tokens':>13} {'raw tok/s':>12} {'ours tok/s':>12} {'command':>9} {'stage':>9}"
+        f" {'peak RSS MiB':>13}   [command/stage ratio per round]"
     )
-    with tempfile.TemporaryDirectory() as workdir:
-        for scale in args.scales:
-            row = run_prepare(scale, Path(workdir))
-            print(
-                f"{row['scale']:>5} {row['documents']:>10,} {row['tokens']:>13,} {row['seconds']:>8.1f}"
-                f" {row['tokens_per_second']:>11,.0f} {row['tokens_per_second'] / peer:>7.2f}x {row['peak_rss_mib']:>13,.0f}"
-            )
-            sys.stdout.flush()
+    env = {**os.environ, "HF_DATASETS_OFFLINE": "1"}
+    for scale in args.scales:
+        command = [sys.executable, __file__, "--child", str(scale), "--rounds", str(args.rounds)]
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"x{scale} failed: {done.stderr[-2000:]}")
+        print(summarize(json.loads(done.stdout.splitlines()[-1])), flush=True)
 
 
 if __name__ == "__main__":

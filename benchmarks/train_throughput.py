@@ -1,27 +1,30 @@
-"""Benchmark training throughput: our trainer against Hugging Face's GPT2LMHeadModel, side by side.
+"""Benchmark training throughput: our trainer against Hugging Face's GPT2LMHeadModel (and nanoGPT), side by side.
 
-For one named configuration both trainers run the same batches (our stateless sampler over
-the same memory-mapped shard, same seed and steps) from the same weights: forward, backward
-and an AdamW step, timed from batch preparation until the loss reaches the host.
+For one named configuration the trainers (`train_arms.py`: ours; peer = Hugging Face
+`GPT2LMHeadModel`; nanogpt = karpathy/nanoGPT's model.py from --nanogpt-dir, optional) run the
+same batches (our stateless sampler over the same memory-mapped shard, same seed and steps)
+from the same weights: forward, backward and an AdamW step, timed from batch preparation until
+the loss reaches the host. Two modes:
 
-- ours: `gptlineage.training.step`'s objective (fused chunked output projection + cross-entropy),
-  its fused AdamW, optional torch.compile, bf16 autocast with --precision bf16;
-- peer: `transformers.GPT2LMHeadModel` (SDPA attention) holding the same weights, the loss
-  as Hugging Face computes it (full logits, upcast to float32, cross-entropy), and
-  `torch.optim.AdamW` with its defaults; compiled and autocast alike when asked.
+- per process (default): each trainer runs in its own child process (so peak memory is its own),
+  alternating round by round; tokens/s is the median over all timed steps. Peak memory growth is
+  measured here (CPU: peak RSS minus RSS before the model was built; CUDA: peak allocated minus
+  allocated before).
+- --interleaved: every trainer is built in this one process and they are stepped in turn
+  (ours, peer, nanogpt, ours, peer, ...), with the matrix-multiply probe timed between steps;
+  each ratio is the median of the per-step ratios, so the machine's drift hits all alike.
+  No peak memory (the trainers share the process).
 
-Each trainer runs in its own child process (so peak memory is its own), alternating round
-by round so both meet the same machine load. Reported: median tokens/s over all timed steps,
-the ratio ours/peer, peak memory growth (CPU: peak RSS minus RSS before the model was built;
-CUDA: peak allocated minus allocated before), the sampler's share of our step time, and
-model FLOPs utilization: flops/token = 6N + 12·L·H·Q·T (N = parameters without position
-embeddings, L layers, H heads, Q head size, T context), against a peak that is named: on CPU
-a matrix-multiply probe run by this benchmark, on CUDA the data-sheet dense peak of the device's
-model for the precision's arithmetic (bf16 tensor cores for bf16, FP32 for float32, whose
-TF32 is off), printed with the result.
+Reported: tokens/s, the ratio ours/peer (and ours/nanogpt), the sampler's share of our step
+time, and model FLOPs utilization: flops/token = 6N + 12·L·H·Q·T (N = parameters without
+position embeddings, L layers, H heads, Q head size, T context), against a peak that is named:
+on CPU a matrix-multiply probe run by this benchmark, on CUDA the data-sheet dense peak of the
+device's model for the precision's arithmetic (bf16 tensor cores for bf16, FP32 for float32,
+whose TF32 is off), printed with the result.
 
 Example:
     python benchmarks/train_throughput.py --config bench-cpu --rounds 3
+    python benchmarks/train_throughput.py --config bench-cpu --interleaved --steps 40 --nanogpt-dir ../nanoGPT
     python benchmarks/train_throughput.py --config bench-cpu --precision bf16
     python benchmarks/train_throughput.py --config gpt2-small --device cuda --precision bf16 --compile --batch 16
 """
@@ -39,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import nullcontext
+from collections.abc import Callable
 from pathlib import Path
 
 from gptlineage.cpus import available_cpus
@@ -64,13 +67,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=8, help="timed steps per round and trainer")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds (each trainer in a fresh process)")
     parser.add_argument("--loss-chunk", type=int, default=256, help="our fused loss's rows per chunk")
+    parser.add_argument(
+        "--interleaved", action="store_true", help="all trainers in this process, stepped in turn (no peak memory)"
+    )
+    parser.add_argument("--nanogpt-dir", type=Path, help="a karpathy/nanoGPT checkout: add its model.py as a peer")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument(
         "--peak-tflops",
         type=float,
         help="the peak MFU is measured against (TFLOP/s): for a GPU not in gpu_peaks.py; on CPU it skips the probe",
     )
-    parser.add_argument("--arm", choices=["ours", "peer", "probe"], help=argparse.SUPPRESS)  # child process role
+    # A child process's role:
+    parser.add_argument("--arm", choices=["ours", "peer", "nanogpt", "probe"], help=argparse.SUPPRESS)
     parser.add_argument("--shard", type=Path, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -131,87 +139,22 @@ def run_probe(args: argparse.Namespace) -> dict:
 def run_arm(args: argparse.Namespace) -> dict:
     """One trainer: warm-up then timed steps on the shared shard; per-step times and peak memory."""
     import torch
-    import torch.nn.functional as F
+    from train_arms import build_trainers
 
-    from gptlineage.corpus.shards import read_tokens
-    from gptlineage.model.gpt import GPT, set_strict_float32
-    from gptlineage.model.hf import hf_model
-    from gptlineage.settings import from_mapping
-    from gptlineage.training.config import TrainConfig, plan
-    from gptlineage.training.sampler import plain_batch
-    from gptlineage.training.step import build_optimizer, on_device, training_objective
-
-    values = shape(args)
-    set_strict_float32()
     cuda = args.device.startswith("cuda")
-    tokens = read_tokens(args.shard, vocab_size=values["vocab"])
-    config = from_mapping(
-        TrainConfig,
-        {
-            "preset": "quick",
-            "context": values["context"],
-            "vocab": values["vocab"],
-            "width": values["width"],
-            "heads": values["heads"],
-            "layers": values["layers"],
-            "dropout": 0.0,
-            "batch": values["batch"],
-            "steps": args.warmup + args.steps,
-            "lr": 3e-4,
-            "warmup_steps": 0,
-            "precision": args.precision,
-            "device": args.device,
-            "compile": args.compile,
-            "loss_chunk": args.loss_chunk,
-            "train_bin": args.shard,
-            "val_bin": args.shard,
-        },
-    )
-    run = plan(config)
     if cuda:
         torch.cuda.reset_peak_memory_stats()
         baseline = torch.cuda.memory_allocated()
     else:
         baseline = resident_bytes()
-    model = GPT(run.model, seed=0).to(args.device)
-    if args.arm == "ours":
-        optimizer = build_optimizer(model, config.schedule.weight_decay, args.device, run.lr)
-        objective = training_objective(model, config.runtime)
-        if args.compile:
-            objective = torch.compile(objective)
-        loss_of = on_device(objective, args.device)
-        optimizer_name = f"torch.optim.AdamW(fused={optimizer.defaults.get('fused')})"
-    else:
-        peer = hf_model(model, attn_implementation="sdpa").to(args.device)
-        del model  # the peer holds its own copy of the weights
-        peer.train()
-        optimizer = torch.optim.AdamW(peer.parameters(), lr=run.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)
-        forward = torch.compile(peer) if args.compile else peer
-        autocast = (
-            torch.autocast(torch.device(args.device).type, dtype=torch.bfloat16)
-            if args.precision == "bf16"
-            else nullcontext()
-        )
-
-        def loss_of(x, y, _weights):
-            with autocast:
-                logits = forward(input_ids=x.to(args.device), use_cache=False).logits  # [B, T, V]
-            return F.cross_entropy(logits.float().flatten(0, 1), y.to(args.device).flatten())  # as HF's loss does
-
-        optimizer_name = "torch.optim.AdamW(defaults)"
+    trainer = build_trainers([args.arm], args, shape(args), args.shard)[args.arm]
     step_seconds, sampler_seconds, losses = [], [], []
     for step in range(args.warmup + args.steps):
-        start = time.perf_counter()
-        x, y = plain_batch(tokens, 0, step, run.batch, run.model.context)
-        sampled = time.perf_counter()
-        loss = loss_of(x, y, None)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())  # waits for the device
+        seconds, sampler, loss = trainer.step(step)
+        losses.append(loss)
         if step >= args.warmup:
-            step_seconds.append(time.perf_counter() - start)
-            sampler_seconds.append(sampled - start)
+            step_seconds.append(seconds)
+            sampler_seconds.append(sampler)
     peak = (torch.cuda.max_memory_allocated() if cuda else peak_resident_bytes()) - baseline
     return {
         "arm": args.arm,
@@ -219,7 +162,7 @@ def run_arm(args: argparse.Namespace) -> dict:
         "sampler_seconds": sampler_seconds,
         "losses": losses,
         "peak_memory_bytes": peak,
-        "optimizer": optimizer_name,
+        "optimizer": trainer.optimizer_name,
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
     }
@@ -258,39 +201,104 @@ def gpu_peak_tflops(device: str, precision: str) -> tuple[float, str]:
         raise SystemExit(f"error: {error.args[0]}; or pass --peak-tflops") from None
 
 
+def interleaved_probe(device: str) -> Callable[[], float]:
+    """One float32 2048² product, timed: the probe of `run_probe`, cheap enough to take between steps."""
+    import torch
+
+    a = torch.randn(2048, 2048, device=device)
+    b = torch.randn(2048, 2048, device=device)
+
+    def probe() -> float:
+        start = time.perf_counter()
+        (a @ b).sum().item()
+        return 2 * 2048**3 / (time.perf_counter() - start) / 1e12
+
+    probe()  # warm-up
+    return probe
+
+
+def run_interleaved(args: argparse.Namespace, shard: Path, arms: list[str], probing: bool) -> dict:
+    """Every trainer in this process, stepped in turn; with `probing`, the probe after each round."""
+    import torch
+    from train_arms import build_trainers
+
+    torch.set_num_threads(args.threads or available_cpus())  # as the trainer does with --threads 0
+    trainers = build_trainers(arms, args, shape(args), shard)
+    probe = interleaved_probe(args.device) if probing else None
+    runs = {arm: {"step_seconds": [], "sampler_seconds": [], "losses": []} for arm in arms}
+    probes = []
+    for step in range(args.warmup + args.steps):
+        for arm, trainer in trainers.items():
+            seconds, sampler, loss = trainer.step(step)
+            runs[arm]["losses"].append(loss)
+            if step >= args.warmup:
+                runs[arm]["step_seconds"].append(seconds)
+                runs[arm]["sampler_seconds"].append(sampler)
+        if probe is not None and step >= args.warmup:
+            probes.append(max(probe(), probe()))
+    for arm, trainer in trainers.items():
+        runs[arm].update(optimizer=trainer.optimizer_name, threads=torch.get_num_threads())
+    return {"runs": {arm: [run] for arm, run in runs.items()}, "probe_tflops": probes}
+
+
+def arm_entry(arm: str, runs: list[dict], tokens_per_step: int, flops: float, peaks: list[float]) -> dict:
+    """One trainer's line: median tokens/s over its timed steps, MFU (per step against that step's
+    probe when there is one), first loss; peak memory in the per-process mode."""
+    steps = [s for run in runs for s in run["step_seconds"]]
+    rate = tokens_per_step / statistics.median(steps)
+    mfu = statistics.median(
+        tokens_per_step / seconds * flops / (peak * 1e12) for seconds, peak in zip(steps, peaks, strict=False)
+    )
+    entry = {
+        "median_tokens_per_second": rate,
+        "steps_timed": len(steps),
+        "mfu": rate * flops / (peaks[0] * 1e12) if len(peaks) == 1 else mfu,
+        "first_loss": runs[0]["losses"][0],
+        "optimizer": runs[0]["optimizer"],
+        "threads": runs[0]["threads"],
+    }
+    if "peak_memory_bytes" in runs[0]:
+        entry["peak_memory_mib"] = max(run["peak_memory_bytes"] for run in runs) / 2**20
+    if arm == "ours":
+        shares = [s / t for run in runs for s, t in zip(run["sampler_seconds"], run["step_seconds"])]
+        entry["sampler_share_of_step"] = statistics.median(shares)
+    return entry
+
+
 def summarize(args: argparse.Namespace, results: dict[str, list[dict]], peak_tflops: float, peak_source: str) -> dict:
+    """Per-trainer entries and the ratios ours/peer (and ours/nanogpt): in the interleaved mode the
+    median of the per-step ratios, else the ratio of the medians."""
     values = shape(args)
     tokens_per_step = values["batch"] * values["context"]
+    probes = results.pop("probe_tflops", None) or [peak_tflops]
     summary = {
         "config": args.config,
         "shape": values,
         "precision": args.precision,
         "compile": args.compile,
         "device": args.device,
-        "peak_tflops": peak_tflops,
+        "mode": "interleaved" if args.interleaved else "per-process",
+        "peak_tflops": statistics.median(probes),
         "peak_source": peak_source,
         "flops_per_token": flops_per_token(values),
         "arms": {},
+        "ratios_tokens_per_second": {},
     }
     for arm, runs in results.items():
-        steps = [s for run in runs for s in run["step_seconds"]]
-        rate = tokens_per_step / statistics.median(steps)
-        entry = {
-            "median_tokens_per_second": rate,
-            "steps_timed": len(steps),
-            "peak_memory_mib": max(run["peak_memory_bytes"] for run in runs) / 2**20,
-            "mfu": rate * summary["flops_per_token"] / (peak_tflops * 1e12),
-            "first_loss": runs[0]["losses"][0],
-            "optimizer": runs[0]["optimizer"],
-            "threads": runs[0]["threads"],
-        }
+        summary["arms"][arm] = arm_entry(arm, runs, tokens_per_step, summary["flops_per_token"], probes)
+    ours = summary["arms"]["ours"]
+    for arm in summary["arms"]:
         if arm == "ours":
-            shares = [s / t for run in runs for s, t in zip(run["sampler_seconds"], run["step_seconds"])]
-            entry["sampler_share_of_step"] = statistics.median(shares)
-        summary["arms"][arm] = entry
-    ours, peer = summary["arms"]["ours"], summary["arms"]["peer"]
-    summary["ratio_tokens_per_second"] = ours["median_tokens_per_second"] / peer["median_tokens_per_second"]
-    summary["ratio_peak_memory"] = ours["peak_memory_mib"] / peer["peak_memory_mib"]
+            continue
+        if args.interleaved:
+            pairs = zip(results[arm][0]["step_seconds"], results["ours"][0]["step_seconds"])
+            ratio = statistics.median(theirs / mine for theirs, mine in pairs)
+        else:
+            ratio = ours["median_tokens_per_second"] / summary["arms"][arm]["median_tokens_per_second"]
+        summary["ratios_tokens_per_second"][arm] = ratio
+    summary["ratio_tokens_per_second"] = summary["ratios_tokens_per_second"]["peer"]
+    if not args.interleaved:
+        summary["ratio_peak_memory"] = ours["peak_memory_mib"] / summary["arms"]["peer"]["peak_memory_mib"]
     return summary
 
 
@@ -298,7 +306,7 @@ def report(summary: dict, args: argparse.Namespace) -> str:
     values = summary["shape"]
     lines = [
         f"date: {datetime.date.today().isoformat()}; machine: {platform.machine()}, {available_cpus()} CPUs;"
-        f" python {platform.python_version()}; torch {summary['torch']}",
+        f" python {platform.python_version()}; torch {summary['torch']}; mode {summary['mode']}",
         f"config {args.config}: context {values['context']}, width {values['width']}, heads {values['heads']},"
         f" layers {values['layers']}, vocab {values['vocab']}, batch {values['batch']};"
         f" precision {args.precision}; compile {args.compile}; device {args.device}",
@@ -306,13 +314,16 @@ def report(summary: dict, args: argparse.Namespace) -> str:
         f"{'trainer':8} {'tokens/s':>10} {'peak MiB':>9} {'MFU':>7} {'first loss':>10}  optimizer",
     ]
     for arm, entry in summary["arms"].items():
+        memory = f"{entry['peak_memory_mib']:>9,.0f}" if "peak_memory_mib" in entry else f"{'-':>9}"
         lines.append(
-            f"{arm:8} {entry['median_tokens_per_second']:>10,.0f} {entry['peak_memory_mib']:>9,.0f}"
+            f"{arm:8} {entry['median_tokens_per_second']:>10,.0f} {memory}"
             f" {entry['mfu']:>7.1%} {entry['first_loss']:>10.4f}  {entry['optimizer']}"
         )
+    how = "median of per-step ratios" if args.interleaved else "ratio of medians"
+    ratios = ", ".join(f"ours/{arm} {ratio:.2f}x" for arm, ratio in summary["ratios_tokens_per_second"].items())
+    memory = f", peak memory ours/peer {summary['ratio_peak_memory']:.2f}x" if "ratio_peak_memory" in summary else ""
     lines.append(
-        f"ours/peer: tokens/s {summary['ratio_tokens_per_second']:.2f}x,"
-        f" peak memory {summary['ratio_peak_memory']:.2f}x;"
+        f"tokens/s ({how}): {ratios}{memory};"
         f" sampler share of our step {summary['arms']['ours']['sampler_share_of_step']:.2%}"
     )
     return "\n".join(lines)
@@ -341,17 +352,27 @@ def main() -> None:
             peak_tflops, peak_source = args.peak_tflops, f"--peak-tflops {args.peak_tflops:g} (given)"
         elif args.device.startswith("cuda"):
             peak_tflops, peak_source = gpu_peak_tflops(args.device, args.precision)
+        elif args.interleaved:
+            peak_tflops, peak_source = 0.0, ""  # probed between steps
         else:
             probe = child("probe", shard)
             peak_tflops = probe["matmul_tflops"]
             rates = ", ".join(f"{dtype} {tflops * 1000:.1f}" for dtype, tflops in probe["all_tflops"].items())
             peak_source = f"matmul probe on this CPU, the fastest of ({rates}) GFLOP/s"
-        print(f"MFU peak: {peak_source}", flush=True)
-        results: dict[str, list[dict]] = {"ours": [], "peer": []}
-        for round_index in range(args.rounds):
-            order = ("ours", "peer") if round_index % 2 == 0 else ("peer", "ours")
-            for arm in order:
-                results[arm].append(child(arm, shard))
+        arms = ["ours", "peer"] + (["nanogpt"] if args.nanogpt_dir else [])
+        if args.interleaved:
+            probing = not (args.peak_tflops or args.device.startswith("cuda"))
+            if probing:
+                peak_source = "float32 2048² matmul probe timed after each step round (median; MFU per step)"
+            print(f"MFU peak: {peak_source}", flush=True)
+            outcome = run_interleaved(args, shard, arms, probing)
+            results = {**outcome["runs"], "probe_tflops": outcome["probe_tflops"]}
+        else:
+            print(f"MFU peak: {peak_source}", flush=True)
+            results = {arm: [] for arm in arms}
+            for round_index in range(args.rounds):
+                for arm in arms if round_index % 2 == 0 else arms[::-1]:
+                    results[arm].append(child(arm, shard))
     import torch
 
     summary = summarize(args, results, peak_tflops, peak_source)

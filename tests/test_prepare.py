@@ -142,7 +142,7 @@ def test_text_files_are_one_corpus_split_contiguously(tmp_path):
     assert summary["objective"] == "next-token"
 
 
-def test_local_jsonl_input_streams_through_datasets(tmp_path):
+def test_local_jsonl_input_is_read_line_by_line(tmp_path):
     path = tmp_path / "docs.jsonl"
     path.write_text("".join(json.dumps({"body": f"text number {i}"}) + "\n" for i in range(40)))
     summary = prepare(

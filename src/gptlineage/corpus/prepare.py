@@ -2,8 +2,9 @@
 
 Sources are local text files (one corpus, split contiguously), local JSONL/Parquet files, or
 Hugging Face datasets (a hub id or a local dataset directory) read in streaming mode, several
-splits round-robin. Documents are tokenized in batches with tiktoken's threads and appended to
-the shards as they come, so memory stays flat however large the corpus is.
+splits round-robin. Documents are tokenized by tiktoken's encoder on one thread per allotted CPU
+while this thread reads the next ones and appends the finished ones to the shards in order, so
+memory stays flat however large the corpus is.
 
 Outputs (in the artifact directory):
 - `train.bin`, `val.bin`: llm.c token shards (256 int32 header, then uint16 tokens);
@@ -17,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,9 +31,9 @@ from gptlineage.corpus.local_files import read_text_file
 from gptlineage.corpus.shards import MaskWriter, RecordWriter, ShardWriter
 from gptlineage.corpus.sources import (
     Progress,
-    batched,
     column,
     describe_source,
+    document_rows,
     is_text_file,
     is_validation,
     local_builder,
@@ -39,12 +41,11 @@ from gptlineage.corpus.sources import (
     source_description,
     source_inputs,
 )
-from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding, tokenizer_identity
+from gptlineage.corpus.tokenizer import EOT_ID, encode_stream, gpt2_encoding, tokenizer_identity
 from gptlineage.cpus import available_cpus
 from gptlineage.errors import GptlineageError
 from gptlineage.settings import SettingError, check_settings, setting
 
-BATCH_DOCUMENTS = 256  # documents tokenized together (tiktoken spreads a batch over threads)
 SHARD_FORMAT = "llm.c .bin: 256 little-endian int32 header (magic 20240520, version 1, token count), then uint16 tokens"
 SPLIT_RULE = "validation iff int.from_bytes(sha256(f'{seed}:{index}')[:8], 'big') / 2**64 < validation_fraction"
 
@@ -149,60 +150,80 @@ def prepare_text_files(config: PrepareConfig, output: Path) -> dict[str, Any]:
     }
 
 
+@dataclass
+class TokenBudget:
+    """`--skip-tokens` and `--max-tokens` across documents: source tokens seen, tokens written."""
+
+    skip: int
+    limit: int  # 0 = no limit
+    source: int = 0
+    written: int = 0
+
+    def take(self, document: np.ndarray) -> np.ndarray:
+        """What is left of one document (ids then EOT) after the skip, cut to the limit."""
+        drop = min(max(self.skip - self.source, 0), len(document))
+        self.source += len(document)
+        document = document[drop:]
+        if self.limit:
+            document = document[: self.limit - self.written]
+        self.written += len(document)
+        return document
+
+    @property
+    def spent(self) -> bool:
+        return bool(self.limit) and self.written >= self.limit
+
+
+def document_texts(config: PrepareConfig) -> Iterator[str]:
+    """Each document's text, in order, up to `--max-documents`; a non-string is one error line."""
+    for index, row in enumerate(document_rows(config)):
+        if config.max_documents and index >= config.max_documents:
+            return
+        text = column(row, config.text_column, index, config)
+        if not isinstance(text, str):
+            raise GptlineageError(
+                f"{describe_source(config)}: document {index} column {config.text_column!r} is not a string"
+            )
+        yield text
+
+
+def with_eot(ids: np.ndarray) -> np.ndarray:
+    document = np.empty(len(ids) + 1, dtype=ids.dtype)
+    document[:-1] = ids
+    document[-1] = EOT_ID
+    return document
+
+
 def prepare_documents(config: PrepareConfig, output: Path) -> dict[str, Any]:
-    """Streamed documents, each followed by EOT, each sent whole to train or validation by its hash."""
-    encoding = gpt2_encoding()
-    threads = available_cpus()
+    """Streamed documents, each followed by EOT, each sent whole to train or validation by its hash.
+
+    Reading and writing run on this thread while tiktoken's threads encode the next documents
+    (`encode_stream`); documents are written in input order, so the shards are deterministic."""
     counts = {"train": 0, "validation": 0}
     documents = {"train": 0, "validation": 0}
-    source_tokens = written = read = 0
+    budget = TokenBudget(config.skip_tokens, config.max_tokens)
+    read = 0
     progress = Progress(f"prepare {describe_source(config)}")
-    rows = round_robin_rows(config)
     with ShardWriter(output / "train.bin") as train, ShardWriter(output / "val.bin") as validation:
         writers = {"train": train, "validation": validation}
-        finished = False
-        for batch in batched(rows, BATCH_DOCUMENTS):
-            texts = []
-            for row in batch:
-                if config.max_documents and read + len(texts) >= config.max_documents:
-                    break
-                text = column(row, config.text_column, read + len(texts), config)
-                if not isinstance(text, str):
-                    raise GptlineageError(
-                        f"{describe_source(config)}: document {read + len(texts)} column {config.text_column!r} is not a string"
-                    )
-                texts.append(text)
-            batch_tokens = 0
-            for ids in encoding.encode_ordinary_batch(texts, num_threads=threads):
-                index = read
-                read += 1
-                ids.append(EOT_ID)
-                original = len(ids)
-                if source_tokens < config.skip_tokens:
-                    ids = ids[min(config.skip_tokens - source_tokens, original) :]
-                source_tokens += original
-                if not ids:
-                    continue
-                if config.max_tokens:
-                    ids = ids[: config.max_tokens - written]
-                side = "validation" if is_validation(config.seed, index, config.validation_fraction) else "train"
-                writers[side].write(np.asarray(ids, dtype=np.uint16))
-                counts[side] += len(ids)
-                documents[side] += 1
-                written += len(ids)
-                batch_tokens += len(ids)
-                if config.max_tokens and written >= config.max_tokens:
-                    finished = True
-                    break
-            progress.update(len(texts), batch_tokens)
-            if finished or len(texts) < len(batch) or (config.max_documents and read >= config.max_documents):
+        for index, ids in enumerate(encode_stream(document_texts(config), available_cpus())):
+            read += 1
+            document = budget.take(with_eot(ids))
+            progress.update(1, len(document))
+            if not len(document):
+                continue
+            side = "validation" if is_validation(config.seed, index, config.validation_fraction) else "train"
+            writers[side].write(document)
+            counts[side] += len(document)
+            documents[side] += 1
+            if budget.spent:
                 break
     progress.close()
     require_both_shards(config, counts)
     return {
         "split": {"rule": SPLIT_RULE, "unit": "document"},
-        "documents": {"read": read, "skipped": config.skip_documents, **{f"{k}": v for k, v in documents.items()}},
-        "tokens": {"source_skipped": min(config.skip_tokens, source_tokens), **counts},
+        "documents": {"read": read, "skipped": config.skip_documents, **documents},
+        "tokens": {"source_skipped": min(config.skip_tokens, budget.source), **counts},
         "shards": {
             "format": SHARD_FORMAT,
             "train": {"path": "train.bin", "tokens": counts["train"]},

@@ -70,6 +70,12 @@ def llmc_header(token_count: int) -> bytes:
 
 def _check_token_range(tokens: np.ndarray, start: int, path: Path, vocab_size: int) -> None:
     """Raise on the first id outside [0, vocab_size); `start` is the shard position of tokens[0]."""
+    if not tokens.size:
+        return
+    # One reduction pass when all is well (prepare writes every document through here); only a
+    # failing array pays for locating the bad id.
+    if int(tokens.max()) < vocab_size and (tokens.dtype.kind == "u" or int(tokens.min()) >= 0):
+        return
     bad = (tokens < 0) | (tokens >= vocab_size)
     if bad.any():
         i = int(np.argmax(bad))

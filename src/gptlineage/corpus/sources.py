@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
-from gptlineage.corpus.local_files import diagnose_local_file
+from gptlineage.corpus.local_files import diagnose_local_file, is_json_lines_file, json_lines_rows
 from gptlineage.errors import GptlineageError
 
 if TYPE_CHECKING:  # the config module imports this one for its input checks
@@ -134,6 +134,23 @@ def round_robin_rows(config: PrepareConfig) -> Iterator[dict[str, Any]]:
         yield row
 
 
+def document_rows(config: PrepareConfig) -> Iterator[dict[str, Any]]:
+    """The rows `round_robin_rows` gives, read without `datasets` when every input is JSON Lines.
+
+    The files are one stream in the order given (as `datasets` reads its `data_files`); the first
+    `skip_documents` rows are dropped. Only the text column of each row is used, so no schema is
+    needed; other sources go through `datasets`."""
+    if not (config.input and all(is_json_lines_file(path) for path in config.input)):
+        yield from round_robin_rows(config)
+        return
+    position = 0
+    for path in config.input:
+        for row in json_lines_rows(Path(path)):
+            position += 1
+            if position > config.skip_documents:
+                yield row
+
+
 def looks_local(name: str) -> bool:
     """A --hf-dataset that is written as a path (a hub id is `owner/name`, never these)."""
     return name.startswith(("/", "./", "../", "~")) or name in (".", "..") or Path(name).exists()
@@ -165,17 +182,6 @@ def column(row: dict[str, Any], name: str, index: int, config: PrepareConfig) ->
     return row[name]
 
 
-def batched(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
-    batch: list[Any] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
 class Progress:
     """A progress bar of documents with the token rate, on stderr."""
 
@@ -185,6 +191,8 @@ class Progress:
 
     def update(self, documents: int, tokens: int) -> None:
         self.tokens += tokens
+        if self.bar.disable:  # not a terminal: nothing to draw, so nothing to format per document
+            return
         self.bar.update(documents)
         elapsed = self.bar.format_dict.get("elapsed") or 0.0
         if elapsed > 0:

@@ -9,15 +9,20 @@ Example:
     enc.encode_ordinary("Hello world")        # [15496, 995]
     enc.decode([464, 5822])                   # "The king"
     tokenizer_identity()["ranks_sha256"]      # "306cd27f..."
+    for ids in encode_stream(iter(["a", "b"]), threads=2): ...   # uint16 arrays, in order
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 
+import numpy as np
 import tiktoken
 import tiktoken.load
 
@@ -28,6 +33,9 @@ VOCAB_SIZE = 50257
 RANKS_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
 RANKS_PATH = Path(__file__).resolve().parent.parent / "assets" / "gpt2.tiktoken"
 RANKS_SOURCE = "openai-whisper==20250625 sdist: whisper/assets/gpt2.tiktoken"
+# Documents in flight per encoder thread: enough that no thread waits while the caller reads
+# and writes, few enough that memory stays that many documents.
+AHEAD_PER_THREAD = 4
 # r50k_base's pre-tokenizer split (contractions, letters, digits, punctuation, spaces).
 PAT_STR = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
@@ -86,3 +94,40 @@ def tokenizer_identity() -> dict[str, object]:
         "vocabulary_size": VOCAB_SIZE,
         "eot_id": EOT_ID,
     }
+
+
+def encode_ids(text: str, encoding: tiktoken.Encoding | None = None) -> np.ndarray:
+    """`encode_ordinary(text)` as a uint16 array, without building a Python list of ints.
+
+    tiktoken's numpy encoder with no special tokens allowed or refused gives exactly the ids of
+    `encode_ordinary` (special-token text is encoded as plain text). Lone surrogates are mended
+    to U+FFFD first, as `encode_ordinary` does. Ids fit 16 bits: the vocabulary is 50,257."""
+    encoding = encoding or gpt2_encoding()
+    try:
+        ids = encoding.encode_to_numpy(text, disallowed_special=())
+    except UnicodeEncodeError:
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        ids = encoding.encode_to_numpy(text, disallowed_special=())
+    return ids.astype(np.uint16)
+
+
+def encode_stream(texts: Iterable[str], threads: int) -> Iterator[np.ndarray]:
+    """The ids of each text (as `encode_ids`), in order, encoded by `threads` threads.
+
+    tiktoken releases the GIL while it encodes, so the texts are pulled (read, parsed) and the
+    results used (split, written) by the caller's thread while the encoders work on the next
+    ones; at most `AHEAD_PER_THREAD * threads` documents are in flight."""
+    encoding = gpt2_encoding()
+    ahead = AHEAD_PER_THREAD * max(threads, 1)
+    pending: deque[Future[np.ndarray]] = deque()
+    with ThreadPoolExecutor(max(threads, 1), thread_name_prefix="encode") as pool:
+        try:
+            for text in texts:
+                pending.append(pool.submit(encode_ids, text, encoding))
+                if len(pending) >= ahead:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:  # the caller stopped early (a token budget) or failed
+                future.cancel()
