@@ -65,9 +65,9 @@ def configured(overrides: list[str]) -> dict:
     """This checkout's config.yaml with each `section.key=value` applied."""
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     for override in overrides:
-        name, _, value = override.partition("=")
+        name, equals, value = override.partition("=")
         section, _, key = name.partition(".")
-        if not _ or not key or section not in config:
+        if not equals or not key or section not in config:
             raise SystemExit(f"error: chat_quality: --set {override!r} is not section.key=value of config.yaml")
         config[section] = {**(config[section] or {}), key: parse_value(value)}
     return config
