@@ -1,10 +1,9 @@
 """Deterministic synthetic chat data whose every answer can be checked exactly.
 
 The offline profile stands in for smol-smoltalk (stage 1) and smoltalk2 (stage 2) with small
-dialogues in the same `messages` format. Each request comes from one task family of
+dialogues in the same `messages` format. Each dialogue comes from one task family of
 `gptlineage.corpus.chat_families.TASK_FAMILIES` (additions, echo a word, capitals, sentiment,
-repeat a word, uppercase, count letters), whose answer is a pure function of its prompt; a
-dialogue asks one request, or packs several answered one per line.
+repeat a word, uppercase, count letters), whose answer is a pure function of its prompt.
 
 Example:
     gptlineage synth-chat --seed 1337 --output results/synth_chat
