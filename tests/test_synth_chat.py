@@ -19,8 +19,6 @@ from gptlineage.cli import main
 from gptlineage.corpus.chat_families import (
     CAPITALS,
     FAMILIES,
-    PACKED,
-    PACKED_INTROS,
     TASK_FAMILIES,
     addition_held_out,
     make_dialogue,
@@ -95,32 +93,9 @@ def templates_matching(templates: tuple[str, ...], prompt: str) -> list[str]:
     return [template for template in templates if template_pattern(template).fullmatch(prompt)]
 
 
-def request_family(request: str) -> str:
-    """The family whose training template gives this request (exactly one)."""
-    return the_one([name for name, f in TASK_FAMILIES.items() if templates_matching(f.templates, request)], request)
-
-
-def packed_turns(row: dict) -> list[tuple[str, str, str]]:
-    """(family, request, answer) of each numbered request of a packed dialogue."""
-    prompt, answer = (m["content"] for m in row["messages"])
-    intro, *lines = prompt.split("\n")
-    assert intro in PACKED_INTROS and 2 <= len(lines) <= 6, prompt
-    answers = answer.split("\n")
-    assert len(answers) == len(lines), (prompt, answer)
-    requests = [line.removeprefix(f"{index}. ") for index, line in enumerate(lines, 1)]
-    assert all(request != line for request, line in zip(requests, lines)), lines  # numbered 1, 2, ...
-    return [(request_family(request), request, answer) for request, answer in zip(requests, answers)]
-
-
 def check_dialogue(row: dict) -> None:
     assert list(row) == ["messages", "family", "answer"]
     messages = row["messages"]
-    assert row["answer"] == messages[-1]["content"]
-    if row["family"] == PACKED:
-        assert [m["role"] for m in messages] == ["user", "assistant"]
-        for family, request, answer in packed_turns(row):
-            assert answer == expected_answer(family, request), (request, answer)
-        return
     roles = [m["role"] for m in messages]
     if roles[0] == "system":
         roles = roles[1:]
@@ -133,6 +108,7 @@ def check_dialogue(row: dict) -> None:
     ]
     for prompt, answer in pairs:
         assert answer == expected_answer(row["family"], prompt), (prompt, answer)
+    assert row["answer"] == messages[-1]["content"]
 
 
 def user_prompts(*datasets) -> list[str]:
@@ -189,10 +165,7 @@ def test_every_answer_is_correct_by_recomputation():
     stage2 = stage2_dataset(400, seed=3)
     rows = stage1["train"]
     assert len(rows) == 2000 and list(stage1) == ["train"]
-    assert {row["family"] for row in rows} == {*FAMILIES, PACKED}
-    packed = [row for row in rows if row["family"] == PACKED]
-    assert len(rows) // 2 < len(packed) < len(rows)  # most rows train several answers, not all
-    assert {family for row in packed for family, _, _ in packed_turns(row)} == set(FAMILIES)
+    assert {row["family"] for row in rows} == set(FAMILIES)
     assert any(row["messages"][0]["role"] == "system" for row in rows)
     assert any(len(row["messages"]) >= 4 for row in rows)  # a few multi-turn dialogues
     assert sum(len(row["messages"]) >= 4 for row in rows) < len(rows) // 4
@@ -201,9 +174,7 @@ def test_every_answer_is_correct_by_recomputation():
     assert list(stage2) == list(STAGE2_SPLITS) and len(stage2) >= 3
     for split, split_rows in stage2.items():
         assert len(split_rows) == 400
-        families = {row["family"] for row in split_rows} - {PACKED}
-        families |= {family for row in split_rows if row["family"] == PACKED for family, _, _ in packed_turns(row)}
-        assert families == set(STAGE2_SPLITS[split])
+        assert {row["family"] for row in split_rows} == set(STAGE2_SPLITS[split])
         for row in split_rows:
             check_dialogue(row)
     suite = prompt_suite(3, 40)
@@ -225,14 +196,11 @@ def test_templates_vary_within_each_family():
 
 
 def training_turns(*datasets) -> list[tuple[str, str, str]]:
-    """(family, prompt without its follow-up prefix, answer) of every request of the datasets."""
+    """(family, prompt without its follow-up prefix, answer) of every user turn of the datasets."""
     turns = []
     for splits in datasets:
         for rows in splits.values():
             for row in rows:
-                if row["family"] == PACKED:
-                    turns.extend(packed_turns(row))
-                    continue
                 messages = [m for m in row["messages"] if m["role"] != "system"]
                 for prompt, answer in zip(messages[0::2], messages[1::2]):
                     content = prompt["content"].removeprefix("Another one. ").removeprefix("Next: ")

@@ -10,10 +10,7 @@ about, and the template fields and exact answer of an item. What is held out:
     the others     nothing else: a capital, a word's spelling or its length is a fact that the
                    suite may only ask when training holds it, so every country and word is trained
 
-Most training dialogues are packed (`make_packed_dialogue`): several numbered requests in one
-user message, answered one per line, so that each training row trains several answers; the
-rest ask one question (`make_dialogue`), as the suite does. The answer is a pure function of
-the prompt:
+The answer is a pure function of the prompt:
 
     addition       "What is 17 + 25? Answer with only the number."               -> "42"
     echo_word      "Return exactly the word river and nothing else."             -> "river"
@@ -69,18 +66,6 @@ SYSTEM_PROMPTS: tuple[str, ...] = (
 SYSTEM_PROBABILITY = 0.2
 MULTI_TURN_PROBABILITY = 0.1
 FOLLOW_UP_PREFIXES: tuple[str, ...] = ("", "Another one. ", "Next: ")
-# Packed dialogues: one user message of several numbered requests, answered one per line. A
-# training row trains one assistant message, so packing puts several answers in each row
-# (the suite still asks one question at a time). The character cap keeps a packed dialogue
-# inside one 129-token record window (about 4 characters a token here).
-PACKED_PROBABILITY = 0.75
-PACKED_REQUESTS = (2, 6)  # requests in a packed dialogue, uniform between these two
-PACKED_MAX_CHARS = 280  # of the requests together
-PACKED_INTROS: tuple[str, ...] = (
-    "Answer each request on its own line, in order.",
-    "Reply to every item below, one answer per line.",
-)
-PACKED = "packed"  # the family field of a packed dialogue
 
 # ---------------------------------------------------------------------------------------------
 # Families: each one's templates, and functions from an rng or an item to its parts.
@@ -325,35 +310,6 @@ def make_dialogue(name: str, rng: random.Random) -> dict[str, Any]:
         messages.append({"role": "user", "content": prompt})
         messages.append({"role": "assistant", "content": answer})
     return {"messages": messages, "family": name, "answer": answer}
-
-
-def make_packed_dialogue(names: Sequence[str], rng: random.Random) -> dict[str, Any]:
-    """A packed training dialogue: numbered requests of families drawn from `names` in one user
-    message, and their answers, one per line, in one assistant message. `{"messages": [...],
-    "family": "packed", "answer": str}`."""
-    wanted = rng.randint(*PACKED_REQUESTS)
-    prompts: list[str] = []
-    answers: list[str] = []
-    while len(prompts) < wanted:
-        prompt, answer = make_turn(task_family(rng.choice(names)), rng)
-        if len(prompts) >= 2 and sum(map(len, prompts)) + len(prompt) > PACKED_MAX_CHARS:
-            break
-        prompts.append(prompt)
-        answers.append(answer)
-    numbered = "\n".join(f"{index}. {prompt}" for index, prompt in enumerate(prompts, 1))
-    answer = "\n".join(answers)
-    messages = [
-        {"role": "user", "content": f"{rng.choice(PACKED_INTROS)}\n{numbered}"},
-        {"role": "assistant", "content": answer},
-    ]
-    return {"messages": messages, "family": PACKED, "answer": answer}
-
-
-def make_training_dialogue(names: Sequence[str], rng: random.Random) -> dict[str, Any]:
-    """A packed dialogue (PACKED_PROBABILITY) or a dialogue of one family, drawn from `names`."""
-    if rng.random() < PACKED_PROBABILITY:
-        return make_packed_dialogue(names, rng)
-    return make_dialogue(rng.choice(names), rng)
 
 
 def suite_capacity() -> dict[str, int]:

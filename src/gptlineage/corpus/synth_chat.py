@@ -39,7 +39,7 @@ from gptlineage.corpus.chat_families import (
     FAMILIES,
     TASK_FAMILIES,
     held_out_cases,
-    make_training_dialogue,
+    make_dialogue,
     suite_capacity,
 )
 from gptlineage.errors import GptlineageError
@@ -89,7 +89,7 @@ def stage1_dataset(n: int, seed: int) -> dict[str, list[dict[str, Any]]]:
     """Stage 1 (smol-smoltalk stand-in): one split "train" of `n` dialogues, families mixed."""
     _check_count("stage 1 dialogues", n)
     rng = random.Random(f"{seed}:stage1")
-    return {STAGE1_SPLIT: [make_training_dialogue(FAMILIES, rng) for _ in range(n)]}
+    return {STAGE1_SPLIT: [make_dialogue(rng.choice(FAMILIES), rng) for _ in range(n)]}
 
 
 def stage2_dataset(n_per_split: int, seed: int) -> dict[str, list[dict[str, Any]]]:
@@ -98,7 +98,7 @@ def stage2_dataset(n_per_split: int, seed: int) -> dict[str, list[dict[str, Any]
     splits: dict[str, list[dict[str, Any]]] = {}
     for split, families in STAGE2_SPLITS.items():
         rng = random.Random(f"{seed}:stage2:{split}")
-        splits[split] = [make_training_dialogue(families, rng) for _ in range(n_per_split)]
+        splits[split] = [make_dialogue(rng.choice(families), rng) for _ in range(n_per_split)]
     return splits
 
 
