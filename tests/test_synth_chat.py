@@ -20,8 +20,10 @@ from gptlineage.corpus.chat_families import (
     CAPITALS,
     FAMILIES,
     TASK_FAMILIES,
+    addition_held_out,
     make_dialogue,
 )
+from gptlineage.corpus.chat_tables import HELD_OUT_SUBJECTS, WORDS
 from gptlineage.corpus.synth_chat import (
     STAGE2_SPLITS,
     SUITE_SCHEMA,
@@ -40,12 +42,6 @@ SIZES = {"stage1_dialogues": 400, "stage2_dialogues_per_split": 120, "suite_prom
 
 # --- independent recomputation of every family's answer, from the prompt text alone ---------
 
-WORD_PATTERNS = {
-    "echo_word": r"(?:the word|the single word|Say) ([a-z]+)",
-    "repeat_word": r"(?:Repeat this word twice: |the word |Say )([a-z]+)",
-    "uppercase": r"(?:the word |uppercase: |reply with it only: )([a-z]+)",
-    "count_letters": r"(?:the word |letters in )([a-z]+)",
-}
 POSITIVE = {"loved", "wonderful", "fantastic", "enjoyed", "happy"}
 NEGATIVE = {"hated", "terrible", "boring", "regret", "waste"}
 KNOWN_CAPITALS = {
@@ -60,29 +56,41 @@ KNOWN_CAPITALS = {
 }
 
 
+def the_one(found: list[str], prompt: str) -> str:
+    assert len(set(found)) == 1, (found, prompt)
+    return found[0]
+
+
 def expected_answer(family: str, prompt: str) -> str:
     if family == "addition":
-        match = re.search(r"(\d+) (?:\+|and) (\d+)", prompt)
+        match = re.search(r"(\d+) (?:\+|and|plus|to) (\d+)", prompt)
         assert match, prompt
         return str(int(match[1]) + int(match[2]))
     if family == "capital":
-        match = re.search(r"capital (?:city )?of (.+?)[?.]", prompt)
-        assert match, prompt
-        return CAPITALS[match[1]]
+        country = the_one([c for c in CAPITALS if re.search(rf"\b{re.escape(c)}\b", prompt)], prompt)
+        return CAPITALS[country]
     if family == "sentiment":
-        sentence = prompt.rsplit(": ", 1)[1]
-        words = set(re.findall(r"[a-z]+", sentence.lower()))
-        assert bool(words & POSITIVE) != bool(words & NEGATIVE), sentence
+        words = set(re.findall(r"[a-z]+", prompt.lower()))
+        assert bool(words & POSITIVE) != bool(words & NEGATIVE), prompt
         return "positive" if words & POSITIVE else "negative"
-    match = re.search(WORD_PATTERNS[family], prompt)
-    assert match, (family, prompt)
-    word = match[1]
+    # The task's word is the one lowercase word of the prompt in the word list.
+    word = the_one([w for w in re.findall(r"[a-z]+", prompt) if w in WORDS], prompt)
     return {
         "echo_word": word,
         "repeat_word": f"{word} {word}",
         "uppercase": word.upper(),
         "count_letters": str(len(word)),
     }[family]
+
+
+def template_pattern(template: str) -> re.Pattern:
+    """A regex that matches exactly the prompts a template gives (any field value)."""
+    parts = re.split(r"\{[a-z]\}", template)
+    return re.compile("(.+)".join(re.escape(part) for part in parts))
+
+
+def templates_matching(templates: tuple[str, ...], prompt: str) -> list[str]:
+    return [template for template in templates if template_pattern(template).fullmatch(prompt)]
 
 
 def check_dialogue(row: dict) -> None:
@@ -178,12 +186,52 @@ def test_every_answer_is_correct_by_recomputation():
 def test_templates_vary_within_each_family():
     rng = random.Random(5)
     for family in FAMILIES:
-        first_words = set()
-        for _ in range(200):
+        templates = TASK_FAMILIES[family].templates
+        used = set()
+        for _ in range(300):
             messages = make_dialogue(family, rng)["messages"]
             first_user = next(m["content"] for m in messages if m["role"] == "user")
-            first_words.add(first_user.split()[0])
-        assert len(first_words) == len(TASK_FAMILIES[family].templates) >= 2, (family, first_words)
+            used.update(templates_matching(templates, first_user))
+        assert used == set(templates) and len(templates) >= 6, (family, set(templates) - used)
+
+
+def training_turns(*datasets) -> list[tuple[str, str, str]]:
+    """(family, prompt without its follow-up prefix, answer) of every user turn of the datasets."""
+    turns = []
+    for splits in datasets:
+        for rows in splits.values():
+            for row in rows:
+                messages = [m for m in row["messages"] if m["role"] != "system"]
+                for prompt, answer in zip(messages[0::2], messages[1::2]):
+                    content = prompt["content"].removeprefix("Another one. ").removeprefix("Next: ")
+                    turns.append((row["family"], content, answer["content"]))
+    return turns
+
+
+def test_the_suite_holds_out_phrasings_and_asks_only_trained_facts():
+    training = [stage1_dataset(3000, 1337), stage2_dataset(1500, 1337)]
+    turns = training_turns(*training)
+    trained_answers = {(family, answer) for family, _, answer in turns}
+    for family, prompt, _ in turns:  # training uses training phrasings only, and no held-out item
+        templates = TASK_FAMILIES[family]
+        assert templates_matching(templates.templates, prompt), prompt
+        assert not templates_matching(templates.suite_templates, prompt), prompt
+        if family == "addition":
+            a, b = map(int, re.findall(r"\d+", prompt))
+            assert not addition_held_out(a, b), prompt
+        if family == "sentiment":
+            assert not set(re.findall(r"[a-z]+", prompt)) & set(HELD_OUT_SUBJECTS), prompt
+    for name, family in TASK_FAMILIES.items():
+        assert not set(family.templates) & set(family.suite_templates), name
+        assert len(family.suite_templates) >= 3, name
+    for seed in (1337, 7):
+        for case in prompt_suite(seed, 70):
+            family = TASK_FAMILIES[case["family"]]
+            assert templates_matching(family.suite_templates, case["prompt"]), case
+            # every fact the suite asks is trained: the same answer in the same family (a sum is
+            # computed, not recalled, and its operand pair is held out)
+            if case["family"] != "addition":
+                assert (case["family"], case["expected"]) in trained_answers, case
 
 
 def test_suite_prompts_never_occur_in_training():
@@ -222,7 +270,7 @@ def test_suite_is_held_out_and_correct_for_any_seed(seed, n):
 
 def test_too_many_suite_prompts_and_bad_counts_are_clean_errors():
     with pytest.raises(GptlineageError, match="held-out ones exist"):
-        prompt_suite(1, 1000)
+        prompt_suite(1, 5000)
     for bad in (0, -1):
         with pytest.raises(GptlineageError, match="positive integer"):
             stage1_dataset(bad, 1)

@@ -1,8 +1,16 @@
 """The task families of the synthetic chat data: each one's prompts, items and exact answers.
 
-A family is one row of `TASK_FAMILIES`: its prompt templates, how a training item is drawn,
-its held-out items (reserved for the prompt suite, never drawn for training), and the
-template fields and exact answer of an item. The answer is a pure function of the prompt:
+A family is one row of `TASK_FAMILIES`: its training templates, its suite templates (held-out
+phrasings, never used for training), how a training item is drawn, the items the suite asks
+about, and the template fields and exact answer of an item. What is held out:
+
+    every family   the suite's phrasings: no suite template is a training template
+    addition       also the operand pairs of `addition_held_out` (their sums are trained)
+    sentiment      also the review subjects HELD_OUT_SUBJECTS (the sentences' wording is trained)
+    the others     nothing else: a capital, a word's spelling or its length is a fact that the
+                   suite may only ask when training holds it, so every country and word is trained
+
+The answer is a pure function of the prompt:
 
     addition       "What is 17 + 25? Answer with only the number."               -> "42"
     echo_word      "Return exactly the word river and nothing else."             -> "river"
@@ -30,14 +38,12 @@ from typing import Any
 
 from gptlineage.corpus.chat_tables import (
     CAPITALS,
-    HELD_OUT_COUNTRIES,
+    COUNTRIES,
     HELD_OUT_SUBJECTS,
-    HELD_OUT_WORDS,
     NEGATIVE_SENTENCES,
     POSITIVE_SENTENCES,
-    TRAIN_COUNTRIES,
     TRAIN_SUBJECTS,
-    TRAIN_WORDS,
+    WORDS,
 )
 from gptlineage.errors import GptlineageError
 
@@ -69,13 +75,16 @@ Item = Any  # a family's item: (a, b), a word, a country, or (sentence, label)
 
 @dataclass(frozen=True)
 class TaskFamily:
-    """One task family. `draw` gives a training item (never a held-out one), `held_out` every
-    held-out item in a fixed order, and `solve` an item's template fields and exact answer."""
+    """One task family. Training dialogues fill `templates` with items from `draw` (never a
+    held-out one); the suite fills `suite_templates` (phrasings no training dialogue uses) with
+    `suite_items`, every item the suite may ask about, in a fixed order. `solve` gives an
+    item's template fields and exact answer."""
 
     name: str
     templates: tuple[str, ...]
+    suite_templates: tuple[str, ...]
     draw: Callable[[random.Random], Item]
-    held_out: Callable[[], list[Item]]
+    suite_items: Callable[[], list[Item]]
     solve: Callable[[Item], tuple[dict[str, Any], str]]
 
 
@@ -107,19 +116,21 @@ def sentences(subjects: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def draw_word(rng: random.Random) -> str:
-    return rng.choice(TRAIN_WORDS)
+    return rng.choice(WORDS)
 
 
-def held_out_words() -> list[str]:
-    return list(HELD_OUT_WORDS)
-
-
-def word_family(name: str, templates: tuple[str, ...], answer: Callable[[str], str]) -> TaskFamily:
-    """A family whose item is one word, filling the templates' {w}."""
-    return TaskFamily(name, templates, draw_word, held_out_words, lambda word: ({"w": word}, answer(word)))
+def word_family(
+    name: str, templates: tuple[str, ...], suite_templates: tuple[str, ...], answer: Callable[[str], str]
+) -> TaskFamily:
+    """A family whose item is one word, filling the templates' {w}; the suite asks every word."""
+    return TaskFamily(
+        name, templates, suite_templates, draw_word, lambda: list(WORDS), lambda word: ({"w": word}, answer(word))
+    )
 
 
 # In this order: a dialogue's family is drawn by position, so reordering changes every dataset.
+# Each family's suite templates say the same thing as its training templates in other words
+# (the task's key word kept: "plus", "uppercase", "twice", ...); none is a training template.
 TASK_FAMILIES: dict[str, TaskFamily] = {
     family.name: family
     for family in (
@@ -129,6 +140,17 @@ TASK_FAMILIES: dict[str, TaskFamily] = {
                 "What is {a} + {b}? Answer with only the number.",
                 "Compute {a} + {b}. Reply with just the result.",
                 "Add {a} and {b}. Give only the number.",
+                "{a} + {b} = ? Reply with the number only.",
+                "Calculate the sum of {a} and {b}. Only the number.",
+                "What do {a} and {b} add up to? Just the number.",
+                "Find {a} plus {b}. Answer with the number alone.",
+                "Sum {a} and {b} and reply with only the result.",
+            ),
+            (
+                "What is the sum of {a} and {b}? Reply with only the number.",
+                "Please add {a} to {b} and give just the number.",
+                "How much is {a} plus {b}? Answer with the number only.",
+                "Work out {a} + {b} and reply with nothing but the number.",
             ),
             draw_addition,
             held_out_additions,
@@ -140,6 +162,17 @@ TASK_FAMILIES: dict[str, TaskFamily] = {
                 "Return exactly the word {w} and nothing else.",
                 "Reply with the single word {w}.",
                 "Say {w} and nothing else.",
+                "Echo this word back: {w}",
+                "Type the word {w} and nothing more.",
+                "Respond with only this word: {w}",
+                "Output the word {w}, nothing else.",
+                "Just write {w}.",
+            ),
+            (
+                "Please answer with just the word {w}.",
+                "Give me back the word {w} and nothing else.",
+                "Your whole reply must be the word {w}.",
+                "Write only this word: {w}",
             ),
             lambda word: word,
         ),
@@ -149,9 +182,18 @@ TASK_FAMILIES: dict[str, TaskFamily] = {
                 "What is the capital of {c}? Answer in one word.",
                 "Name the capital city of {c}. One word only.",
                 "Which city is the capital of {c}? Reply with one word.",
+                "{c} has which city as its capital? One word.",
+                "Tell me the capital of {c}. Just the city name.",
+                "Capital of {c}? Answer with the city only.",
             ),
-            lambda rng: rng.choice(TRAIN_COUNTRIES),
-            lambda: list(HELD_OUT_COUNTRIES),
+            (
+                "What city is the capital of {c}? Answer with one word.",
+                "Please name the capital of {c}, one word only.",
+                "The capital city of {c} is called what? Reply in one word.",
+                "Give the capital city of {c}. Only the name.",
+            ),
+            lambda rng: rng.choice(COUNTRIES),
+            lambda: list(COUNTRIES),
             lambda country: ({"c": country}, CAPITALS[country]),
         ),
         TaskFamily(
@@ -160,6 +202,15 @@ TASK_FAMILIES: dict[str, TaskFamily] = {
                 "Classify the sentiment as positive or negative. Answer with one word: {s}",
                 "Is the following review positive or negative? Answer with one word. Review: {s}",
                 "Sentiment (positive or negative) of this sentence: {s}",
+                "Positive or negative? {s}",
+                "Label this review as positive or negative: {s}",
+                "Tell me if this is positive or negative. Text: {s}",
+            ),
+            (
+                "Is this sentence positive or negative? Reply with one word: {s}",
+                "Decide whether the review is positive or negative: {s}",
+                "What is the sentiment of this review, positive or negative? {s}",
+                "Answer positive or negative for this text: {s}",
             ),
             draw_sentiment,
             lambda: sentences(HELD_OUT_SUBJECTS),
@@ -171,6 +222,17 @@ TASK_FAMILIES: dict[str, TaskFamily] = {
                 "Repeat this word twice: {w}",
                 "Write the word {w} two times, separated by a space.",
                 "Say {w} twice, with a space in between.",
+                "Type {w} two times in a row.",
+                "Give the word {w} twice.",
+                "Double this word: {w}",
+                "Output {w} twice, space separated.",
+                "Write this word two times: {w}",
+            ),
+            (
+                "Please say the word {w} two times.",
+                "Reply with {w} twice and nothing else.",
+                "Repeat the word {w} two times, separated by a space.",
+                "Print {w} twice.",
             ),
             lambda word: f"{word} {word}",
         ),
@@ -180,6 +242,17 @@ TASK_FAMILIES: dict[str, TaskFamily] = {
                 "Write the word {w} in capital letters.",
                 "Convert to uppercase: {w}",
                 "Uppercase this word and reply with it only: {w}",
+                "Make this word all caps: {w}",
+                "Give {w} in upper case.",
+                "Spell {w} in capital letters.",
+                "Rewrite {w} using only uppercase letters.",
+                "Capitalize every letter of {w}.",
+            ),
+            (
+                "Please write {w} in all capital letters.",
+                "Turn this word into uppercase: {w}",
+                "Reply with the word {w} in uppercase and nothing else.",
+                "Change {w} to capital letters.",
             ),
             str.upper,
         ),
@@ -188,6 +261,16 @@ TASK_FAMILIES: dict[str, TaskFamily] = {
             (
                 "How many letters are in the word {w}? Answer with only the number.",
                 "Count the letters in {w}. Reply with just the number.",
+                "How long is the word {w} in letters? Only the number.",
+                "Number of letters in {w}? Just the number.",
+                "Tell me how many letters {w} has. Answer with a number.",
+                "What is the letter count of {w}? Reply with the number only.",
+            ),
+            (
+                "How many letters does the word {w} have? Reply with just the number.",
+                "Count how many letters are in {w} and answer with only the number.",
+                "What is the number of letters in the word {w}? Only the number.",
+                "Give the letter count of the word {w}. Just the number.",
             ),
             lambda word: str(len(word)),
         ),
@@ -231,16 +314,17 @@ def make_dialogue(name: str, rng: random.Random) -> dict[str, Any]:
 
 def suite_capacity() -> dict[str, int]:
     """How many distinct held-out prompts each family can give."""
-    return {name: len(family.held_out()) * len(family.templates) for name, family in TASK_FAMILIES.items()}
+    return {name: len(family.suite_items()) * len(family.suite_templates) for name, family in TASK_FAMILIES.items()}
 
 
 def held_out_cases(family: TaskFamily) -> list[dict[str, str]]:
-    """Every held-out case `{"prompt", "expected", "family"}` of a family, in a fixed order."""
+    """Every held-out case `{"prompt", "expected", "family"}` of a family, in a fixed order:
+    each suite item in each suite template."""
     cases = []
-    for item in family.held_out():
+    for item in family.suite_items():
         fields, answer = family.solve(item)
         cases.extend(
             {"prompt": template.format(**fields), "expected": answer, "family": family.name}
-            for template in family.templates
+            for template in family.suite_templates
         )
     return cases

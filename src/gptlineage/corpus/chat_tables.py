@@ -1,9 +1,12 @@
 """The fixed word lists of the synthetic chat data: countries and capitals, words, sentiment
-subjects and sentences. Entries listed under HELD_OUT_* are for the prompt suite only.
+subjects and sentences. Every country and word is trained (a question may only ask a fact the
+training data holds: the suite holds out phrasings); the review subjects under
+HELD_OUT_SUBJECTS are for the prompt suite only (a sentiment is read from the sentence's
+wording, so an unseen subject asks no unseen fact).
 
-Example:
-    >>> CAPITALS["France"], "Paris" in TRAIN_COUNTRIES or "France" in TRAIN_COUNTRIES
-    ('Paris', True)
+Example (used by `gptlineage synth-chat --seed 1337 --output results/synth_chat`):
+    >>> CAPITALS["France"], "France" in COUNTRIES, "lantern" in WORDS
+    ('Paris', True, True)
 """
 
 from __future__ import annotations
@@ -51,7 +54,6 @@ CAPITALS: dict[str, str] = {
     "Nepal": "Kathmandu",
     "Qatar": "Doha",
     "Lebanon": "Beirut",
-    # held out (see HELD_OUT_COUNTRIES)
     "Portugal": "Lisbon",
     "Kenya": "Nairobi",
     "Norway": "Oslo",
@@ -61,19 +63,9 @@ CAPITALS: dict[str, str] = {
     "Morocco": "Rabat",
     "Jordan": "Amman",
 }
-HELD_OUT_COUNTRIES: tuple[str, ...] = (
-    "Portugal",
-    "Kenya",
-    "Norway",
-    "Peru",
-    "Vietnam",
-    "Hungary",
-    "Morocco",
-    "Jordan",
-)
-TRAIN_COUNTRIES: tuple[str, ...] = tuple(c for c in CAPITALS if c not in HELD_OUT_COUNTRIES)
+COUNTRIES: tuple[str, ...] = tuple(CAPITALS)
 
-TRAIN_WORDS: tuple[str, ...] = (
+WORDS: tuple[str, ...] = (
     "apple",
     "river",
     "cat",
@@ -134,8 +126,6 @@ TRAIN_WORDS: tuple[str, ...] = (
     "anchor",
     "feather",
     "marble",
-)
-HELD_OUT_WORDS: tuple[str, ...] = (
     "lantern",
     "pebble",
     "violin",

@@ -12,10 +12,11 @@ Example:
     >>> list(stage2)
     ['arithmetic_no_think', 'instruction_following_no_think', 'knowledge_no_think', 'sentiment_no_think']
 
-Held-out guarantee: a fixed set of operand pairs, words, countries and review subjects is
-reserved for `prompt_suite` and never drawn by training dialogues, so no suite prompt occurs
-verbatim in any training set (whatever the seeds); `check_held_out` verifies it and
-`write_synth_chat` calls it before anything is written.
+Held-out guarantee: every suite prompt uses a phrasing (template) that no training dialogue
+uses, and addition pairs and review subjects of the suite are never drawn for training, so no
+suite prompt occurs verbatim in any training set (whatever the seeds); `check_held_out`
+verifies it and `write_synth_chat` calls it before anything is written. The facts a suite
+question asks (a capital, a word's letters) are all in the training data.
 
 Local datasets are directories that `datasets.load_dataset(DIR, split=NAME, streaming=True)`
 reads offline: `DIR/data/NAME.jsonl` (one JSON object a line, "\\n" line ends) and a
@@ -72,6 +73,11 @@ STAGE2_SPLITS: dict[str, tuple[str, ...]] = {
     "sentiment_no_think": ("sentiment",),
 }
 STAGE1_SPLIT = "train"
+HELD_OUT_RULE = (
+    "every prompt uses a phrasing that no training dialogue uses; addition operand pairs with "
+    "(7a+3b) mod 13 == 5 and the review subjects museum, podcast, festival and bakery are never "
+    "drawn for training either; every capital and word asked about is in the training data"
+)
 
 
 def _check_count(name: str, value: int) -> None:
@@ -238,8 +244,7 @@ def write_synth_chat(output: str | Path, config: SynthChatConfig) -> dict[str, A
         "seed": config.seed,
         "prompts": config.suite_prompts,
         "families": list(FAMILIES),
-        "held_out": "operand pairs with (7a+3b) mod 13 == 5, words, countries and review "
-        "subjects that no training dialogue draws",
+        "held_out": HELD_OUT_RULE,
     }
     write_prompt_suite(output / SUITE_FILE, cases, settings)
     return {

@@ -4,9 +4,10 @@ Every case's prompt is asked as one chat message with no system line and answere
 (top-k 1, temperature 1.0, seed 0, the repetition penalty of `generate`), at most
 --generate (48) new tokens: the reference's suite settings. The report lists each prompt,
 its output and, where the suite gives an expected answer (a non-empty `expected`), whether
-the output matches it, plus the exact-match rate over those cases. All cases are decoded
-together in one batch (`generation.batched`); each output is the one the cached decoder gives
-that prompt alone.
+the output matches it, plus the exact-match rate over those cases, overall and per family
+(`exact_match_by_family`, families in the order they first occur in the suite). All cases are
+decoded together in one batch (`generation.batched`); each output is the one the cached decoder
+gives that prompt alone.
 
 An output matches when, whitespace-stripped and compared case-insensitively, it equals the
 expected answer or starts with it followed by a character that is not a letter or digit
@@ -95,6 +96,12 @@ def exact_match(cases: list[dict[str, Any]]) -> dict[str, Any]:
     return {"matched": matched, "judged": len(judged), "rate": matched / len(judged) if judged else None}
 
 
+def exact_match_by_family(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """`exact_match` of each family's cases, families in the order they first occur."""
+    families = list(dict.fromkeys(case["family"] for case in cases))
+    return {family: exact_match([case for case in cases if case["family"] == family]) for family in families}
+
+
 def answer_cases(config: PromptSuiteConfig, model: GPT, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every case answered greedily and judged, one printed line each; all must fit before any runs."""
     check_text_vocabulary(model)
@@ -135,6 +142,10 @@ def suite_report(
     score = exact_match(results)
     rate = "n/a" if score["rate"] is None else f"{score['rate']:.4f}"
     print(f"exact_match={score['matched']}/{score['judged']} rate={rate}")
+    by_family = exact_match_by_family(results)
+    for family, family_score in by_family.items():
+        family_rate = "n/a" if family_score["rate"] is None else f"{family_score['rate']:.4f}"
+        print(f"exact_match[{family}]={family_score['matched']}/{family_score['judged']} rate={family_rate}")
     settings = {**parameters, "system": SYSTEM, "sampling": asdict(config.sampling), "decoder": DECODER}
     return {
         "schema": SCHEMA,
@@ -144,4 +155,5 @@ def suite_report(
         "tokenizer": tokenizer_identity(),
         "cases": results,
         "exact_match": score,
+        "exact_match_by_family": by_family,
     }

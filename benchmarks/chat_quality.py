@@ -1,0 +1,214 @@
+"""How well the default chain's final chat model answers its held-out prompt suite, per family, and how long it took.
+
+Runs the workflow (workflow/Snakefile) in a scratch copy of this checkout (configs, workflow/,
+src/, envs/, data/) with `--set section.key=value` overrides applied to config.yaml, times it,
+and prints the overall and per-family exact match of results/prompt_suite, each training
+stage's validation losses and each job's wall time. A scratch directory that already holds a
+run is reused: Snakemake reruns only the jobs whose settings or code changed, so a sweep over
+the SFT stages' settings does not repeat pretraining. `--suite-seed N` also scores suites drawn
+with other seeds (checked against the training data like the default one), to show that the
+figure does not depend on the draw; `--suite-prompts` sizes them.
+
+The jobs run the package of this checkout (PYTHONPATH=<scratch>/src), one job at a time
+(`--cores 1`, as the README's timing), each with the threads its profile gives.
+
+Example:
+    python benchmarks/chat_quality.py --workdir /tmp/chatq                       # the default chain
+    python benchmarks/chat_quality.py --workdir /tmp/chatq --set sft_stage2.lr=0.002 --suite-seed 7 --suite-seed 8
+    python benchmarks/chat_quality.py --workdir /tmp/chatq --target results/prompt_suite --json row.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+COPIED_FILES = ("config.paper.yaml",)
+COPIED_TREES = ("workflow", "src", "envs", "data")
+STAGES = ("pretrain", "continuation", "sft_stage1", "sft_stage2")
+TIMESTAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
+JOB_START = re.compile(r"^(?:local)?rule (\w+):$")
+JOB_END = re.compile(r"^Finished jobid: \d+ \(Rule: (\w+)\)")
+
+
+def sync_tree(source: Path, target: Path) -> None:
+    """Copy the files of `source` that `target` lacks or holds with other bytes (mtimes kept), so
+    unchanged files keep their times and Snakemake sees no change in them."""
+    for path in source.rglob("*"):
+        if "__pycache__" in path.parts or not path.is_file():
+            continue
+        destination = target / path.relative_to(source)
+        if destination.is_file() and filecmp.cmp(path, destination, shallow=False):
+            continue
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, destination)
+
+
+def parse_value(text: str) -> object:
+    """A --set value as YAML reads it: 0.002 a float, 300 an int, [a, b] a list."""
+    return yaml.safe_load(text)
+
+
+def configured(overrides: list[str]) -> dict:
+    """This checkout's config.yaml with each `section.key=value` applied."""
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    for override in overrides:
+        name, equals, value = override.partition("=")
+        section, _, key = name.partition(".")
+        if not equals or not key or section not in config:
+            raise SystemExit(f"error: chat_quality: --set {override!r} is not section.key=value of config.yaml")
+        config[section] = {**(config[section] or {}), key: parse_value(value)}
+    return config
+
+
+def prepare_workdir(workdir: Path, config: dict) -> None:
+    workdir.mkdir(parents=True, exist_ok=True)
+    for name in COPIED_FILES:
+        shutil.copy2(REPO / name, workdir / name)
+    for name in COPIED_TREES:
+        sync_tree(REPO / name, workdir / name)
+    text = yaml.safe_dump(config, sort_keys=False)
+    path = workdir / "config.yaml"
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
+
+
+def job_times(output: str) -> dict[str, float]:
+    """Seconds per rule, from Snakemake's timestamped log (one job at a time: start to finish)."""
+    times: dict[str, float] = {}
+    now = None
+    started: dict[str, float] = {}
+    for line in output.splitlines():
+        if stamp := TIMESTAMP.match(line.strip()):
+            now = time.mktime(time.strptime(stamp[1], "%a %b %d %H:%M:%S %Y"))
+        elif (start := JOB_START.match(line.strip())) and now is not None:
+            started[start[1]] = now
+        elif (end := JOB_END.match(line.strip())) and now is not None and end[1] in started:
+            times[end[1]] = now - started.pop(end[1])
+    return times
+
+
+def run_workflow(workdir: Path, target: str, cores: int) -> tuple[float, dict[str, float]]:
+    env = {**os.environ, "PYTHONPATH": str(workdir / "src")}
+    command = [sys.executable, "-m", "snakemake", "--cores", str(cores), target]
+    start = time.monotonic()
+    done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - start
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr[-4000:])
+        raise SystemExit(f"error: chat_quality: snakemake {target} failed in {workdir} (see logs/ there)")
+    return seconds, job_times(done.stdout + done.stderr)
+
+
+def family_rates(report: dict) -> dict[str, dict]:
+    """Matched/judged and the rate, overall and per family, from a prompt-suite report's cases."""
+    judged = [case for case in report["cases"] if case["matches"] is not None]
+    totals, hits = Counter(case["family"] for case in judged), Counter(c["family"] for c in judged if c["matches"])
+    rates = {"overall": {"matched": sum(hits.values()), "judged": len(judged)}}
+    rates.update({family: {"matched": hits[family], "judged": totals[family]} for family in sorted(totals)})
+    for entry in rates.values():
+        entry["rate"] = entry["matched"] / entry["judged"] if entry["judged"] else None
+    return rates
+
+
+def validation_losses(workdir: Path) -> dict[str, dict]:
+    """Each training stage's first, best and last validation loss."""
+    losses = {}
+    for stage in STAGES:
+        path = workdir / "results" / "train" / stage / "metrics.json"
+        if not path.is_file():
+            continue
+        points = [p for p in json.loads(path.read_text())["points"] if p["phase"] == "validation"]
+        if points:
+            best = min(points, key=lambda p: p["loss"])
+            losses[stage] = {
+                "first": points[0]["loss"],
+                "best": best["loss"],
+                "best_step": best["step"],
+                "last": points[-1]["loss"],
+            }
+    return losses
+
+
+def read_rows(directory: Path) -> list[dict]:
+    return [json.loads(line) for path in sorted(directory.glob("data/*.jsonl")) for line in path.open()]
+
+
+def alternative_suite(workdir: Path, seed: int, prompts: int) -> dict:
+    """Score a suite drawn with `seed` (checked against both training sets) on the final model."""
+    sys.path.insert(0, str(workdir / "src"))
+    from gptlineage.corpus.synth_chat import check_held_out, prompt_suite, write_prompt_suite
+
+    chat = workdir / "results" / "synth_chat"
+    cases = prompt_suite(seed, prompts)
+    check_held_out(cases, {"stage1": read_rows(chat / "stage1")}, {"stage2": read_rows(chat / "stage2")})
+    suite = workdir / f"suite-seed-{seed}.json"
+    write_prompt_suite(suite, cases, {"seed": seed, "prompts": prompts})
+    output = workdir / f"suite-seed-{seed}"
+    shutil.rmtree(output, ignore_errors=True)
+    command = [sys.executable, "-m", "gptlineage", "prompt-suite", "--suite", str(suite), "--output", str(output)]
+    command += ["--run", "results/train/sft_stage2"]
+    env = {**os.environ, "PYTHONPATH": str(workdir / "src")}
+    done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"error: chat_quality: prompt-suite for seed {seed} failed: {done.stderr.strip()[-500:]}")
+    return family_rates(json.loads((output / "report.json").read_text()))
+
+
+def percent(entry: dict) -> str:
+    return "n/a" if entry["rate"] is None else f"{100 * entry['rate']:.0f}% ({entry['matched']}/{entry['judged']})"
+
+
+def print_summary(result: dict) -> None:
+    print(f"wall: {result['seconds'] / 60:.1f} min for {result['target']}")
+    for rule, seconds in result["jobs"].items():
+        print(f"  {rule}: {seconds:.0f} s")
+    for stage, loss in result["validation"].items():
+        print(f"  {stage} val loss: first {loss['first']:.3f} best {loss['best']:.3f} (step {loss['best_step']})")
+    for name, rates in result["suites"].items():
+        print(f"suite {name}: " + ", ".join(f"{family} {percent(entry)}" for family, entry in rates.items()))
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/gptlineage-chat-quality"), help="scratch copy")
+    parser.add_argument("--set", action="append", default=[], help="section.key=value override of config.yaml")
+    parser.add_argument("--target", default="results/sft_stage2", help="what Snakemake builds (the whole experiment)")
+    parser.add_argument("--cores", type=int, default=1, help="Snakemake --cores (jobs at a time)")
+    parser.add_argument("--suite-seed", type=int, action="append", default=[], help="also score a suite of this seed")
+    parser.add_argument("--suite-prompts", type=int, default=40, help="prompts in each --suite-seed suite")
+    parser.add_argument("--json", type=Path, help="also write the result here")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    workdir = args.workdir.resolve()
+    prepare_workdir(workdir, configured(args.set))
+    seconds, jobs = run_workflow(workdir, args.target, args.cores)
+    report = json.loads((workdir / "results" / "prompt_suite" / "report.json").read_text())
+    suites = {"default": family_rates(report)}
+    for seed in args.suite_seed:
+        suites[f"seed {seed}"] = alternative_suite(workdir, seed, args.suite_prompts)
+    result = {"settings": args.set, "target": args.target, "seconds": seconds, "jobs": jobs}
+    result.update(validation=validation_losses(workdir), suites=suites)
+    print_summary(result)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
