@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gptlineage.model.gpt import GPT, model_config
-from gptlineage.model.loss import LossModel, linear_cross_entropy, masked_loss, mean_loss
+from gptlineage.model.loss import LossModel, linear_cross_entropy, masked_loss, mean_loss, target_rows
 from gptlineage.training.data import micro_batches
 from gptlineage.training.sampler import dialogue_batch
 
@@ -137,3 +137,30 @@ def test_micro_batches_of_a_dialogue_batch_add_up_to_the_whole_batch():
     plain = micro_batches(x, y, None, slice(0, 8), 2, torch.float32)
     assert sum(objective(*piece).item() for piece in plain) == pytest.approx(objective(x, y, None).item(), abs=1e-6)
     assert micro_batches(x, y, None, slice(0, 8), 1, torch.float32)[0][2] is None  # the whole batch: its mean
+
+
+def test_dialogue_loss_leaves_out_the_rows_without_targets_and_keeps_the_numbers():
+    """The objective over the target rows alone equals the one over every row (weights 0
+    elsewhere, whatever the logits there), in the loss and in every parameter's gradient."""
+    model, x, y = model_and_batch(4)
+    weights = torch.zeros(x.shape)
+    weights[0, 3:6] = 0.25
+    weights[2, 10:12] = 0.25  # 5 of 64 positions carry loss
+    results = []
+    for select in (True, False):
+        model.zero_grad(set_to_none=True)
+        objective = LossModel(model, 5, "float32", "cpu")
+        if not select:  # every row through the fused loss, as before the selection
+            flat = weights.flatten()
+            hidden = model.hidden(x).flatten(0, 1)
+            loss = linear_cross_entropy(hidden, model.output_weight, y.flatten(), flat, 5)
+        else:
+            loss = objective(x, y, weights)
+        loss.backward()
+        results.append((loss.item(), [p.grad.clone() for p in model.parameters()]))
+    (selected, grads_selected), (every, grads_every) = results
+    assert selected == pytest.approx(every, abs=1e-6)
+    for a, b in zip(grads_selected, grads_every):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+    kept = target_rows(torch.arange(64.0)[:, None], y.flatten(), weights.flatten())
+    assert kept[0].squeeze(1).tolist() == [3.0, 4.0, 5.0, 42.0, 43.0]
