@@ -29,10 +29,11 @@ import shutil
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import yaml
+
+from gptlineage.generation.prompt_suite import exact_match, exact_match_by_family
 
 REPO = Path(__file__).resolve().parent.parent
 COPIED_FILES = ("config.paper.yaml",)
@@ -113,14 +114,11 @@ def run_workflow(workdir: Path, target: str, cores: int) -> tuple[float, dict[st
 
 
 def family_rates(report: dict) -> dict[str, dict]:
-    """Matched/judged and the rate, overall and per family, from a prompt-suite report's cases."""
-    judged = [case for case in report["cases"] if case["matches"] is not None]
-    totals, hits = Counter(case["family"] for case in judged), Counter(c["family"] for c in judged if c["matches"])
-    rates = {"overall": {"matched": sum(hits.values()), "judged": len(judged)}}
-    rates.update({family: {"matched": hits[family], "judged": totals[family]} for family in sorted(totals)})
-    for entry in rates.values():
-        entry["rate"] = entry["matched"] / entry["judged"] if entry["judged"] else None
-    return rates
+    """Matched/judged and the rate, overall and per family with a judged case, from a report's cases
+    (computed as `gptlineage prompt-suite` computes them)."""
+    by_family = exact_match_by_family(report["cases"])
+    judged = {family: rate for family, rate in sorted(by_family.items()) if rate["judged"]}
+    return {"overall": exact_match(report["cases"]), **judged}
 
 
 def validation_losses(workdir: Path) -> dict[str, dict]:
