@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import pytest
 
 import gptlineage
 from gptlineage.cli import COMMANDS
-from gptlineage.lineage.codedeps import module_files
+from gptlineage.lineage.codedeps import import_nodes, module_files
 
 SOURCE_ROOT = Path(gptlineage.__file__).resolve().parent.parent
 
@@ -48,3 +49,29 @@ def test_relative_and_function_level_imports_are_followed(tmp_path):
         "gptlineage/sub/a.py",
         "gptlineage/sub/b.py",
     ]
+
+
+def parsed_imports(source: str) -> list[str]:
+    """The import statements of a whole-file parse, as text without positions."""
+    nodes = [node for node in ast.walk(ast.parse(source)) if isinstance(node, (ast.Import, ast.ImportFrom))]
+    return sorted(ast.dump(node) for node in nodes)
+
+
+@pytest.mark.parametrize("path", sorted((SOURCE_ROOT / "gptlineage").rglob("*.py")), ids=lambda p: p.name)
+def test_the_import_scan_finds_what_a_whole_parse_finds_in_every_package_file(path):
+    source = path.read_text(encoding="utf-8")
+    assert sorted(ast.dump(node) for node in import_nodes(source, str(path))) == parsed_imports(source)
+
+
+AWKWARD_IMPORTS = {
+    "docstring": 'def f():\n    """Example:\n\n    from gptlineage.ghost import x\n    """\n    import gptlineage.real\n',
+    "parenthesized": "from gptlineage.a import (\n    b,  # the first\n    c,\n)\n# import gptlineage.commented\n",
+    "backslash": "from gptlineage.a import b, \\\n    c\n",  # read alone it fails: the whole file is parsed
+    "paren-in-comment": "from gptlineage.a import (b,  # a comment with )\n    c)\nx = '''\nimport gptlineage.s\n'''\n",
+    "semicolon": "import gptlineage.a; import gptlineage.b as bee\nif True:\n    from . import sibling\n",
+}
+
+
+@pytest.mark.parametrize("source", AWKWARD_IMPORTS.values(), ids=AWKWARD_IMPORTS.keys())
+def test_the_import_scan_reads_awkward_import_statements_as_a_parse_does(source):
+    assert sorted(ast.dump(node) for node in import_nodes(source, "<test>")) == parsed_imports(source)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from gptlineage.model.gpt import GPT, model_config
 from gptlineage.model.loss import LossModel, linear_cross_entropy, masked_loss, mean_loss, target_rows
 from gptlineage.training.data import micro_batches
-from gptlineage.training.sampler import dialogue_batch
+from gptlineage.training.sampler import dialogue_batch, trim_dialogue_batch
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -164,3 +164,32 @@ def test_dialogue_loss_leaves_out_the_rows_without_targets_and_keeps_the_numbers
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
     kept = target_rows(torch.arange(64.0)[:, None], y.flatten(), weights.flatten())
     assert kept[0].squeeze(1).tolist() == [3.0, 4.0, 5.0, 42.0, 43.0]
+
+
+def test_a_trimmed_dialogue_batch_keeps_the_loss_and_gradients_of_the_full_batch():
+    """Columns past the last target are dropped (to a multiple of 16); the model is causal, so
+    the kept positions see what they saw before, and the loss and gradients stay the same."""
+    config = model_config("quick", context=64, vocab=300, width=32, heads=2, layers=2)
+    model = GPT(config, seed=2)
+    rng = np.random.default_rng(1)
+    tokens = rng.integers(0, 300, 600).astype(np.uint16)
+    mask = (rng.random(600) < 0.5).astype(np.uint8)
+    records = [(0, 20, 10, 10), (100, 30, 118, 12), (200, 9, 204, 5), (300, 25, 310, 15)]
+    full = dialogue_batch(tokens, mask, records, seed=3, step=1, batch=6, context=64, dtype=torch.float64)
+    trimmed = trim_dialogue_batch(*full)
+    assert trimmed[0].shape == (6, 32) and trimmed[2].sum().item() == pytest.approx(1.0)  # records end by row 29
+    assert torch.equal(trimmed[2], full[2][:, :32]) and not full[2][:, 32:].any()
+    model.double()
+    objective = LossModel(model, 0, "float32", "cpu")
+    results = []
+    for batch in (full, trimmed):
+        model.zero_grad(set_to_none=True)
+        loss = objective(*batch)
+        loss.backward()
+        results.append((loss.item(), [p.grad.clone() for p in model.parameters()]))
+    (loss_full, grads_full), (loss_trimmed, grads_trimmed) = results
+    assert loss_trimmed == pytest.approx(loss_full, abs=1e-12)
+    for a, b in zip(grads_full, grads_trimmed):
+        torch.testing.assert_close(b, a, rtol=1e-9, atol=1e-12)
+    no_targets = trim_dialogue_batch(full[0], full[1], torch.zeros_like(full[2]))
+    assert no_targets[0].shape == (6, 16)  # one block; the loss of a batch without targets is 0 either way

@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -31,15 +32,41 @@ def module_path(module: str, source_root: Path) -> Path | None:
     return None
 
 
+# An import statement at the start of a line (any indentation): `import a.b, c` or
+# `from .x import (y, z)` with its parenthesized names, and a string that may hold such lines.
+IMPORT_STATEMENT = re.compile(
+    r"^[ \t]*(from[ \t]+[.\w]+[ \t]+import[ \t]+(?:\([^)]*\)|[^\n]*)|import[ \t]+[^\n]*)", re.MULTILINE
+)
+TRIPLE_QUOTED = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'')
+
+
+def import_nodes(source: str, filename: str) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement of a file, also inside functions, found without parsing the whole file.
+
+    Parsing a module costs about 1.5 ms (23 files: 35 ms, most of `prepare`'s fixed cost at the
+    default corpus size), so only the import statements are parsed: each line that starts one,
+    outside triple-quoted strings. A statement the scan cannot read alone (a backslash
+    continuation, a comment holding ")") makes the whole file be parsed instead; a test checks
+    that both ways find the same imports in every file of the package.
+    """
+    code = TRIPLE_QUOTED.sub(lambda match: "\n" * match[0].count("\n"), source)
+    nodes: list[ast.Import | ast.ImportFrom] = []
+    for statement in IMPORT_STATEMENT.findall(code):
+        try:
+            nodes.extend(node for node in ast.parse(statement).body if isinstance(node, (ast.Import, ast.ImportFrom)))
+        except SyntaxError:
+            return [node for node in ast.walk(ast.parse(source, filename)) if isinstance(node, (ast.Import, ast.ImportFrom))]
+    return nodes
+
+
 def imported_modules(path: Path, module: str) -> set[str]:
     """Every `gptlineage` module named by an import anywhere in the file (also inside functions)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = module.rsplit(".", 1)[0] if path.name != "__init__.py" else module
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in import_nodes(path.read_text(encoding="utf-8"), str(path)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
+        else:
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
                 parent = ".".join(base + ([node.module] if node.module else []))

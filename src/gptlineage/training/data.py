@@ -16,7 +16,7 @@ from gptlineage.corpus.shards import read_mask, read_records, read_tokens
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.hashing import sha256_file
 from gptlineage.training.config import DATA_ROLES, DataSettings, Plan
-from gptlineage.training.sampler import dialogue_batch, plain_batch
+from gptlineage.training.sampler import dialogue_batch, plain_batch, trim_dialogue_batch
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]  # x [B, T], y [B, T], row weights [B, T] or None
 
@@ -51,9 +51,11 @@ def data_hashes(data: DataSettings) -> dict[str, str | None]:
 
 
 def batch_for(split: Split, seed: int, step: int, run: Plan, dtype: torch.dtype) -> Batch:
-    """Batch `step` of the stream `seed`: dialogue records when the split has them, else plain windows."""
+    """Batch `step` of the stream `seed`: dialogue records when the split has them (without the
+    padding columns past the last target), else plain windows."""
     if split.records is not None:
-        return dialogue_batch(split.tokens, split.mask, split.records, seed, step, run.batch, run.model.context, dtype)
+        batch = dialogue_batch(split.tokens, split.mask, split.records, seed, step, run.batch, run.model.context, dtype)
+        return trim_dialogue_batch(*batch)
     x, y = plain_batch(split.tokens, seed, step, run.batch, run.model.context)
     return x, y, None
 

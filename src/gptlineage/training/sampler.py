@@ -7,14 +7,17 @@ Nothing is shuffled or remembered between steps. Row b of batch `step` starts at
 so a resumed run sees exactly the batches the uninterrupted run would have seen, and the
 validation set is the same few batches at every evaluation (seed + 1000003, step = j).
 
-Two kinds of batch, both [B, T] with T = context:
+Two kinds of batch, both [B, T] with T = context (a dialogue batch may then be cut shorter):
 
 - plain (pretraining): a window of T+1 tokens at a random offset; x = tokens[off:off+T],
   y = tokens[off+1:off+T+1] (the target at t is the token at t+1), mean loss over B·T.
 - dialogue (instruction tuning): a random dialogue record; only rows whose target is an
   assistant token inside the record's target interval carry weight, 1/(enabled rows in
   the whole batch) each, and rows past the record's end are padding with weight 0, so no
-  row ever reads across a record's window.
+  row ever reads across a record's window. `trim_dialogue_batch` then drops the columns
+  past the batch's last weighted row (rounded up to TRIM_MULTIPLE): attention is causal, so
+  no kept position reads them, and they carry no loss. A record is a few dozen tokens of a
+  128-token context, so this skips most of the model's work on padding.
 
 Example:
     tokens = read_tokens("train.bin")
@@ -34,6 +37,7 @@ from gptlineage.corpus.shards import RECORD_DTYPE, as_records
 from gptlineage.splitmix import key_of, sample_nat
 
 PAD_ID = 0  # what padded x and y rows hold; their weight is 0, so the id itself never matters
+TRIM_MULTIPLE = 16  # trimmed dialogue batches have a multiple of 16 columns: few distinct shapes to compile
 VALIDATION_SEED_OFFSET = 1000003
 
 
@@ -143,3 +147,17 @@ def dialogue_batch(
     if active:
         weights = weights / active
     return torch.from_numpy(x), torch.from_numpy(y), weights
+
+
+def trim_dialogue_batch(
+    x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor, multiple: int = TRIM_MULTIPLE
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """x, y and weights without the columns past the last weighted one, rounded up to `multiple`.
+
+    The model is causal, so the outputs of the kept positions are those of the full batch
+    (up to float summation order), and the dropped positions weigh 0: the loss is the same.
+    """
+    columns = torch.nonzero(weights.any(dim=0))
+    last = int(columns[-1]) + 1 if len(columns) else 1
+    keep = min(-(-last // multiple) * multiple, x.shape[1])
+    return x[:, :keep].contiguous(), y[:, :keep].contiguous(), weights[:, :keep].contiguous()
