@@ -55,7 +55,9 @@ def import_nodes(source: str, filename: str) -> list[ast.Import | ast.ImportFrom
         try:
             nodes.extend(node for node in ast.parse(statement).body if isinstance(node, (ast.Import, ast.ImportFrom)))
         except SyntaxError:
-            return [node for node in ast.walk(ast.parse(source, filename)) if isinstance(node, (ast.Import, ast.ImportFrom))]
+            return [
+                node for node in ast.walk(ast.parse(source, filename)) if isinstance(node, (ast.Import, ast.ImportFrom))
+            ]
     return nodes
 
 
