@@ -93,6 +93,14 @@ def test_without_gradients_the_loss_is_the_same_and_nothing_is_kept():
     assert loss.item() == pytest.approx(unfused(hidden, weight, targets, None).item(), rel=1e-6)
 
 
+def loss_and_parameter_grads(model, compute_loss):
+    """The loss `compute_loss()` gives and every parameter's gradient of it, from zeroed gradients."""
+    model.zero_grad(set_to_none=True)
+    loss = compute_loss()
+    loss.backward()
+    return loss.item(), [p.grad.clone() for p in model.parameters()]
+
+
 def model_and_batch(seed: int = 0):
     config = model_config("quick", vocab=300, width=32, heads=2, layers=2)
     model = GPT(config, seed=seed)
@@ -103,13 +111,8 @@ def model_and_batch(seed: int = 0):
 @pytest.mark.parametrize("precision, tolerance", [("float32", 1e-6), ("bf16", 2e-2)])
 def test_loss_model_fused_and_full_logits_agree(precision, tolerance):
     model, x, y = model_and_batch()
-    results = []
-    for chunk in (0, 7):
-        model.zero_grad(set_to_none=True)
-        loss = LossModel(model, chunk, precision, "cpu")(x, y, None)
-        loss.backward()
-        results.append((loss.item(), [p.grad.clone() for p in model.parameters()]))
-    (loss_full, grads_full), (loss_fused, grads_fused) = results
+    loss_full, grads_full = loss_and_parameter_grads(model, lambda: LossModel(model, 0, precision, "cpu")(x, y, None))
+    loss_fused, grads_fused = loss_and_parameter_grads(model, lambda: LossModel(model, 7, precision, "cpu")(x, y, None))
     assert loss_fused == pytest.approx(loss_full, abs=tolerance)
     assert loss_fused == pytest.approx(math.log(300), abs=0.1)  # a fresh model is near uniform
     for full, fused in zip(grads_full, grads_fused):
@@ -146,19 +149,14 @@ def test_dialogue_loss_leaves_out_the_rows_without_targets_and_keeps_the_numbers
     weights = torch.zeros(x.shape)
     weights[0, 3:6] = 0.25
     weights[2, 10:12] = 0.25  # 5 of 64 positions carry loss
-    results = []
-    for select in (True, False):
-        model.zero_grad(set_to_none=True)
-        objective = LossModel(model, 5, "float32", "cpu")
-        if not select:  # every row through the fused loss, as before the selection
-            flat = weights.flatten()
-            hidden = model.hidden(x).flatten(0, 1)
-            loss = linear_cross_entropy(hidden, model.output_weight, y.flatten(), flat, 5)
-        else:
-            loss = objective(x, y, weights)
-        loss.backward()
-        results.append((loss.item(), [p.grad.clone() for p in model.parameters()]))
-    (selected, grads_selected), (every, grads_every) = results
+    objective = LossModel(model, 5, "float32", "cpu")
+
+    def every_row():  # every row through the fused loss, as before the selection
+        hidden = model.hidden(x).flatten(0, 1)
+        return linear_cross_entropy(hidden, model.output_weight, y.flatten(), weights.flatten(), 5)
+
+    selected, grads_selected = loss_and_parameter_grads(model, lambda: objective(x, y, weights))
+    every, grads_every = loss_and_parameter_grads(model, every_row)
     assert selected == pytest.approx(every, abs=1e-6)
     for a, b in zip(grads_selected, grads_every):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
@@ -181,13 +179,8 @@ def test_a_trimmed_dialogue_batch_keeps_the_loss_and_gradients_of_the_full_batch
     assert torch.equal(trimmed[2], full[2][:, :32]) and not full[2][:, 32:].any()
     model.double()
     objective = LossModel(model, 0, "float32", "cpu")
-    results = []
-    for batch in (full, trimmed):
-        model.zero_grad(set_to_none=True)
-        loss = objective(*batch)
-        loss.backward()
-        results.append((loss.item(), [p.grad.clone() for p in model.parameters()]))
-    (loss_full, grads_full), (loss_trimmed, grads_trimmed) = results
+    loss_full, grads_full = loss_and_parameter_grads(model, lambda: objective(*full))
+    loss_trimmed, grads_trimmed = loss_and_parameter_grads(model, lambda: objective(*trimmed))
     assert loss_trimmed == pytest.approx(loss_full, abs=1e-12)
     for a, b in zip(grads_full, grads_trimmed):
         torch.testing.assert_close(b, a, rtol=1e-9, atol=1e-12)
