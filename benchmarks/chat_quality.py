@@ -7,7 +7,7 @@ stage's validation losses and each job's wall time. A scratch directory that alr
 run is reused: Snakemake reruns only the jobs whose settings or code changed, so a sweep over
 the SFT stages' settings does not repeat pretraining. `--suite-seed N` also scores suites drawn
 with other seeds (checked against the training data like the default one), to show that the
-figure does not depend on the draw; `--suite-prompts` sizes them.
+figure does not depend on the draw; `--suite-prompts` sizes them (by default as the config sizes the default suite).
 
 The jobs run the package of this checkout (PYTHONPATH=<scratch>/src), one job at a time
 (`--cores 1`, as the README's timing), each with the threads its profile gives.
@@ -186,7 +186,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--target", default="results/sft_stage2", help="what Snakemake builds (the whole experiment)")
     parser.add_argument("--cores", type=int, default=1, help="Snakemake --cores (jobs at a time)")
     parser.add_argument("--suite-seed", type=int, action="append", default=[], help="also score a suite of this seed")
-    parser.add_argument("--suite-prompts", type=int, default=40, help="prompts in each --suite-seed suite")
+    parser.add_argument(
+        "--suite-prompts", type=int, help="prompts in each --suite-seed suite (default: the config's synth_chat.suite_prompts)"
+    )
     parser.add_argument("--json", type=Path, help="also write the result here")
     return parser.parse_args(argv)
 
@@ -194,12 +196,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     workdir = args.workdir.resolve()
-    prepare_workdir(workdir, configured(args.set))
+    config = configured(args.set)
+    prepare_workdir(workdir, config)
     seconds, jobs = run_workflow(workdir, args.target, args.cores)
     report = json.loads((workdir / "results" / "prompt_suite" / "report.json").read_text())
     suites = {"default": family_rates(report)}
     for seed in args.suite_seed:
-        suites[f"seed {seed}"] = alternative_suite(workdir, seed, args.suite_prompts)
+        prompts = args.suite_prompts or config["synth_chat"]["suite_prompts"]
+        suites[f"seed {seed}"] = alternative_suite(workdir, seed, prompts)
     result = {"settings": args.set, "target": args.target, "seconds": seconds, "jobs": jobs}
     result.update(validation=validation_losses(workdir), suites=suites)
     print_summary(result)
