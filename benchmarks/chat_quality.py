@@ -187,7 +187,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cores", type=int, default=1, help="Snakemake --cores (jobs at a time)")
     parser.add_argument("--suite-seed", type=int, action="append", default=[], help="also score a suite of this seed")
     parser.add_argument(
-        "--suite-prompts", type=int, help="prompts in each --suite-seed suite (default: the config's synth_chat.suite_prompts)"
+        "--suite-prompts",
+        type=int,
+        help="prompts in each --suite-seed suite (default: the config's synth_chat.suite_prompts)",
     )
     parser.add_argument("--json", type=Path, help="also write the result here")
     return parser.parse_args(argv)
