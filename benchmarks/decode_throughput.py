@@ -18,12 +18,19 @@ ratio, so a slow minute does not skew it). The generated tokens of every contend
 equal in every run (random weights in float32 can in principle tie logits differently across
 implementations; a mismatch is reported, not hidden).
 
+--weights-read adds a probe, not a decoder: it reads every parameter once per new token (a
+`sum` over each tensor, torch's fastest plain streaming read) and nothing else. At batch 1 a
+decoder must read every weight for every token, so the probe's ms/token is a floor no float32
+decoder at this thread count can beat, and hf's time over it bounds the ratio any decoder could
+reach here.
+
 Suite (--suite N): the batched prompt-suite answering (`answer_cases`, all prompts decoded
 together) against answering the same N synthetic-chat prompts one at a time, outputs checked equal,
 interleaved the same way; the ratio is one-at-a-time time / batched time.
 
 Example:
     python benchmarks/decode_throughput.py --config gpt2-small --runs 5
+    python benchmarks/decode_throughput.py --config gpt2-small --runs 7 --no-full-prefix --threads 1 --weights-read
     python benchmarks/decode_throughput.py --config cpu-small --suite 40 --runs 3
     python benchmarks/decode_throughput.py --config tiny --runs 2 --json out.json    # a smoke test
 """
@@ -71,6 +78,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=5, help="timed runs of each contender, interleaved")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs of each contender first")
     parser.add_argument("--no-full-prefix", action="store_true", help="leave out the full-prefix decoder")
+    parser.add_argument("--weights-read", action="store_true", help="add the probe that only reads the weights")
     parser.add_argument("--suite", type=int, default=0, help="time the batched prompt suite of N prompts instead")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default 0 = every CPU allotted)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
@@ -124,7 +132,22 @@ def single_stream(args: argparse.Namespace, model: GPT) -> dict[str, Callable[[]
     contenders = {"ours-cached": ours(cached), "ours-full-prefix": ours(full), "hf": hf}
     if args.no_full_prefix:
         del contenders["ours-full-prefix"]
+    if args.weights_read:
+        contenders["weights-read"] = weights_read(model, args.generate)
     return contenders
+
+
+def weights_read(model: GPT, tokens: int) -> Callable[[], None]:
+    """Read every parameter once per token, `tokens` times: the bytes a batch-1 decoder must stream."""
+    parameters = list(model.parameters())
+
+    @torch.inference_mode()
+    def read() -> None:
+        for _ in range(tokens):
+            for parameter in parameters:
+                parameter.sum()
+
+    return read
 
 
 def suite(model: GPT, cases: int, generate: int) -> dict[str, Callable[[], list]]:
@@ -143,19 +166,23 @@ def suite(model: GPT, cases: int, generate: int) -> dict[str, Callable[[], list]
     return {"batched": batched, "one-at-a-time": one_at_a_time}
 
 
-def summarize(results: dict[str, dict], peer: str) -> dict:
-    """Median ms/token per contender, the median per-run ratio peer/contender, and output agreement."""
+def summarize(results: dict[str, dict], peer: str, weight_bytes: int = 0) -> dict:
+    """Median ms/token per contender, the median per-run ratio peer/contender, and output agreement;
+    for the weights-read probe, the read rate of `weight_bytes` a token."""
     reference = results[peer]["outputs"]
     summary = {}
     for name, result in results.items():
         seconds = result["seconds"]
-        per_run_tokens = max(1, len(result["outputs"][0]))  # new tokens in one run (all prompts)
+        probe = result["outputs"][0] is None  # the weights-read probe decodes nothing
+        per_run_tokens = max(1, len(reference[0] if probe else result["outputs"][0]))  # new tokens in one run
         entry = {
             "new_tokens_per_run": per_run_tokens,
             "ms_per_token": statistics.median(seconds) * 1000 / per_run_tokens,
             "runs_ms": [round(s * 1000, 2) for s in seconds],
-            "outputs_equal": all(a == b for a, b in zip(result["outputs"], reference)),
+            "outputs_equal": None if probe else all(a == b for a, b in zip(result["outputs"], reference)),
         }
+        if probe:
+            entry["gb_per_second"] = weight_bytes / entry["ms_per_token"] / 1e6
         if name != peer:
             entry["ratio"] = statistics.median(p / s for p, s in zip(results[peer]["seconds"], seconds))
         summary[name] = entry
@@ -172,6 +199,12 @@ def report(args: argparse.Namespace, model: GPT, summary: dict) -> str:
     ]
     for name, entry in summary.items():
         ratio = f" ratio {entry['ratio']:.2f}x" if "ratio" in entry else ""
+        if entry["outputs_equal"] is None:
+            lines.append(
+                f"{name}: {entry['ms_per_token']:.2f} ms/token ({entry['gb_per_second']:.1f} GB/s): no float32 "
+                f"decoder here reads its weights faster, so {ratio.strip()} is the most any could reach"
+            )
+            continue
         lines.append(
             f"{name}: {entry['ms_per_token']:.2f} ms/token{ratio} outputs_equal={str(entry['outputs_equal']).lower()}"
         )
@@ -188,7 +221,8 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         args.generate = args.generate or SINGLE_GENERATE
         contenders, peer = single_stream(args, model), "hf"
-    summary = summarize(interleaved(contenders, args.runs, args.warmup), peer)
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    summary = summarize(interleaved(contenders, args.runs, args.warmup), peer, weight_bytes)
     print(report(args, model, summary))
     if args.json:
         args.json.write_text(json.dumps({"config": vars(args) | {"json": str(args.json)}, **summary}, indent=2) + "\n")
