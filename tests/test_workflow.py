@@ -76,6 +76,7 @@ def workflow_copy(tmp_path_factory) -> Path:
         config[stage].update(TINY_TRAINING)
     for stage in ("corpus_sft_stage1", "corpus_sft_stage2"):
         config[stage]["record_context"] = TINY_TRAINING["context"]
+    config["synth_chat"].update({"stage1_dialogues": 2000, "stage2_dialogues_per_split": 500, "suite_prompts": 40})
     config["cache_check"]["rollout"] = 8
     config["cache_bench"]["generate"] = 8
     config["prompt_suite"]["generate"] = 8
