@@ -186,3 +186,23 @@ def test_a_trimmed_dialogue_batch_keeps_the_loss_and_gradients_of_the_full_batch
         torch.testing.assert_close(b, a, rtol=1e-9, atol=1e-12)
     no_targets = trim_dialogue_batch(full[0], full[1], torch.zeros_like(full[2]))
     assert no_targets[0].shape == (6, 16)  # one block; the loss of a batch without targets is 0 either way
+
+
+def test_a_target_far_below_the_top_logit_keeps_its_exact_loss_and_gradient():
+    """A target whose float32 softmax probability underflows (a logit gap of 120 to 400: p_y < 1e-50)
+    gets its loss from an exact log-softmax, not −log 0 = inf; its gradient is the softmax's."""
+    generator = torch.Generator().manual_seed(3)
+    weight = torch.randn(40, 6, generator=generator)
+    hidden = torch.randn(5, 6, generator=generator) * torch.tensor([[1.0], [60.0], [1.0], [200.0], [1.0]])
+    logits = hidden @ weight.T
+    targets = logits.argmin(dim=1)  # the least likely token of every row
+    gaps = (logits.max(dim=1).values - logits.min(dim=1).values).tolist()
+    assert gaps[1] > 120 and gaps[3] > 400 and max(gaps[0], gaps[2], gaps[4]) < 30
+    row_weights = torch.full((5,), 0.2)
+    fused = loss_and_grads(
+        lambda h, w, *args: linear_cross_entropy(h, w, *args, chunk=2), hidden, weight, targets, row_weights
+    )
+    plain = loss_and_grads(unfused, hidden, weight, targets, row_weights)
+    assert math.isfinite(fused[0].item()) and fused[0].item() == pytest.approx(plain[0].item(), rel=1e-6)
+    for ours, reference in zip(fused[1:], plain[1:]):
+        torch.testing.assert_close(ours, reference, rtol=1e-5, atol=1e-5)
