@@ -355,6 +355,8 @@ def test_assistant_masked_training_uses_masks_and_records(tmp_path, capsys):
             "train",
             "--preset",
             "quick",
+            "--context",
+            "64",
             "--width",
             "32",
             "--heads",
@@ -375,6 +377,10 @@ def test_assistant_masked_training_uses_masks_and_records(tmp_path, capsys):
     passport = json.loads((tmp_path / "run/passport.json").read_text())
     assert passport["objective"] == "dialogue-bounded-assistant-next-token"
     assert set(passport["data"]) == {"train_bin", "val_bin", "train_mask", "val_mask", "train_records", "val_records"}
+    # Records of at most 17 tokens: each batch keeps 16 of the model's 64 columns, and the speed counts those.
+    points = [p for p in json.loads((tmp_path / "run/metrics.json").read_text())["points"] if p["phase"] == "train"]
+    for point in points:
+        assert point["tokens_per_second"] * point["duration_ms"] / 1000 == pytest.approx(4 * 16, rel=1e-3)  # ms rounded
 
 
 @pytest.mark.parametrize("precision", ["float64", "bf16"])
