@@ -10,9 +10,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gptlineage.corpus.shards import RECORD_DTYPE
 from gptlineage.model.gpt import GPT, model_config
 from gptlineage.model.loss import LossModel, linear_cross_entropy, masked_loss, mean_loss, target_rows
-from gptlineage.training.data import micro_batches
+from gptlineage.settings import from_mapping
+from gptlineage.training.config import TrainConfig, plan
+from gptlineage.training.data import Split, batch_for, micro_batches
 from gptlineage.training.sampler import dialogue_batch, trim_dialogue_batch
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -186,6 +189,22 @@ def test_a_trimmed_dialogue_batch_keeps_the_loss_and_gradients_of_the_full_batch
         torch.testing.assert_close(b, a, rtol=1e-9, atol=1e-12)
     no_targets = trim_dialogue_batch(full[0], full[1], torch.zeros_like(full[2]))
     assert no_targets[0].shape == (6, 16)  # one block; the loss of a batch without targets is 0 either way
+
+
+def test_training_batches_are_trimmed_except_under_torch_compile():
+    """A compiled objective would recompile for every new column count, so it gets full batches."""
+    rng = np.random.default_rng(1)
+    tokens = rng.integers(0, 300, 600).astype(np.uint16)
+    mask = np.ones(600, dtype=np.uint8)
+    records = np.array([(0, 20, 10, 10), (100, 30, 118, 12)], dtype=RECORD_DTYPE)
+    split = Split(tokens, mask, records)
+    shapes = {}
+    for compiled in (False, True):
+        values = {"train_bin": "t.bin", "val_bin": "v.bin", "preset": "quick", "context": 64, "batch": 4}
+        run = plan(from_mapping(TrainConfig, {**values, "compile": compiled}))
+        assert run.trim_dialogue_padding is not compiled
+        shapes[compiled] = tuple(batch_for(split, 0, 0, run, torch.float32)[0].shape)
+    assert shapes == {False: (4, 32), True: (4, 64)}
 
 
 def test_a_target_far_below_the_top_logit_keeps_its_exact_loss_and_gradient():

@@ -286,6 +286,9 @@ class Plan:
     eval_every: int
     dialogue: bool
     prompt_ids: tuple[int, ...] = ()  # the end-of-training sample's prompt; empty when there is none
+    # Cut dialogue batches after their last target column; not under torch.compile, where a column
+    # count that changes every step would make it recompile (as `target_rows` is skipped there).
+    trim_dialogue_padding: bool = True
 
     @property
     def tokens_per_update(self) -> int:
@@ -353,7 +356,9 @@ def plan(config: TrainConfig) -> Plan:
     eval_every = config.evaluation.eval_every
     if eval_every is None:
         eval_every = 1 if steps <= 10 else 100
-    return Plan(dims, steps, batch, lr, min_lr, warmup, eval_every, data.dialogue, sample_prompt(config.sample, dims))
+    prompt = sample_prompt(config.sample, dims)
+    trim = not config.runtime.compile
+    return Plan(dims, steps, batch, lr, min_lr, warmup, eval_every, data.dialogue, prompt, trim_dialogue_padding=trim)
 
 
 def with_corpus_files(config: TrainConfig) -> TrainConfig:

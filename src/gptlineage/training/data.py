@@ -52,10 +52,10 @@ def data_hashes(data: DataSettings) -> dict[str, str | None]:
 
 def batch_for(split: Split, seed: int, step: int, run: Plan, dtype: torch.dtype) -> Batch:
     """Batch `step` of the stream `seed`: dialogue records when the split has them (without the
-    padding columns past the last target), else plain windows."""
+    padding columns past the last target unless the plan says not to trim), else plain windows."""
     if split.records is not None:
         batch = dialogue_batch(split.tokens, split.mask, split.records, seed, step, run.batch, run.model.context, dtype)
-        return trim_dialogue_batch(*batch)
+        return trim_dialogue_batch(*batch) if run.trim_dialogue_padding else batch
     x, y = plain_batch(split.tokens, seed, step, run.batch, run.model.context)
     return x, y, None
 
