@@ -203,8 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     seconds, jobs = run_workflow(workdir, args.target, args.cores)
     report = json.loads((workdir / "results" / "prompt_suite" / "report.json").read_text())
     suites = {"default": family_rates(report)}
+    prompts = args.suite_prompts or config["synth_chat"]["suite_prompts"]
     for seed in args.suite_seed:
-        prompts = args.suite_prompts or config["synth_chat"]["suite_prompts"]
         suites[f"seed {seed}"] = alternative_suite(workdir, seed, prompts)
     result = {"settings": args.set, "target": args.target, "seconds": seconds, "jobs": jobs}
     result.update(validation=validation_losses(workdir), suites=suites)

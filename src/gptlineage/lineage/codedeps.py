@@ -33,10 +33,11 @@ def module_path(module: str, source_root: Path) -> Path | None:
 
 
 # An import statement at the start of a line (any indentation): `import a.b, c` or
-# `from .x import (y, z)` with its parenthesized names, and a string that may hold such lines.
+# `from .x import (y, z)` with its parenthesized names.
 IMPORT_STATEMENT = re.compile(
     r"^[ \t]*(from[ \t]+[.\w]+[ \t]+import[ \t]+(?:\([^)]*\)|[^\n]*)|import[ \t]+[^\n]*)", re.MULTILINE
 )
+# A triple-quoted string (a docstring's example may hold lines that look like imports).
 TRIPLE_QUOTED = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'')
 
 

@@ -37,7 +37,7 @@ from gptlineage.corpus.shards import RECORD_DTYPE, as_records
 from gptlineage.splitmix import key_of, sample_nat
 
 PAD_ID = 0  # what padded x and y rows hold; their weight is 0, so the id itself never matters
-TRIM_MULTIPLE = 16  # trimmed dialogue batches have a multiple of 16 columns: few distinct shapes to compile
+TRIM_MULTIPLE = 16  # trimmed dialogue batches have a multiple of 16 columns: a few shapes that recur
 VALIDATION_SEED_OFFSET = 1000003
 
 
