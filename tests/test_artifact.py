@@ -111,3 +111,27 @@ def test_broken_manifest_is_one_clear_error(tmp_path):
     (tmp_path / MANIFEST).write_text(json.dumps({"schema": "other"}))
     with pytest.raises(GptlineageError, match="schema is not gptlineage.artifact.v3"):
         read_manifest(tmp_path)
+
+
+def test_a_command_that_works_n_seconds_records_at_least_n(tmp_path, monkeypatch):
+    """started_utc is when the command started, not when its artifact began to be written."""
+    import time
+    from datetime import datetime
+
+    from gptlineage.cli import main
+    from gptlineage.commands import small_data
+
+    work_seconds = 1.2
+    table = small_data.regression_table
+
+    def slow_table():
+        time.sleep(work_seconds)  # the command's work, before it opens its ArtifactWriter
+        return table()
+
+    monkeypatch.setattr(small_data, "regression_table", slow_table)
+    assert main(["small-data", "--output", str(tmp_path / "out")]) == 0
+    run = json.loads((tmp_path / "out" / "manifest.json").read_text())["run"]
+    started, finished = (
+        datetime.fromisoformat(run[key].replace("Z", "+00:00")) for key in ("started_utc", "finished_utc")
+    )
+    assert (finished - started).total_seconds() >= work_seconds

@@ -38,7 +38,6 @@ import os
 import shutil
 import stat
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +53,8 @@ from gptlineage.lineage.identity import (
     git_state,
     host_name,
     recorded_argv,
+    started_utc,
+    utc_now,
 )
 from gptlineage.lineage.outputs import (
     check_output,
@@ -219,10 +220,6 @@ def holds_artifact_manifest(directory: Path) -> bool:
     return isinstance(manifest, dict) and manifest.get("schema") == SCHEMA and isinstance(manifest.get("id"), str)
 
 
-def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 class ArtifactWriter:
     """Context manager that builds an artifact in a temporary sibling and renames it into place."""
 
@@ -260,7 +257,7 @@ class ArtifactWriter:
         self.input_entries = [describe_input(role, path, self.output) for role, path in self.inputs.items()]
         self.created = prepare_output(self.output, holds_artifact_manifest)
         self.path = make_temporary(self.output, self.created)
-        self.started = utc_now()
+        self.started = started_utc()  # when the command started, before its work
         return self
 
     def __exit__(self, error_type, error, traceback) -> None:

@@ -23,7 +23,8 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -38,12 +39,20 @@ SOURCE_ROOT = PACKAGE_DIR.parent  # the directory holding gptlineage/; closure p
 COMMANDS_PACKAGE = f"{PACKAGE}.commands"
 
 
+def utc_now() -> str:
+    """Now in UTC, ISO 8601 with milliseconds and a Z (`2026-12-01T21:13:50.123Z`)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 @dataclass(frozen=True)
 class Invocation:
     """The command line being run: the module of the chosen subcommand and the words given to `gptlineage`."""
 
     module: str
     argv: tuple[str, ...]
+    # When the command started: its artifacts' `started_utc`, so a duration covers the work, not
+    # only the writing of the artifact at the end.
+    started_utc: str = field(default_factory=lambda: utc_now())
 
 
 _INVOCATION: ContextVar[Invocation | None] = ContextVar("gptlineage_invocation", default=None)
@@ -64,6 +73,12 @@ def invocation(module: str, argv: Sequence[str]) -> Iterator[Invocation]:
 
 def current_invocation() -> Invocation | None:
     return _INVOCATION.get()
+
+
+def started_utc() -> str:
+    """When the running command started (the CLI's invocation), else now (a library call)."""
+    current = current_invocation()
+    return current.started_utc if current is not None else utc_now()
 
 
 def recorded_argv() -> list[str]:
