@@ -1,6 +1,6 @@
 """How well the default chain's final chat model answers its held-out prompt suite, per family, and how long it took.
 
-Runs the workflow (workflow/Snakefile) in a scratch copy of this checkout (configs, workflow/,
+Runs the workflow (Snakefile) in a scratch copy of this checkout (configs, workflow/,
 src/, envs/, data/) with `--set section.key=value` overrides applied to config.yaml, times it,
 and prints the overall and per-family exact match of results/prompt_suite, each training
 stage's validation losses and each job's wall time. A scratch directory that already holds a
@@ -36,8 +36,8 @@ import yaml
 from gptlineage.generation.prompt_suite import exact_match, exact_match_by_family
 
 REPO = Path(__file__).resolve().parent.parent
-COPIED_FILES = ("config.paper.yaml",)
-COPIED_TREES = ("workflow", "src", "envs", "data")
+COPIED_FILES = ("Snakefile", "config.paper.yaml")
+COPIED_TREES = ("workflow", "profiles", "src", "envs", "data")
 STAGES = ("pretrain", "continuation", "sft_stage1", "sft_stage2")
 TIMESTAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 JOB_START = re.compile(r"^(?:local)?rule (\w+):$")

@@ -20,9 +20,9 @@ from test_workflow import REPO, copy_workflow, snakemake
 
 from gptlineage.workflow_support import STAGE_NAMES, config_error, gpus
 
-PROFILE = "workflow/profiles/slurm"
+PROFILE = "profiles/slurm"
 PROFILES = {
-    name: yaml.safe_load((REPO / f"workflow/profiles/{name}/config.yaml").read_text()) for name in ("default", "slurm")
+    name: yaml.safe_load((REPO / f"profiles/{name}/config.yaml").read_text()) for name in ("default", "slurm")
 }
 
 
@@ -243,3 +243,15 @@ def test_a_stage_on_two_nodes_asks_for_two_nodes_one_task_each_and_gpus_per_node
     for option in ("--nodes=2", "--ntasks=2", "--gres=gpu:4"):
         assert option in sbatch, (option, sbatch)
     assert "--gpus=" not in sbatch and "--ntasks-per-gpu" not in sbatch
+
+
+def test_a_dry_run_from_the_root_finds_the_snakefile_and_applies_the_default_profile(workdir):
+    """The top-level Snakefile is found by itself, and so is profiles/default: its sizes reach the jobs."""
+    assert (workdir / "Snakefile").is_file() and not (workdir / "workflow" / "Snakefile").exists()
+    done = snakemake(workdir, "--dry-run", "--cores", "4", "--", "results/train/pretrain")
+    assert done.returncode == 0, done.stderr[-3000:]
+    jobs = jobs_of(done.stdout + done.stderr)
+    sizes = PROFILES["default"]["set-resources"]["train_pretrain"]
+    assert jobs["train_pretrain"]["threads"] == PROFILES["default"]["set-threads"]["train_pretrain"]
+    assert jobs["train_pretrain"]["resources"]["mem_mb"] == str(sizes["mem_mb"])
+    assert jobs["train_pretrain"]["resources"]["runtime"] == str(sizes["runtime"])

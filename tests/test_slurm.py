@@ -1,8 +1,8 @@
 """The tiny chain on a real SLURM cluster through the project's SLURM profile (pytest -m slurm).
 
 The cluster is the one-node one of tools/local_slurm.sh (partition `local`); .ci/run starts it.
-The profile is workflow/profiles/slurm, extended by tools/local_slurm_profile (account, partition,
-sizes for this machine, squeue for job status): `--profile workflow/profiles/slurm
+The profile is profiles/slurm, extended by tools/local_slurm_profile (account, partition,
+sizes for this machine, squeue for job status): `--profile profiles/slurm
 --workflow-profile tools/local_slurm_profile`. Without a cluster the tests skip, saying how to
 start one; with CI set they fail instead.
 
@@ -39,7 +39,7 @@ from gptlineage.workflow_support import command_slice, flags
 pytestmark = pytest.mark.slurm
 
 PARTITION = "local"
-PROFILE = ["--profile", "workflow/profiles/slurm", "--workflow-profile", str(REPO / "tools/local_slurm_profile")]
+PROFILE = ["--profile", "profiles/slurm", "--workflow-profile", str(REPO / "tools/local_slurm_profile")]
 TARGETS = ["results/data_csv", "results/train/pretrain"]
 # The tiny training in float64 (so one and two processes can be compared parameter by
 # parameter) on one thread (so the bytes do not depend on the machine's cores), with the small

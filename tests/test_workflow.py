@@ -60,10 +60,10 @@ def planned_rules(workdir: Path) -> list[str]:
 
 
 def copy_workflow(workdir: Path) -> Path:
-    """The workflow without its results (configs, workflow/ with its rules and profiles, package, data) in workdir."""
-    for name in ["config.yaml", "config.paper.yaml"]:
+    """The workflow without its results (Snakefile, configs, rules, profiles, package, data) in workdir."""
+    for name in ["Snakefile", "config.yaml", "config.paper.yaml"]:
         shutil.copy(REPO / name, workdir / name)
-    for name in ["workflow", "src", "envs", "data"]:
+    for name in ["workflow", "profiles", "src", "envs", "data"]:
         shutil.copytree(REPO / name, workdir / name, ignore=shutil.ignore_patterns("__pycache__"))
     return workdir
 

@@ -1,7 +1,7 @@
 """What the Snakemake workflow needs from the package: the stage list, each config slice's
 settings class, the slice as command-line flags, and the config check run before any job.
 
-The workflow (workflow/Snakefile and workflow/rules/) writes no setting, default or range of
+The workflow (Snakefile and workflow/rules/) writes no setting, default or range of
 its own: a config slice is checked by building the settings dataclass of the command its rule
 runs, so a bad key gives the same one line as the command's flag would, before any job starts.
 The stage list is written here once; the rule files generate one rule per stage from it.

@@ -1,6 +1,6 @@
 # gptlineage workflow: config, its check, rule families, targets. Rules live in workflow/rules/;
 # each one calls a single `gptlineage <command>` that writes an artifact under results/, and logs
-# to logs/<rule>.log. Threads and resources: workflow/profiles/ (default, used by itself; slurm).
+# to logs/<rule>.log. Threads and resources: profiles/ (default, applied by itself; slurm).
 #
 #   snakemake --cores 1 results/data_csv            # default profile (offline, CPU)
 #   snakemake --cores 1 results/sft_stage2          # the whole experiment (its deliverable)
@@ -16,17 +16,17 @@ min_version("9.0")
 configfile: "config.yaml"
 
 
-include: "rules/common.smk"
+include: "workflow/rules/common.smk"
 
 
 check_config(config)
 
 
-include: "rules/tabular.smk"
-include: "rules/corpus.smk"
-include: "rules/training.smk"
-include: "rules/generation.smk"
-include: "rules/reporting.smk"
+include: "workflow/rules/tabular.smk"
+include: "workflow/rules/corpus.smk"
+include: "workflow/rules/training.smk"
+include: "workflow/rules/generation.smk"
+include: "workflow/rules/reporting.smk"
 
 
 rule all:
