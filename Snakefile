@@ -1,10 +1,12 @@
 # gptlineage workflow: config, its check, rule families, targets. Rules live in workflow/rules/;
-# each one calls a single `gptlineage <command>` that writes an artifact under results/, and logs
-# to logs/<rule>.log. Threads and resources: profiles/ (default, applied by itself; slurm).
+# each one calls a single `gptlineage <command>` that writes an artifact under results/, its whole
+# output in logs/<rule>.log and its Snakemake benchmark (time, peak memory) in
+# logs/<rule>.benchmark.tsv. Threads and resources: profiles/ (default, applied by itself; slurm).
 #
 #   snakemake --cores 1 results/data_csv            # default profile (offline, CPU)
 #   snakemake --cores 1 results/sft_stage2          # the whole experiment (its deliverable)
-#   snakemake --cores 1 all                         # the same, and the data chapter on its own
+#   snakemake --cores 1 all                         # the same, every experiment of a sweep, the data chapter
+#   snakemake --cores 1 results/lr_high/sft_stage2  # one named experiment of config's `experiments:`
 #   snakemake --configfile config.paper.yaml --cores 1 results/corpus_sft_stage2   # the paper profile
 
 
@@ -20,6 +22,12 @@ include: "workflow/rules/common.smk"
 
 
 check_config(config)
+SWEEP = experiments(config)  # the default experiment ("") and each named one, by name
+
+
+wildcard_constraints:
+    prefix=prefix_pattern(config),
+    run="|".join(stage.name for stage in TRAINING_STAGES),
 
 
 include: "workflow/rules/tabular.smk"
@@ -32,7 +40,7 @@ include: "workflow/rules/reporting.smk"
 rule all:
     default_target: True
     input:
-        rules.data_csv.output,
-        rules.data_npy.output,
-        [getattr(rules, stage.corpus).output for stage in TRAINING_STAGES],
-        getattr(rules, FINAL.name).output,
+        SWEEP[""].path("data_csv"),
+        SWEEP[""].path("data_npy"),
+        [SWEEP[""].path(stage.corpus) for stage in TRAINING_STAGES],
+        [experiment.path(FINAL.name) for experiment in SWEEP.values()],

@@ -70,6 +70,7 @@ class Slice:
 
 
 START_POINTS = ("best", "final")
+EXPERIMENTS_KEY = "experiments"  # the named experiments of a sweep (gptlineage.workflow_jobs)
 OUTPUT = {"output": "results/x"}
 MODEL_RUN = {"run": "results/sft_stage2", **OUTPUT}
 # synth_chat: which dataset of the synth_chat artifact a corpus reads (null: the slice names its source).
@@ -199,7 +200,7 @@ def config_error(config: dict[str, Any]) -> str | None:
     """The first problem of a workflow config as one line naming the key, or None: an unknown
     slice, or a slice its command's settings refuse (type, range, a combination)."""
     for name in config:
-        if name not in SLICES:
+        if name not in SLICES and name != EXPERIMENTS_KEY:  # experiments: checked by workflow_jobs
             return f"invalid config: key {name}: not a stage of this workflow (stages: {', '.join(SLICES)})"
     for name in SLICES:
         message = slice_error(name, config.get(name))

@@ -1,6 +1,11 @@
 # Helpers for the workflow: the package source files a command runs (so a job reruns when its
-# code changes, and only then), the config check, the stage list (from the package), and the
-# inputs and flags the rules derive from their config slices.
+# code changes, and only then), the config check, the experiments of a sweep, and the inputs and
+# flags the rules derive from an experiment's config slices.
+#
+# Every rule's paths carry the `prefix` wildcard: "" for the default experiment (results/...),
+# "<name>/" for a named experiment of config's `experiments:` (results/<name>/...). An input
+# function gives a job the artifacts of its own experiment, and the default's where the work is
+# shared (gptlineage.workflow_jobs), so a sweep builds each distinct job once.
 
 import sys
 from pathlib import Path
@@ -12,16 +17,19 @@ from gptlineage.lineage.codedeps import module_files  # noqa: E402  (needs the p
 from gptlineage.workflow_support import (  # noqa: E402
     TRAINING_STAGES,
     command_slice,
-    config_error,
     flags,
     gpus,
     training_resources,
 )
+from gptlineage.workflow_jobs import (  # noqa: E402
+    DELIVERABLE_PARTS,
+    FINAL,
+    JOB_DIRECTORIES,
+    experiments,
+    prefix_pattern,
+    sweep_error,
+)
 from gptlineage.corpus.synth_chat import SUITE_FILE  # noqa: E402
-
-# The final stage: its model is what the generation checks and the export read, and results/<name>
-# is the experiment's deliverable.
-FINAL = TRAINING_STAGES[-1]
 
 
 def code(command_module):
@@ -34,49 +42,109 @@ def code(command_module):
 
 
 def check_config(config):
-    """Check every config slice by building its command's settings, before any job; one line
-    names the bad key."""
-    message = config_error(config)
+    """Check every config slice (the default's and each experiment's) by building its command's
+    settings, before any job; one line names the bad key."""
+    message = sweep_error(config)
     if message:
         raise WorkflowError(message)
 
 
+def result(job):
+    """The output of JOB's rule: its directory under results/ or results/<experiment>/."""
+    return directory("results/{prefix}" + JOB_DIRECTORIES[job])
+
+
+def log_file(job):
+    """JOB's log: the command's whole output (stdout and stderr)."""
+    return "logs/{prefix}" + f"{job}.log"
+
+
+# With --cache, the expensive rules are eligible for Snakemake's between-workflow output cache
+# (README: old results back); Snakemake then refuses a benchmark for them (a restored output has no
+# run to measure), so theirs is left out in such a run.
+CACHING = workflow.workflow_settings.cache is not None
+CACHE = "omit-software" if CACHING else False
+
+
+def benchmark_file(job, cached=False):
+    """JOB's Snakemake benchmark: wall time, peak RSS and I/O of the command (a TSV); none for a
+    cached rule in a run with --cache."""
+    return "" if cached and CACHING else "logs/{prefix}" + f"{job}.benchmark.tsv"
+
+
+def experiment_of(wildcards):
+    return SWEEP[wildcards.prefix.removesuffix("/")]
+
+
+def slice_of(wildcards, name):
+    return experiment_of(wildcards).config.get(name) or {}
+
+
+def artifact(job):
+    """An input function: JOB's artifact for the wildcards' experiment (the default's if shared)."""
+
+    def path(wildcards):
+        return experiment_of(wildcards).path(job)
+
+    return path
+
+
 def cli(name):
-    """The command-line flags of a config slice (its workflow keys left out)."""
-    return flags(command_slice(config.get(name) or {}, name))
+    """A params function: the command-line flags of the experiment's slice NAME (its workflow keys left out)."""
+
+    def words(wildcards):
+        return flags(command_slice(slice_of(wildcards, name), name))
+
+    return words
 
 
-def best(stage):
-    """The select_best artifact of a training stage."""
-    return expand(rules.select_best.output[0], run=stage)
+def gpu_count(name):
+    """A resources function: the GPUs the experiment's slice NAME asks for."""
+
+    def count(wildcards):
+        return gpus(slice_of(wildcards, name))
+
+    return count
 
 
 def corpus_inputs(name):
     """The inputs of a corpus job: its local source files, the synth_chat artifact when the slice
     reads one of its datasets, and the command's code."""
-    settings = config.get(name) or {}
-    inputs = {"sources": list(settings.get("input") or []), "code": code("prepare")}
-    if settings.get("synth_chat"):
-        inputs["chat"] = rules.synth_chat.output[0]
-    elif settings.get("hf_dataset") and Path(settings["hf_dataset"]).exists():
-        inputs["sources"].append(settings["hf_dataset"])  # a local dataset directory
+
+    def inputs(wildcards):
+        settings = slice_of(wildcards, name)
+        found = {"sources": list(settings.get("input") or []), "code": code("prepare")}
+        if settings.get("synth_chat"):
+            found["chat"] = artifact("synth_chat")(wildcards)
+        elif settings.get("hf_dataset") and Path(settings["hf_dataset"]).exists():
+            found["sources"].append(settings["hf_dataset"])  # a local dataset directory
+        return found
+
     return inputs
 
 
 def chat_dataset(name):
-    """The --hf-dataset flag for a slice that reads a synth_chat dataset (its workflow key)."""
-    dataset = (config.get(name) or {}).get("synth_chat")
-    return lambda wildcards, input: (f"--hf-dataset {input.chat}/{dataset}" if dataset else "")
+    """A params function: --hf-dataset for a slice that reads a synth_chat dataset (its workflow key)."""
+
+    def flag(wildcards, input):
+        dataset = slice_of(wildcards, name).get("synth_chat")
+        return f"--hf-dataset {input.chat}/{dataset}" if dataset else ""
+
+    return flag
 
 
 def training_inputs(stage):
     """A stage's corpus, where it starts (the stage before it: its best saved checkpoint or its
     final parameters, as the slice's `start` says), and the command's code."""
-    inputs = {"data": getattr(rules, stage.corpus).output[0], "code": code("train")}
-    if stage.previous:
-        start = config[stage.name]["start"]
-        previous = getattr(rules, f"train_{stage.previous}").output[0]
-        inputs["start"] = best(stage.previous) if start == "best" else previous
+
+    def inputs(wildcards):
+        found = {"data": artifact(stage.corpus)(wildcards), "code": code("train")}
+        if stage.previous:
+            start = slice_of(wildcards, stage.name)["start"]
+            job = f"select_best_{stage.previous}" if start == "best" else f"train_{stage.previous}"
+            found["start"] = artifact(job)(wildcards)
+        return found
+
     return inputs
 
 
@@ -85,10 +153,15 @@ def start_flag(wildcards, input):
     return f"--load-params {input.start}/parameters.safetensors" if "start" in input.keys() else ""
 
 
-def suite_inputs():
+def best_inputs(wildcards):
+    """select_best's input: the training run of the wildcards' stage, and the command's code."""
+    return {"run": artifact(f"train_{wildcards.run}")(wildcards), "code": code("select_best")}
+
+
+def suite_inputs(wildcards):
     """The synth_chat artifact when the prompt suite scores its held-out suite."""
-    if (config.get("prompt_suite") or {}).get("held_out_suite"):
-        return {"suite": rules.synth_chat.output[0]}
+    if slice_of(wildcards, "prompt_suite").get("held_out_suite"):
+        return {"suite": artifact("synth_chat")(wildcards)}
     return {}
 
 
@@ -97,15 +170,30 @@ def suite_flag(wildcards, input):
     return f"--suite {input.suite}/{SUITE_FILE}" if "suite" in input.keys() else ""
 
 
-def deliverable_parts():
+def deliverable_parts(wildcards):
     """The results the deliverable holds, by role: the final model first, then every result."""
-    parts = {"model": getattr(rules, FINAL.train).output[0]}
-    for name in ("data_csv", "data_npy", "cache_check", "cache_bench", "prompt_suite", "export_hf"):
-        parts[name] = getattr(rules, name).output[0]
-    parts.update(matched_compare=rules.matched_compare.output[0], plots=rules.plots.output[0])
-    return parts
+    return {role: artifact(job)(wildcards) for role, job in DELIVERABLE_PARTS.items()}
 
 
 def parts_flags(wildcards, input):
     """--part ROLE=PATH for each part of the deliverable (the code inputs left out)."""
-    return " ".join(f"--part {role}={getattr(input, role)}" for role in deliverable_parts())
+    return " ".join(f"--part {role}={getattr(input, role)}" for role in DELIVERABLE_PARTS)
+
+
+def training_runs(wildcards):
+    """Every training stage's run, in chain order (the figures draw them all)."""
+    return [artifact(stage.train)(wildcards) for stage in TRAINING_STAGES]
+
+
+def plot_runs(wildcards, input):
+    """--run PATH for each training run the figures draw."""
+    return " ".join(f"--run {run}" for run in input.runs)
+
+
+def stage_resources(stage):
+    """A training job's scheduler resources (GPUs from its experiment's slice; the node layout,
+    which an experiment may not change, from the default slice)."""
+    resources = training_resources(config.get(stage.name) or {})
+    if "gpu" in resources:
+        resources["gpu"] = gpu_count(stage.name)
+    return resources

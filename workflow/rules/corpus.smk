@@ -7,15 +7,17 @@ rule synth_chat:
     input:
         code=code("synth_chat"),
     output:
-        directory("results/synth_chat"),
+        result("synth_chat"),
     log:
-        "logs/synth_chat.log",
+        log_file("synth_chat"),
+    benchmark:
+        benchmark_file("synth_chat")
     conda:
         "../../envs/corpus.yaml"
     params:
         cli=cli("synth_chat"),
     shell:
-        "gptlineage synth-chat {params.cli} --output {output} 2> {log}"
+        "gptlineage synth-chat {params.cli} --output {output} > {log} 2>&1"
 
 
 for stage in TRAINING_STAGES:
@@ -24,16 +26,18 @@ for stage in TRAINING_STAGES:
         name:
             stage.corpus
         input:
-            **corpus_inputs(stage.corpus),
+            unpack(corpus_inputs(stage.corpus)),
         output:
-            directory(f"results/{stage.corpus}"),
+            result(stage.corpus),
         log:
-            f"logs/{stage.corpus}.log",
-        cache: "omit-software"
+            log_file(stage.corpus),
+        benchmark:
+            benchmark_file(stage.corpus, cached=True)
+        cache: CACHE
         conda:
             "../../envs/corpus.yaml"
         params:
             cli=cli(stage.corpus),
             chat=chat_dataset(stage.corpus),
         shell:
-            "gptlineage prepare {params.cli} {params.chat} --output {output} 2> {log}"
+            "gptlineage prepare {params.cli} {params.chat} --output {output} > {log} 2>&1"

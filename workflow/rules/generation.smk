@@ -4,55 +4,61 @@
 
 rule cache_check:
     input:
-        run=getattr(rules, FINAL.train).output[0],
+        run=artifact(FINAL.train),
         code=code("cache_check"),
     output:
-        directory("results/cache_check"),
+        result("cache_check"),
     log:
-        "logs/cache_check.log",
+        log_file("cache_check"),
+    benchmark:
+        benchmark_file("cache_check")
     conda:
         "../../envs/generation.yaml"
     resources:
-        gpu=gpus(config.get("cache_check") or {}),
+        gpu=gpu_count("cache_check"),
     params:
         cli=cli("cache_check"),
     shell:
-        "gptlineage cache-check {params.cli} --run {input.run} --output {output} 2> {log}"
+        "gptlineage cache-check {params.cli} --run {input.run} --output {output} > {log} 2>&1"
 
 
 rule cache_bench:
     input:
-        run=getattr(rules, FINAL.train).output[0],
+        run=artifact(FINAL.train),
         code=code("cache_bench"),
     output:
-        directory("results/cache_bench"),
+        result("cache_bench"),
     log:
-        "logs/cache_bench.log",
+        log_file("cache_bench"),
+    benchmark:
+        benchmark_file("cache_bench")
     conda:
         "../../envs/generation.yaml"
     resources:
-        gpu=gpus(config.get("cache_bench") or {}),
+        gpu=gpu_count("cache_bench"),
     params:
         cli=cli("cache_bench"),
     shell:
-        "gptlineage cache-bench {params.cli} --run {input.run} --output {output} 2> {log}"
+        "gptlineage cache-bench {params.cli} --run {input.run} --output {output} > {log} 2>&1"
 
 
 rule prompt_suite:
     input:
-        unpack(lambda wildcards: suite_inputs()),
-        run=getattr(rules, FINAL.train).output[0],
+        unpack(suite_inputs),
+        run=artifact(FINAL.train),
         code=code("prompt_suite"),
     output:
-        directory("results/prompt_suite"),
+        result("prompt_suite"),
     log:
-        "logs/prompt_suite.log",
+        log_file("prompt_suite"),
+    benchmark:
+        benchmark_file("prompt_suite")
     conda:
         "../../envs/generation.yaml"
     resources:
-        gpu=gpus(config.get("prompt_suite") or {}),
+        gpu=gpu_count("prompt_suite"),
     params:
         cli=cli("prompt_suite"),
         suite=suite_flag,
     shell:
-        "gptlineage prompt-suite {params.cli} {params.suite} --run {input.run} --output {output} 2> {log}"
+        "gptlineage prompt-suite {params.cli} {params.suite} --run {input.run} --output {output} > {log} 2>&1"

@@ -1,73 +1,98 @@
 # Checking and showing the results: the Hugging Face export, the matched comparison against
 # transformers' GPT-2, the figures, and the experiment's deliverable results/<final stage>: the
-# lineage report (index.html) and key metrics (summary.json) of the final model and every result,
-# so asking for it builds the whole experiment.
+# experiment page (index.html) and key metrics (summary.json) of the final model and every result,
+# so asking for it builds the whole experiment. `snakemake --report report.zip` holds the page and
+# every figure, with the captions in workflow/report/.
 
 
 rule export_hf:
     input:
-        run=getattr(rules, FINAL.train).output[0],
+        run=artifact(FINAL.train),
         code=code("export_hf"),
     output:
-        directory("results/export_hf"),
+        result("export_hf"),
     log:
-        "logs/export_hf.log",
+        log_file("export_hf"),
+    benchmark:
+        benchmark_file("export_hf")
     conda:
         "../../envs/reporting.yaml"
     shell:
-        "gptlineage export-hf --run {input.run} --output {output} 2> {log}"
+        "gptlineage export-hf --run {input.run} --output {output} > {log} 2>&1"
 
 
 rule matched_compare:
     input:
-        run=best("continuation"),
-        data=rules.corpus_sft_stage1.output[0],
+        run=artifact("select_best_continuation"),
+        data=artifact("corpus_sft_stage1"),
         code=code("matched_compare"),
     output:
-        directory("results/matched_compare"),
+        report(
+            result("matched_compare"),
+            patterns=["{figure}.svg"],
+            caption="../report/matched_compare.rst",
+            category="{prefix}Matched comparison",
+        ),
     log:
-        "logs/matched_compare.log",
-    cache: "omit-software"  # Snakemake's between-workflow cache (README: iterating)
+        log_file("matched_compare"),
+    benchmark:
+        benchmark_file("matched_compare", cached=True)
+    cache: CACHE  # Snakemake's between-workflow cache, with --cache (README: old results back)
     conda:
         "../../envs/reporting.yaml"
     resources:
-        gpu=gpus(config.get("matched_compare") or {}),
+        gpu=gpu_count("matched_compare"),
     params:
         cli=cli("matched_compare"),
     shell:
-        "gptlineage matched-compare {params.cli} --run {input.run} --data {input.data} --output {output} 2> {log}"
+        "gptlineage matched-compare {params.cli} --run {input.run} --data {input.data} --output {output} > {log} 2>&1"
 
 
 rule plots:
     input:
-        runs=[getattr(rules, stage.train).output[0] for stage in TRAINING_STAGES],
-        comparison=rules.matched_compare.output[0],
+        runs=training_runs,
+        comparison=artifact("matched_compare"),
         code=code("plots"),
     output:
-        report(directory("results/plots"), patterns=["{figure}.svg"], category="Figures"),
+        report(
+            result("plots"),
+            patterns=["{stage}/{figure}.svg", "{figure}.svg"],
+            caption="../report/plots.rst",
+            category="{prefix}Figures",
+            subcategory="{stage}",
+        ),
     log:
-        "logs/plots.log",
+        log_file("plots"),
+    benchmark:
+        benchmark_file("plots")
     conda:
         "../../envs/reporting.yaml"
     params:
-        runs=lambda wildcards, input: " ".join(f"--run {run}" for run in input.runs),
+        runs=plot_runs,
     shell:
-        "gptlineage plots {params.runs} --comparison {input.comparison} --output {output} 2> {log}"
+        "gptlineage plots {params.runs} --comparison {input.comparison} --output {output} > {log} 2>&1"
 
 
 rule:
     name:
         FINAL.name
     input:
-        unpack(lambda wildcards: deliverable_parts()),
+        unpack(deliverable_parts),
         code=code("experiment"),
     output:
-        report(directory(f"results/{FINAL.name}"), patterns=["index.html"], category="Lineage"),
+        report(
+            result(FINAL.name),
+            patterns=["{page}.html"],
+            caption="../report/experiment.rst",
+            category="{prefix}Experiment",
+        ),
     log:
-        f"logs/{FINAL.name}.log",
+        log_file(FINAL.name),
+    benchmark:
+        benchmark_file(FINAL.name)
     conda:
         "../../envs/reporting.yaml"
     params:
         parts=parts_flags,
     shell:
-        "gptlineage experiment {params.parts} --output {output} 2> {log}"
+        "gptlineage experiment {params.parts} --output {output} > {log} 2>&1"

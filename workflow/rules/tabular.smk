@@ -5,44 +5,50 @@ rule small_data:
     input:
         code=code("small_data"),
     output:
-        directory("results/small_data"),
+        result("small_data"),
     log:
-        "logs/small_data.log",
+        log_file("small_data"),
+    benchmark:
+        benchmark_file("small_data")
     conda:
         "../../envs/tabular.yaml"
     params:
         cli=cli("small_data"),
     shell:
-        "gptlineage small-data {params.cli} --output {output} 2> {log}"
+        "gptlineage small-data {params.cli} --output {output} > {log} 2>&1"
 
 
 rule data_csv:
     input:
-        data=rules.small_data.output[0],
+        data=artifact("small_data"),
         code=code("data_csv"),
     output:
-        directory("results/data_csv"),
+        result("data_csv"),
     log:
-        "logs/data_csv.log",
+        log_file("data_csv"),
+    benchmark:
+        benchmark_file("data_csv")
     conda:
         "../../envs/tabular.yaml"
     params:
         cli=cli("data_csv"),
     shell:
-        "gptlineage data-csv {params.cli} --csv {input.data}/small_regression.csv --output {output} 2> {log}"
+        "gptlineage data-csv {params.cli} --csv {input.data}/small_regression.csv --output {output} > {log} 2>&1"
 
 
 rule data_npy:
     input:
-        data=rules.small_data.output[0],
+        data=artifact("small_data"),
         code=code("data_npy"),
     output:
-        directory("results/data_npy"),
+        result("data_npy"),
     log:
-        "logs/data_npy.log",
+        log_file("data_npy"),
+    benchmark:
+        benchmark_file("data_npy")
     conda:
         "../../envs/tabular.yaml"
     params:
         cli=cli("data_npy"),
     shell:
-        "gptlineage data-npy {params.cli} --x {input.data}/small_regression_X.npy --y {input.data}/small_regression_y.npy --output {output} 2> {log}"
+        "gptlineage data-npy {params.cli} --x {input.data}/small_regression_X.npy --y {input.data}/small_regression_y.npy --output {output} > {log} 2>&1"

@@ -11,19 +11,18 @@
 
 rule select_best:
     input:
-        run=lambda wildcards: getattr(rules, f"train_{wildcards.run}").output[0],
-        code=code("select_best"),
+        unpack(best_inputs),
     output:
-        directory("results/train/best_{run}"),
+        result("select_best_{run}"),
     log:
-        "logs/select_best_{run}.log",
-    wildcard_constraints:
-        run="|".join(stage.name for stage in TRAINING_STAGES),
-    cache: "omit-software"  # Snakemake's between-workflow cache (README: iterating)
+        log_file("select_best_{run}"),
+    benchmark:
+        benchmark_file("select_best_{run}", cached=True)
+    cache: CACHE  # Snakemake's between-workflow cache, with --cache (README: old results back)
     conda:
         "../../envs/training.yaml"
     shell:
-        "gptlineage select-best --run {input.run} --output {output} 2> {log}"
+        "gptlineage select-best --run {input.run} --output {output} > {log} 2>&1"
 
 
 for stage in TRAINING_STAGES:
@@ -32,18 +31,20 @@ for stage in TRAINING_STAGES:
         name:
             stage.train
         input:
-            **training_inputs(stage),
+            unpack(training_inputs(stage)),
         output:
-            directory(f"results/train/{stage.name}"),
+            result(stage.train),
         log:
-            f"logs/{stage.train}.log",
-        cache: "omit-software"
+            log_file(stage.train),
+        benchmark:
+            benchmark_file(stage.train, cached=True)
+        cache: CACHE
         conda:
             "../../envs/training.yaml"
         resources:
-            **training_resources(config.get(stage.name) or {}),
+            **stage_resources(stage),
         params:
             cli=cli(stage.name),
             start=start_flag,
         shell:
-            "gptlineage train {params.cli} {params.start} --data {input.data} --output {output} 2> {log}"
+            "gptlineage train {params.cli} {params.start} --data {input.data} --output {output} > {log} 2>&1"

@@ -1,0 +1,192 @@
+"""The workflow's jobs, where each one writes, and the named experiments of a sweep.
+
+A job is one rule of the workflow for one experiment: `train_sft_stage2` writes
+`results/train/sft_stage2`, `select_best_pretrain` writes `results/train/best_pretrain`, the
+deliverable `sft_stage2` writes `results/sft_stage2`. A config's `experiments:` section names
+further experiments, each an override of the default slices; experiment E's jobs write under
+`results/E/`, except the jobs whose work is the same as the default's (their slices and every job
+upstream unchanged): those are shared, so one Snakemake call builds them once.
+
+Example:
+    >>> config = {"sft_stage2": {"lr": 1e-4}, "experiments": {"lr_high": {"sft_stage2": {"lr": 5e-4}}}}
+    >>> sweep = experiments(config)
+    >>> sweep["lr_high"].path("train_sft_stage2"), sweep["lr_high"].path("train_sft_stage1")
+    ('results/lr_high/train/sft_stage2', 'results/train/sft_stage1')
+    >>> sweep[""].path("sft_stage2"), sweep["lr_high"].path("sft_stage2")
+    ('results/sft_stage2', 'results/lr_high/sft_stage2')
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from gptlineage.workflow_support import EXPERIMENTS_KEY, SLICES, TRAINING_STAGES, config_error
+
+FINAL = TRAINING_STAGES[-1]
+EXPERIMENT_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+# The deliverable's parts by role (`gptlineage experiment --part ROLE=PATH`): the final model first.
+DELIVERABLE_PARTS = {
+    "model": FINAL.train,
+    "data_csv": "data_csv",
+    "data_npy": "data_npy",
+    "cache_check": "cache_check",
+    "cache_bench": "cache_bench",
+    "prompt_suite": "prompt_suite",
+    "export_hf": "export_hf",
+    "matched_compare": "matched_compare",
+    "plots": "plots",
+}
+
+
+def best_job(stage: str) -> str:
+    """The select_best job of a training stage."""
+    return f"select_best_{stage}"
+
+
+def job_directories() -> dict[str, str]:
+    """Every job and the directory under results/ (or results/<experiment>/) it writes."""
+    directories = {name: name for name in ("small_data", "data_csv", "data_npy", "synth_chat")}
+    for stage in TRAINING_STAGES:
+        directories[stage.corpus] = stage.corpus
+        directories[stage.train] = f"train/{stage.name}"
+        directories[best_job(stage.name)] = f"train/best_{stage.name}"
+    for name in ("cache_check", "cache_bench", "prompt_suite", "export_hf", "matched_compare", "plots"):
+        directories[name] = name
+    directories[FINAL.name] = FINAL.name  # the deliverable
+    directories["select_best_{run}"] = "train/best_{run}"  # the select_best rule's pattern
+    return directories
+
+
+JOB_DIRECTORIES = job_directories()
+# Names an experiment cannot take: its results/<name> would be a job's directory.
+RESERVED = frozenset(path.partition("/")[0] for path in JOB_DIRECTORIES.values())
+
+
+def upstream_jobs(config: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Each job's input jobs under CONFIG (the rules' input edges; tests check they agree)."""
+    graph: dict[str, tuple[str, ...]] = {"small_data": (), "synth_chat": ()}
+    graph["data_csv"] = graph["data_npy"] = ("small_data",)
+    for stage in TRAINING_STAGES:
+        graph[stage.corpus] = ("synth_chat",) if (config.get(stage.corpus) or {}).get("synth_chat") else ()
+        start: tuple[str, ...] = ()
+        if stage.previous:
+            previous = next(s for s in TRAINING_STAGES if s.name == stage.previous)
+            best = (config.get(stage.name) or {}).get("start") == "best"
+            start = (best_job(previous.name),) if best else (previous.train,)
+        graph[stage.train] = (stage.corpus, *start)
+        graph[best_job(stage.name)] = (stage.train,)
+    for name in ("cache_check", "cache_bench", "export_hf"):
+        graph[name] = (FINAL.train,)
+    held_out = (config.get("prompt_suite") or {}).get("held_out_suite")
+    graph["prompt_suite"] = (FINAL.train, "synth_chat") if held_out else (FINAL.train,)
+    graph["matched_compare"] = (best_job("continuation"), "corpus_sft_stage1")
+    graph["plots"] = (*(stage.train for stage in TRAINING_STAGES), "matched_compare")
+    graph[FINAL.name] = tuple(DELIVERABLE_PARTS.values())
+    return graph
+
+
+def job_slice(job: str) -> str | None:
+    """The config slice a job reads (None: it has no settings of its own)."""
+    for stage in TRAINING_STAGES:
+        if job == stage.train:
+            return stage.name
+    if job.startswith("select_best_") or job in ("export_hf", "plots", FINAL.name):
+        return None
+    return job
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One experiment of a sweep: its name ("" for the default), its whole config (the default
+    slices with its overrides merged) and the jobs whose work differs from the default's."""
+
+    name: str
+    config: dict[str, Any]
+    own_jobs: frozenset[str]
+
+    @property
+    def prefix(self) -> str:
+        """The wildcard value of its jobs' paths: "" or "<name>/"."""
+        return f"{self.name}/" if self.name else ""
+
+    def path(self, job: str) -> str:
+        """Where JOB's artifact lies for this experiment (the default's, where the work is shared)."""
+        prefix = self.prefix if job in self.own_jobs else ""
+        return f"results/{prefix}{JOB_DIRECTORIES[job]}"
+
+
+def merged(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """BASE with each overridden slice's keys replaced (a slice is merged key by key)."""
+    config = copy.deepcopy({key: value for key, value in base.items() if key != EXPERIMENTS_KEY})
+    for name, values in overrides.items():
+        config[name] = {**(config.get(name) or {}), **(values or {})}
+    return config
+
+
+def own_jobs(default: dict[str, Any], config: dict[str, Any]) -> frozenset[str]:
+    """The jobs whose work differs: a slice changed, or a job upstream differs."""
+    graph = upstream_jobs(config)
+    differs: dict[str, bool] = {}
+
+    def changed(job: str) -> bool:
+        if job not in differs:
+            name = job_slice(job)
+            own = name is not None and (config.get(name) or {}) != (default.get(name) or {})
+            differs[job] = own or graph[job] != upstream_jobs(default)[job] or any(map(changed, graph[job]))
+        return differs[job]
+
+    return frozenset(job for job in graph if changed(job))
+
+
+def experiments(config: dict[str, Any]) -> dict[str, Experiment]:
+    """The default experiment ("") and each named one, by name; checked by `experiments_error`."""
+    default = merged(config, {})
+    sweep = {"": Experiment("", default, frozenset(JOB_DIRECTORIES))}
+    for name, overrides in (config.get(EXPERIMENTS_KEY) or {}).items():
+        own = merged(config, overrides or {})
+        sweep[name] = Experiment(name, own, own_jobs(default, own))
+    return sweep
+
+
+def experiments_error(config: dict[str, Any]) -> str | None:
+    """The first problem of the `experiments:` section as one line naming the key, or None."""
+    section = config.get(EXPERIMENTS_KEY) or {}
+    if not isinstance(section, dict):
+        return f"invalid config: key {EXPERIMENTS_KEY}: must be a mapping of experiment names to overrides"
+    for name, overrides in section.items():
+        key = f"{EXPERIMENTS_KEY}.{name}"
+        if not isinstance(name, str) or not EXPERIMENT_NAME.fullmatch(name) or name in RESERVED:
+            return (
+                f"invalid config: key {key}: an experiment name is lowercase letters, digits and _ "
+                f"(at most 40), not a results directory ({', '.join(sorted(RESERVED))})"
+            )
+        if not isinstance(overrides, dict):
+            return f"invalid config: key {key}: must be a mapping of slices to override"
+        for slice_name, values in overrides.items():
+            if slice_name not in SLICES:
+                return f"invalid config: key {key}.{slice_name}: not a stage of this workflow"
+            if not isinstance(values, dict):
+                return f"invalid config: key {key}.{slice_name}: must be a mapping of settings"
+    return None
+
+
+def prefix_pattern(config: dict[str, Any]) -> str:
+    """The regular expression of the `prefix` wildcard: "" or one experiment's "<name>/"."""
+    names = sorted(config.get(EXPERIMENTS_KEY) or {})
+    return "(" + "|".join(["", *(re.escape(f"{name}/") for name in names)]) + ")"
+
+
+def sweep_error(config: dict[str, Any]) -> str | None:
+    """The first problem of the default slices or of any experiment's merged slices, one line
+    (an experiment's key named as `experiments.<name>.<slice>.<key>`)."""
+    message = experiments_error(config) or config_error(merged(config, {}))
+    if message:
+        return message
+    for name, experiment in experiments(config).items():
+        message = config_error(experiment.config) if name else None
+        if message:
+            return message.replace("invalid config: key ", f"invalid config: key {EXPERIMENTS_KEY}.{name}.", 1)
+    return None
