@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 # The user's one target; it builds every result below.
 TARGET = "results/sft_stage2"
+STAGES = ("pretrain", "continuation", "sft_stage1", "sft_stage2")
 RESULTS = [
     "results/small_data",
     "results/data_csv",
@@ -102,10 +104,29 @@ def test_the_one_target_builds_every_result_and_each_verifies(workflow_copy):
         assert done.returncode == 0, done.stdout
 
 
-def test_every_job_writes_its_log(workflow_copy):
-    logs = {path.stem for path in (workflow_copy / "logs").glob("*.log")}
-    assert {"select_best_pretrain", "train_pretrain", "synth_chat", "sft_stage2", "data_npy"} <= logs
+def test_every_job_writes_its_log_with_the_commands_output_and_its_benchmark(workflow_copy):
+    logs = {path.stem: path.read_text() for path in (workflow_copy / "logs").glob("*.log")}
+    assert {"select_best_pretrain", "train_pretrain", "synth_chat", "sft_stage2", "data_npy"} <= set(logs)
     assert len(logs) == len(RESULTS)  # one log per job, and one job per result
+    for name, text in logs.items():
+        assert "wrote " in text, name  # stdout too, not only errors: every command says what it wrote
+        benchmark = (workflow_copy / "logs" / f"{name}.benchmark.tsv").read_text().splitlines()
+        assert benchmark[0].split("\t")[:3] == ["s", "h:m:s", "max_rss"], name
+        assert float(benchmark[1].split("\t")[0]) > 0, name
+    assert "validation_loss" in logs["train_pretrain"] or "val" in logs["train_pretrain"]
+
+
+def test_snakemakes_report_holds_the_experiment_page_and_every_figure_with_captions(workflow_copy, tmp_path):
+    done = snakemake(workflow_copy, "--report", str(tmp_path / "report.zip"), TARGET)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with zipfile.ZipFile(tmp_path / "report.zip") as archive:
+        names = archive.namelist()
+        page = archive.read("report/report.html").decode()
+    held = {name.split("/", 4)[-1] for name in names if name.startswith("report/data/raw/")}
+    figures = {f"{stage}/{kind}.svg" for stage in STAGES for kind in ("loss", "profile")}
+    assert {"index.html", "overview.svg", "comparison.svg", *figures} <= held
+    for caption in ("The experiment page: the results first", "learning rate on the right axis", "Our trainer and"):
+        assert caption in page
 
 
 def test_a_failing_job_leaves_its_one_line_error_in_its_log(tmp_path):
@@ -325,3 +346,61 @@ def test_a_reverted_setting_restores_training_from_snakemakes_cache(tmp_path, mo
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_sweep_builds_its_experiments_in_one_call_sharing_the_unchanged_jobs(workflow_copy):
+    """Two named experiments over the built default: one call builds both deliverables; what they
+    do not change is the default's artifact (built once), and each deliverable verifies."""
+    config_path = workflow_copy / "config.yaml"
+    before = config_path.read_text()
+    config = yaml.safe_load(before)
+    config["experiments"] = {
+        "lr_high": {"sft_stage2": {"lr": config["sft_stage2"]["lr"] * 3}},
+        "short_suite": {"prompt_suite": {"generate": 4}},
+    }
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    try:
+        done = snakemake(workflow_copy, "all")
+        assert done.returncode == 0, done.stderr[-3000:]
+        ran = sorted(set(re.findall(r"^rule (\w+):", done.stdout + done.stderr, flags=re.MULTILINE)))
+        assert "train_sft_stage1" not in ran and "train_pretrain" not in ran  # shared with the default
+        assert (workflow_copy / "results/lr_high/train/sft_stage2/manifest.json").is_file()
+        assert not (workflow_copy / "results/lr_high/train/sft_stage1").exists()
+        assert not (workflow_copy / "results/short_suite/train").exists()  # its model is the default's
+        for experiment in ("lr_high", "short_suite"):
+            deliverable = workflow_copy / f"results/{experiment}/sft_stage2"
+            manifest = json.loads((deliverable / "manifest.json").read_text())
+            inputs = {entry["role"]: entry for entry in manifest["inputs"]}
+            shared = json.loads((workflow_copy / "results/data_csv/manifest.json").read_text())["id"]
+            assert inputs["data_csv"]["artifact_id"] == shared
+            verify = subprocess.run(
+                [sys.executable, "-m", "gptlineage", "lineage", "verify", str(deliverable)],
+                cwd=workflow_copy,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert verify.returncode == 0, verify.stdout + verify.stderr
+        assert (workflow_copy / "logs/lr_high/train_sft_stage2.log").read_text()
+        assert snakemake(workflow_copy, "--dry-run", "all").stdout.count("rule ") == 0
+    finally:
+        config_path.write_text(before)
+
+
+def test_a_bad_experiment_is_one_line_naming_its_key(workflow_copy, tmp_path):
+    for experiments, message in (
+        ({"train": {"sft_stage2": {"lr": 0.1}}}, "key experiments.train: an experiment name"),
+        ({"ok": {"sft_stage9": {"lr": 0.1}}}, "key experiments.ok.sft_stage9: not a stage"),
+        ({"ok": {"sft_stage2": {"lr": -1}}}, "key experiments.ok.sft_stage2.lr:"),
+    ):
+        override = tmp_path / "override.yaml"
+        override.write_text(yaml.safe_dump({"experiments": experiments}))
+        done = snakemake(workflow_copy, "--dry-run", "--configfile", str(override), "--", TARGET)
+        assert done.returncode != 0 and message in done.stdout + done.stderr, done.stderr[-2000:]
+
+
+def test_the_job_table_names_every_result_the_workflow_builds():
+    from gptlineage.workflow_jobs import JOB_DIRECTORIES, experiments
+
+    default = experiments(yaml.safe_load((REPO / "config.yaml").read_text()))[""]
+    assert {default.path(job) for job in JOB_DIRECTORIES if "{" not in job} == set(RESULTS)

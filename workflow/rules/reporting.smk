@@ -56,10 +56,10 @@ rule plots:
     output:
         report(
             result("plots"),
-            patterns=["{stage}/{figure}.svg", "{figure}.svg"],
+            patterns=["{figure}.svg"],
             caption="../report/plots.rst",
             category="{prefix}Figures",
-            subcategory="{stage}",
+            labels={"figure": "{figure}"},
         ),
     log:
         log_file("plots"),
