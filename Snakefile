@@ -37,6 +37,9 @@ include: "workflow/rules/generation.smk"
 include: "workflow/rules/reporting.smk"
 
 
+drop_cached_benchmarks()
+
+
 rule all:
     default_target: True
     input:

@@ -61,15 +61,21 @@ def log_file(job):
 
 # With --cache, the expensive rules are eligible for Snakemake's between-workflow output cache
 # (README: old results back); Snakemake then refuses a benchmark for them (a restored output has no
-# run to measure), so theirs is left out in such a run.
+# run to measure), so theirs is dropped in such a run (drop_cached_benchmarks).
 CACHING = workflow.workflow_settings.cache is not None
 CACHE = "omit-software" if CACHING else False
 
 
-def benchmark_file(job, cached=False):
-    """JOB's Snakemake benchmark: wall time, peak RSS and I/O of the command (a TSV); none for a
-    cached rule in a run with --cache."""
-    return "" if cached and CACHING else "logs/{prefix}" + f"{job}.benchmark.tsv"
+def benchmark_file(job):
+    """JOB's Snakemake benchmark: wall time, peak RSS and I/O of the command (a TSV)."""
+    return "logs/{prefix}" + f"{job}.benchmark.tsv"
+
+
+def drop_cached_benchmarks():
+    """In a run with --cache, the cache-eligible rules go without their benchmark."""
+    for each in workflow.rules:
+        if CACHING and each.cache:
+            each._benchmark = None  # the Rule's own unset state (its setter takes only paths)
 
 
 def experiment_of(wildcards):

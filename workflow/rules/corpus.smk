@@ -32,7 +32,7 @@ for stage in TRAINING_STAGES:
         log:
             log_file(stage.corpus),
         benchmark:
-            benchmark_file(stage.corpus, cached=True)
+            benchmark_file(stage.corpus)
         cache: CACHE
         conda:
             "../../envs/corpus.yaml"

@@ -36,7 +36,7 @@ rule matched_compare:
     log:
         log_file("matched_compare"),
     benchmark:
-        benchmark_file("matched_compare", cached=True)
+        benchmark_file("matched_compare")
     cache: CACHE  # Snakemake's between-workflow cache, with --cache (README: old results back)
     conda:
         "../../envs/reporting.yaml"

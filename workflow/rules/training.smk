@@ -17,7 +17,7 @@ rule select_best:
     log:
         log_file("select_best_{run}"),
     benchmark:
-        benchmark_file("select_best_{run}", cached=True)
+        benchmark_file("select_best_{run}")
     cache: CACHE  # Snakemake's between-workflow cache, with --cache (README: old results back)
     conda:
         "../../envs/training.yaml"
@@ -37,7 +37,7 @@ for stage in TRAINING_STAGES:
         log:
             log_file(stage.train),
         benchmark:
-            benchmark_file(stage.train, cached=True)
+            benchmark_file(stage.train)
         cache: CACHE
         conda:
             "../../envs/training.yaml"
