@@ -51,12 +51,12 @@ def check_config(config):
 
 def result(job):
     """The output of JOB's rule: its directory under results/ or results/<experiment>/."""
-    return directory("results/{prefix}" + JOB_DIRECTORIES[job])
+    return directory(f"results/{{prefix}}{JOB_DIRECTORIES[job]}")
 
 
 def log_file(job):
     """JOB's log: the command's whole output (stdout and stderr)."""
-    return "logs/{prefix}" + f"{job}.log"
+    return f"logs/{{prefix}}{job}.log"
 
 
 # With --cache, the expensive rules are eligible for Snakemake's between-workflow output cache
@@ -68,7 +68,7 @@ CACHE = "omit-software" if CACHING else False
 
 def benchmark_file(job):
     """JOB's Snakemake benchmark: wall time, peak RSS and I/O of the command (a TSV)."""
-    return "logs/{prefix}" + f"{job}.benchmark.tsv"
+    return f"logs/{{prefix}}{job}.benchmark.tsv"
 
 
 def drop_cached_benchmarks():
