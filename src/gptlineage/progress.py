@@ -74,8 +74,8 @@ class Progress:
     """Periodic `label N/T (p%) detail, elapsed E, ETA R` lines for a loop of `total` steps.
 
     `done` is where the task starts (a resumed run's completed steps). The ETA goes at the pace
-    of the steps after the first advance (a first step's warm-up would mislead it), so the
-    first line says `ETA ?`."""
+    of the steps after the first advance (a first step's warm-up would mislead it); the first
+    line can only go by the first step's."""
 
     total: int | None
     label: str
@@ -134,7 +134,7 @@ class Progress:
             parts.append(f" {detail}")
         parts.append(f", elapsed {duration(elapsed)}")
         if self.total is not None and self.done < self.total:
-            since, then = self._paced or (now, self.done)
+            since, then = self._paced if self._paced and self._paced[1] < self.done else (self._started, self._start)
             eta = remaining_seconds(now - since, self.done - then, self.total - self.done)
             parts.append(f", ETA {duration(eta) if eta is not None else '?'}")
         return "".join(parts)

@@ -100,13 +100,14 @@ def member(directory: Path, name: str) -> Path:
     return path
 
 
-def manifest_stamp(output: Path) -> tuple[int, int] | None:
-    """(inode, mtime) of output's manifest, or None: a new artifact renamed into place has another."""
+def manifest_stamp(output: Path) -> tuple[int, int, int] | None:
+    """(device, inode, change time) of output's manifest, or None: a new artifact's manifest is a new
+    file, so its change time differs even where its inode number is a reused one."""
     try:
         status = member(output, MANIFEST).stat()
     except FileNotFoundError:
         return None
-    return status.st_ino, status.st_mtime_ns
+    return status.st_dev, status.st_ino, status.st_ctime_ns
 
 
 def read_live(work: Path) -> Live | None:
@@ -174,7 +175,7 @@ def process_alive(live: Live) -> bool:
     return True
 
 
-def observe(target: Target, stale: tuple[int, int] | None = None) -> State:
+def observe(target: Target, stale: tuple[int, int, int] | None = None) -> State:
     """The run's state now; a manifest stamped `stale` is an older artifact this run replaces, not its end.
 
     The manifest is looked at after the process: the run writes it before it exits, so a process
@@ -193,7 +194,7 @@ def observe(target: Target, stale: tuple[int, int] | None = None) -> State:
     return State("running" if alive else "stopped", live, points)
 
 
-def first_look(target: Target) -> tuple[State, tuple[int, int] | None]:
+def first_look(target: Target) -> tuple[State, tuple[int, int, int] | None]:
     """The state at the start and the stamp of a manifest that a live run will replace (None if none)."""
     live = read_live(target.work) if target.work.is_dir() else None
     running = target.work.is_dir() and (live is None or process_alive(live))
