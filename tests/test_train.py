@@ -50,7 +50,8 @@ def test_golden_losses_of_the_tiny_configuration(corpus, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "model=context 16, vocab 1024, width 32, heads 2, layers 1" in out
     assert "schedule=steps 12, tokens/update 64, total 768" in out
-    assert "step=0 validation_loss=" in out and "step=4 train_loss=" in out
+    assert "eval step 0/12 val loss " in out and "eval step 4/12 val loss " in out
+    assert "step 1/12 (8%) loss " in out and "step 12/12 (100%) loss " in out
     assert "wrote metrics:" in out and "wrote passport:" in out
 
 

@@ -40,7 +40,7 @@ from gptlineage.model.gpt import GPT
 from gptlineage.settings import add_flags, from_args, work_parameters
 from gptlineage.training.config import Plan, TrainConfig, TrainOutputs, plan, with_corpus_files
 from gptlineage.training.distributed import Distributed, launched_by_torchrun, relaunch_with_torchrun, setup, teardown
-from gptlineage.training.layout import RunDir
+from gptlineage.training.layout import RunDir, work_directory
 from gptlineage.training.loop import run_training
 from gptlineage.training.memory import check_training_memory
 from gptlineage.training.metrics import write_log
@@ -53,7 +53,6 @@ from gptlineage.training.workdir import (
     locked_work,
     prepare_work,
     resumes_from,
-    work_directory,
 )
 
 NAME = "train"

@@ -30,7 +30,7 @@ from gptlineage.corpus.dialogue import encode_dialogue, slice_records, usable_di
 from gptlineage.corpus.local_files import read_text_file
 from gptlineage.corpus.shards import MaskWriter, RecordWriter, ShardWriter
 from gptlineage.corpus.sources import (
-    Progress,
+    DocumentProgress,
     column,
     describe_source,
     document_rows,
@@ -203,7 +203,7 @@ def prepare_documents(config: PrepareConfig, output: Path) -> dict[str, Any]:
     documents = {"train": 0, "validation": 0}
     budget = TokenBudget(config.skip_tokens, config.max_tokens)
     read = 0
-    progress = Progress(f"prepare {describe_source(config)}")
+    progress = DocumentProgress(f"prepare {describe_source(config)}", config.max_documents or None)
     with ShardWriter(output / "train.bin") as train, ShardWriter(output / "val.bin") as validation:
         writers = {"train": train, "validation": validation}
         for index, ids in enumerate(encode_stream(document_texts(config), available_cpus())):
@@ -265,7 +265,7 @@ class DialogueSide:
 def prepare_dialogues(config: PrepareConfig, output: Path) -> dict[str, Any]:
     """Chat dialogues as User:/Assistant: transcripts with assistant-target masks and records."""
     encoding = gpt2_encoding()
-    progress = Progress(f"prepare dialogues {describe_source(config)}")
+    progress = DocumentProgress(f"prepare dialogues {describe_source(config)}", config.max_documents or None)
     skipped: list[dict[str, Any]] = []  # dialogues left out, each reported with its reason
     written = read = 0
     with (
@@ -297,6 +297,7 @@ def prepare_dialogues(config: PrepareConfig, output: Path) -> dict[str, Any]:
                 break
             if not usable_dialogue(ids, mask):
                 skipped.append({"dialogue": index, "reason": "no assistant target after its first token"})
+                progress.update(1, 0)
                 continue
             side = "validation" if is_validation(config.seed, index, config.validation_fraction) else "train"
             sides[side].append(ids, mask, config.record_context)

@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from gptlineage.corpus.local_files import diagnose_local_file, is_json_lines_file, json_lines_rows
 from gptlineage.errors import GptlineageError
+from gptlineage.progress import Progress
 
 if TYPE_CHECKING:  # the config module imports this one for its input checks
     from gptlineage.corpus.prepare import PrepareConfig
@@ -182,16 +183,21 @@ def column(row: dict[str, Any], name: str, index: int, config: PrepareConfig) ->
     return row[name]
 
 
-class Progress:
-    """A progress bar of documents with the token rate, on stderr."""
+class DocumentProgress:
+    """Documents read and tokens written: a tqdm bar on a terminal, else `gptlineage.progress` lines."""
 
-    def __init__(self, description: str) -> None:
-        self.bar = tqdm(desc=description, unit=" docs", mininterval=1.0, disable=None, dynamic_ncols=True)
+    def __init__(self, description: str, total: int | None = None) -> None:
+        self.bar = tqdm(desc=description, total=total, unit=" docs", mininterval=1.0, disable=None, dynamic_ncols=True)
+        self.lines = None if not self.bar.disable else Progress(total, description)  # a log file: plain lines
         self.tokens = 0
+
+    def detail(self) -> str:
+        return f"docs, {self.tokens:,} tokens"
 
     def update(self, documents: int, tokens: int) -> None:
         self.tokens += tokens
-        if self.bar.disable:  # not a terminal: nothing to draw, so nothing to format per document
+        if self.lines is not None:
+            self.lines.advance(documents, self.detail())
             return
         self.bar.update(documents)
         elapsed = self.bar.format_dict.get("elapsed") or 0.0
@@ -200,3 +206,5 @@ class Progress:
 
     def close(self) -> None:
         self.bar.close()
+        if self.lines is not None:
+            self.lines.finish(self.detail())

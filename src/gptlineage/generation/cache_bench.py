@@ -45,6 +45,7 @@ from gptlineage.generation.decoding import (
 from gptlineage.generation.source import ModelSource
 from gptlineage.model.gpt import GPT
 from gptlineage.model.kvcache import CachedDecoder
+from gptlineage.progress import Progress
 from gptlineage.settings import check_settings, setting, setting_like
 from gptlineage.training.statements import passport_statements
 
@@ -104,13 +105,16 @@ def benchmark(
     context = model.config.context
     check_fits(len(prompt), settings.generate, context)
     full, cached = FullPrefixDecoder(model, pad_to_context=pad_to_context), CachedDecoder(model)
+    progress = Progress(2 * (WARMUP_RUNS + runs), "cache-bench generation")  # printed between runs, never timed
     for _ in range(WARMUP_RUNS):
-        for decoder in (full, cached):
+        for decoder, name in ((full, "full-prefix"), (cached, "cached")):
             generate_tokens(decoder, prompt, settings, context=context)
+            progress.advance(detail=f"(warm-up, {name})")
     timed: tuple[list[Generation], list[Generation]] = ([], [])
     for _ in range(runs):
-        for decoder, kept in zip((full, cached), timed):
+        for decoder, kept, name in zip((full, cached), timed, ("full-prefix", "cached")):
             kept.append(generate_tokens(decoder, prompt, settings, context=context))
+            progress.advance(detail=f"(timed, {name})")
     return BenchRuns(tuple(timed[0]), tuple(timed[1]))
 
 

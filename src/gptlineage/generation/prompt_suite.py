@@ -5,9 +5,10 @@ Every case's prompt is asked as one chat message with no system line and answere
 --generate (48) new tokens: the reference's suite settings. The report lists each prompt,
 its output and, where the suite gives an expected answer (a non-empty `expected`), whether
 the output matches it, plus the exact-match rate over those cases, overall and per family
-(`exact_match_by_family`, families in the order they first occur in the suite). All cases are
-decoded together in one batch (`generation.batched`); each output is the one the cached decoder
-gives that prompt alone.
+(`exact_match_by_family`, families in the order they first occur in the suite). The cases are
+decoded in the batches `generation.batched` makes of them all (prompts of similar length, up to
+BATCH_ROWS together), and each is printed as its batch finishes: family, question, expected
+answer, output and ✓ or ✗; each output is the one the cached decoder gives that prompt alone.
 
 An output matches when, whitespace-stripped and compared case-insensitively, it equals the
 expected answer or starts with it followed by a character that is not a letter or digit
@@ -29,11 +30,14 @@ from typing import Any
 
 from gptlineage.corpus.tokenizer import gpt2_encoding, tokenizer_identity
 from gptlineage.errors import GptlineageError
+from gptlineage.generation import batched
 from gptlineage.generation.cache_check import CacheCheckConfig
 from gptlineage.generation.chat import chat_prompt, complete_batch
 from gptlineage.generation.decoding import SamplingConfig, check_fits, check_vocabulary
 from gptlineage.generation.source import ModelSource, check_text_vocabulary
+from gptlineage.lineage.checks import printable
 from gptlineage.model.gpt import GPT
+from gptlineage.progress import Progress
 from gptlineage.settings import check_settings, setting, setting_like
 
 SCHEMA = "gptlineage.prompt-suite-report.v1"
@@ -102,35 +106,59 @@ def exact_match_by_family(cases: list[dict[str, Any]]) -> dict[str, dict[str, An
     return {family: exact_match([case for case in cases if case["family"] == family]) for family in families}
 
 
+def answer_groups(prompts: list[list[int]]) -> list[list[int]]:
+    """The case indices `generate_batch` decodes together: sorted by prompt length, BATCH_ROWS at a time.
+
+    Decoding group by group is then the same arithmetic as one call for all (the same rows in
+    the same batches), and each group's answers can be printed as soon as it is done."""
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    return [order[first : first + batched.BATCH_ROWS] for first in range(0, len(order), batched.BATCH_ROWS)]
+
+
+def case_lines(index: int, count: int, result: dict[str, Any]) -> list[str]:
+    """A case as answered: verdict (✓, ✗, or - without an expected answer), family and question; then
+    the expected answer and the output (control characters escaped)."""
+    verdict = {True: "✓", False: "✗", None: "-"}[result["matches"]]
+    expected = "(none)" if result["expected"] is None else repr(result["expected"])
+    return [
+        f"[{index + 1}/{count}] {verdict} {printable(result['family'])}: {printable(result['prompt'])}",
+        f"    expected {printable(expected)}, answer {printable(repr(result['output']))}",
+    ]
+
+
+def judged(case: dict[str, Any], ids: list[int], completion: Any) -> dict[str, Any]:
+    output = completion.text.strip()
+    expected = case["expected"].strip() or None
+    return {
+        "prompt": case["prompt"],
+        "family": case["family"],
+        "expected": expected,
+        "output": output,
+        "matches": matches_expected(output, expected) if expected is not None else None,
+        "prompt_tokens": len(ids),
+        "tokens": list(completion.generation.tokens),
+        "stop": completion.stop,
+    }
+
+
 def answer_cases(config: PromptSuiteConfig, model: GPT, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every case answered greedily and judged, one printed line each; all must fit before any runs."""
+    """Every case answered greedily and judged, each printed as its batch finishes; all must fit before any runs."""
     check_text_vocabulary(model)
     encoding, settings = gpt2_encoding(), config.sampling
     prompts = [chat_prompt(encoding, SYSTEM, [], case["prompt"]) for case in cases]
     for ids in prompts:
         check_vocabulary(ids, model.config.vocab)
         check_fits(len(ids), settings.generate, model.config.context)
-    results = []
-    # All prompts decoded together, each answered as the cached decoder answers it alone.
-    completions = complete_batch(model, encoding, prompts, settings)
-    for index, (case, ids, completion) in enumerate(zip(cases, prompts, completions)):
-        output = completion.text.strip()
-        expected = case["expected"].strip() or None
-        matches = matches_expected(output, expected) if expected is not None else None
-        results.append(
-            {
-                "prompt": case["prompt"],
-                "family": case["family"],
-                "expected": expected,
-                "output": output,
-                "matches": matches,
-                "prompt_tokens": len(ids),
-                "tokens": list(completion.generation.tokens),
-                "stop": completion.stop,
-            }
-        )
-        verdict = "-" if matches is None else str(matches).lower()
-        print(f"[{index + 1}] matches={verdict} output={output!r}", flush=True)
+    results: list[dict[str, Any]] = [{} for _ in cases]
+    progress = Progress(len(cases), "prompt-suite answered")
+    print(f"answering {len(cases)} prompts, at most {settings.generate} tokens each", flush=True)
+    for group in answer_groups(prompts):
+        # Each case answered as the cached decoder answers it alone (generation.batched).
+        completions = complete_batch(model, encoding, [prompts[i] for i in group], settings)
+        for i, completion in zip(group, completions):
+            results[i] = judged(cases[i], prompts[i], completion)
+        print("\n".join(line for i in sorted(group) for line in case_lines(i, len(cases), results[i])), flush=True)
+        progress.advance(len(group))
     return results
 
 

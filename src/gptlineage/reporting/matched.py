@@ -42,6 +42,7 @@ from gptlineage.cpus import available_cpus
 from gptlineage.errors import GptlineageError
 from gptlineage.model.gpt import GPT, PRECISIONS, set_strict_float32
 from gptlineage.model.hf import hf_model, hf_to_ours
+from gptlineage.progress import Progress, loss_text
 from gptlineage.settings import SettingError, check_settings, from_mapping, setting
 from gptlineage.training.config import Plan, TrainConfig, plan, with_corpus_files
 from gptlineage.training.data import Split, load_split
@@ -189,10 +190,14 @@ def train_sides(
     comparison runs slows both alike instead of whichever happened to run at the time.
     """
     points = {side.name: [validation_point(0, side.validate())] for side in sides}
+    progress = Progress(run.steps, "matched-compare update")
     for t in range(run.steps):
         for side in sides:
             points[side.name].append(timed_update(side.updater, train, t))
         completed = t + 1
+        progress.advance(
+            detail=" ".join(f"{side.name} loss {loss_text(points[side.name][-1]['loss'])}" for side in sides)
+        )
         if run.eval_every and (completed % run.eval_every == 0 or completed == run.steps):
             for side in sides:
                 points[side.name].append(validation_point(completed, side.validate()))

@@ -2,12 +2,15 @@
 
 A training artifact holds the final parameters, the metrics (a JSON document and the live
 JSONL log), the passport (dimensions and what was trained), the trace with its summary and
-the kept checkpoints, one `step-N` directory each.
+the kept checkpoints, one `step-N` directory each. While it runs, the work directory beside the
+output (`.<name>.work/`) holds the live metrics, the checkpoints and `progress.json` (the run's
+total steps, for `gptlineage watch`).
 
 Example (after `gptlineage train ... --output results/pretrain`):
     run = RunDir(Path("results/pretrain"))
     run.metrics               # results/pretrain/metrics.json
     run.checkpoint(400)       # results/pretrain/checkpoints/step-400
+    work_directory(Path("results/pretrain"))  # results/.pretrain.work
     checkpoint_step("step-400")  # 400
 """
 
@@ -24,7 +27,14 @@ PASSPORT_FILE = "passport.json"
 TRACE_FILE = "trace.json"
 TRACE_SUMMARY_FILE = "trace-summary.json"
 CHECKPOINTS_DIR = "checkpoints"
+PROGRESS_FILE = "progress.json"  # in the work directory of a live run only
+WORK_SUFFIX = ".work"
 STEP_DIR = re.compile(r"step-(\d+)")
+
+
+def work_directory(output: Path) -> Path:
+    """Where a run of `output` keeps its live metrics and checkpoints: `.<name>.work` beside it."""
+    return output.parent / f".{output.name}{WORK_SUFFIX}"
 
 
 def checkpoint_name(step: int) -> str:
@@ -67,6 +77,10 @@ class RunDir:
     @property
     def trace_summary(self) -> Path:
         return self.path / TRACE_SUMMARY_FILE
+
+    @property
+    def progress(self) -> Path:
+        return self.path / PROGRESS_FILE
 
     @property
     def checkpoints(self) -> Path:

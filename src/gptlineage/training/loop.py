@@ -8,12 +8,19 @@ checkpoints happen when the completed step is a multiple of their period or the 
 training goes, so a crash keeps what was measured, and resumable checkpoints go to a work
 directory that survives the crash. Under data parallelism every rank runs this; only rank 0 writes.
 
+Rank 0 prints what a person follows, on a terminal or in a log file alike (each line flushed):
+the header, `eval step N/T val loss L` at every validation, and `step N/T (p%) loss L lr R tok/s S,
+elapsed E, ETA X` lines at the pace of `gptlineage.progress` (the first and last step, at most one
+every 10 s and about a hundred in all). On a terminal a tqdm bar stays below them. As the steps
+begin it writes progress.json (total steps, start) beside the live metrics, for `gptlineage watch`.
+
 Example:
     gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --output results/pretrain
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +31,9 @@ from tqdm import tqdm
 
 from gptlineage.cpus import available_cpus
 from gptlineage.errors import GptlineageError
+from gptlineage.jsonio import write_json_atomic
 from gptlineage.model.gpt import GPT, PRECISIONS, count_parameters, set_strict_float32
+from gptlineage.progress import Progress, loss_text
 from gptlineage.training.checkpoints import (
     list_checkpoints,
     load_checkpoint,
@@ -42,6 +51,7 @@ from gptlineage.training.metrics import Metrics, best_checkpoint, validation_poi
 from gptlineage.training.parameters import load_parameters, save_parameters
 from gptlineage.training.step import Updater, build_optimizer, evaluate, on_device, timed_update, training_objective
 from gptlineage.training.trace import Tracer
+from gptlineage.training.watch import live_status
 
 
 @dataclass
@@ -76,7 +86,8 @@ class Run:
 
     def say(self, line: str) -> None:
         if self.dist.is_main:
-            tqdm.write(line)
+            tqdm.write(line)  # above a terminal's bar, if one is drawn
+            sys.stdout.flush()  # a log file shows the line now, not when a buffer fills
 
 
 def resume_config(config: TrainConfig, run: Plan, hashes: dict[str, str | None]) -> dict[str, Any]:
@@ -213,7 +224,7 @@ def checkpoint(state: Run, completed: int) -> None:
                 prune_checkpoints(
                     state.checkpoints, settings.keep_last, protect={checkpoint_name(best)} if best else set()
                 )
-        tqdm.write(f"wrote checkpoint: {path}")
+        state.say(f"wrote checkpoint: {path}")
     state.dist.barrier()  # no rank runs ahead of a checkpoint it might be asked to resume from
 
 
@@ -221,6 +232,7 @@ def validate(state: Run, step: int) -> float:
     with state.tracer.phase("evaluation", step=step):
         loss = evaluate(state.updater, state.val, state.config.evaluation.eval_batches, state.model)
     state.metrics.add(validation_point(step, loss))
+    state.say(f"eval step {step}/{state.plan.steps} val loss {loss:.6f}")
     return loss
 
 
@@ -237,10 +249,16 @@ def header_lines(state: Run, parameters: int) -> list[str]:
     ]
 
 
+def step_detail(point: dict[str, Any]) -> str:
+    return (
+        f"loss {loss_text(point['loss'])} lr {point['learning_rate']:.6g} tok/s {point['tokens_per_second'] or 0:.0f}"
+    )
+
+
 def train_steps(state: Run, first: int) -> None:
-    """Updates first..steps-1, validating and checkpointing on their periods."""
+    """Updates first..steps-1, validating and checkpointing on their periods, with progress lines."""
     run, every = state.plan, state.config.checkpoints.checkpoint_every
-    progress = tqdm(
+    bar = tqdm(
         total=run.steps,
         initial=first,
         desc="train",
@@ -248,23 +266,19 @@ def train_steps(state: Run, first: int) -> None:
         dynamic_ncols=True,
         disable=None if state.dist.is_main else True,
     )
+    progress = Progress(run.steps, "step", done=first, write=state.say)
     for t in range(first, run.steps):
         with state.tracer.phase("training steps", step=t + 1):
             point = timed_update(state.updater, state.train, t)
         state.metrics.add(point)
         completed = t + 1
-        train_loss = point["loss"] if point["loss"] is not None else float("nan")
-        line = f"step={completed} train_loss={train_loss:.6f}"
+        bar.update(1)
+        progress.advance(detail=step_detail(point))
         if completed == run.steps or (run.eval_every and completed % run.eval_every == 0):
-            line += f" validation_loss={validate(state, completed):.6f}"
-        state.say(
-            f"{line} learning_rate={point['learning_rate']:.6g} step_ms={point['duration_ms']:.1f}"
-            f" tokens_per_second={point['tokens_per_second'] or 0:.0f}"
-        )
-        progress.update(1)
+            validate(state, completed)
         if every and (completed % every == 0 or completed == run.steps):
             checkpoint(state, completed)
-    progress.close()
+    bar.close()
 
 
 def run_training(
@@ -283,7 +297,9 @@ def run_training(
     for line in header_lines(state, parameters):
         state.say(line)
     if first == 0 or not any(p["phase"] == "validation" and p["step"] == first for p in state.metrics.points):
-        state.say(f"step={first} validation_loss={validate(state, first):.6f}")
+        validate(state, first)
+    if dist.is_main:
+        write_json_atomic(RunDir(work).progress, live_status(run.steps, first))
     train_steps(state, first)
     if dist.is_main:
         with tracer.phase("checkpointing", action="final parameters"):

@@ -35,10 +35,6 @@ from gptlineage.training.loop import checkpoint_root, resume_config
 LOCK_FILE = ".lock"  # inside the work directory; the one entry a fresh run keeps there
 
 
-def work_directory(output: Path) -> Path:
-    return output.parent / f".{output.name}.work"
-
-
 def take_lock(work: Path, output: Path) -> int:
     """An exclusive, non-blocking flock on the work directory's lock file; return its descriptor.
 
