@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import xml.etree.ElementTree as ET
 
 # transformers, huggingface_hub and datasets read these when imported: never reach the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -147,6 +148,13 @@ def test_metrics_follow_the_trainer_and_the_schedule(result):
 def test_figure_and_manifest(result):
     svg = (result / "comparison.svg").read_text()
     assert svg.startswith("<?xml") and "<svg" in svg and len(svg) > 5000
+    text = " ".join(node.text for node in ET.fromstring(svg).iter() if node.text)
+    for side in ("gptlineage", "reference (transformers)"):  # both sides, per metric kind
+        assert f"train: {side}" in text and f"validation: {side}" in text
+    comparison = json.loads((result / "comparison.json").read_text())
+    # the difference panel's largest |Δ| is comparison.json's, measured by the comparison itself
+    train, validation = (comparison[f"max_absolute_{kind}_loss_difference"] for kind in ("train", "validation"))
+    assert f"max |Δ train| {train:.3g}, max |Δ validation| {validation:.3g}" in text
     manifest = json.loads((result / "manifest.json").read_text())
     assert manifest["command"]["name"] == "matched-compare"
     assert {i["role"] for i in manifest["inputs"]} == {"parameters", "data"}

@@ -10,14 +10,16 @@ import pytest
 
 from gptlineage import cli
 from gptlineage.errors import GptlineageError
+from gptlineage.reporting.figures import wants_log_scale
 from gptlineage.reporting.plots import (
+    ema,
+    ema_factor,
     loss_svg,
     overview_svg,
     profile_svg,
     read_metrics,
     run_figures,
     stage_offsets,
-    wants_log_scale,
 )
 
 SVG = "{http://www.w3.org/2000/svg}svg"
@@ -69,6 +71,9 @@ def test_every_figure_is_a_valid_svg_and_the_same_bytes_on_rerun(chain, tmp_path
     assert "stage1" in overview and "stage2" in overview  # stage labels
     loss = (tmp_path / "a/stage1/loss.svg").read_text()
     assert "#2463a8" in loss and "#d66a2c" in loss
+    legend = svg_text(parse_svg(loss.encode()))
+    assert "train, raw (5 steps)" in legend and "train, EMA 0.9 (bias-corrected)" in legend
+    assert "validation (6 points)" in legend and "learning rate (right axis)" in legend
     assert "peak memory" in svg_text(parse_svg((tmp_path / "a/stage2/profile.svg").read_bytes()))
     manifest = json.loads((tmp_path / "a/manifest.json").read_text())
     assert manifest["command"]["name"] == "plots" and manifest["parameters"]["runs"] == ["stage1", "stage2"]
@@ -152,16 +157,44 @@ def test_comparison_is_drawn_when_present_and_skipped_when_absent(chain, tmp_pat
                 "max_absolute_train_loss_difference": 1.2e-5,
                 "max_absolute_validation_loss_difference": 2e-6,
                 "throughput_ratio": 0.29,
+                "threshold": 1e-4,
             }
         )
     )
-    for name, shift in (("metrics-gptlineage.json", 0.0), ("metrics-reference.json", 1e-5)):  # as matched-compare
+    for name, shift in (("metrics-gptlineage.json", 0.0), ("metrics-reference.json", 2.5e-5)):  # as matched-compare
         points = json.loads((chain["stage1"] / "metrics.json").read_text())["points"]
         (comparison / name).write_text(json.dumps({"points": [{**p, "loss": p["loss"] + shift} for p in points]}))
     assert plots(chain, tmp_path / "with", "--comparison", str(comparison)) == 0
     text = svg_text(parse_svg((tmp_path / "with/comparison.svg").read_bytes()))
-    assert "reference train" in text and "gptlineage validation" in text and "throughput ratio 0.29" in text
+    # two entries per metric kind, one per side, and the difference panel with its largest |Δ|
+    for label in ("train: gptlineage", "train: reference (transformers)", "validation: gptlineage"):
+        assert label in text
+    assert "validation: reference (transformers)" in text and "throughput ratio 0.29" in text
+    assert "max |Δ train| 2.5e-05, max |Δ validation| 2.5e-05 (threshold 0.0001 on train)" in text
     assert "comparison" in {e["role"] for e in json.loads((tmp_path / "with/manifest.json").read_text())["inputs"]}
     assert plots(chain, tmp_path / "without", "--comparison", str(tmp_path / "absent")) == 0
     assert "skipped comparison.svg" in capsys.readouterr().out
     assert not (tmp_path / "without/comparison.svg").exists() and (tmp_path / "without/overview.svg").is_file()
+    (comparison / "metrics-reference.json").unlink()
+    assert plots(chain, tmp_path / "broken", "--comparison", str(comparison)) == 1
+    assert "metrics-reference.json: missing" in capsys.readouterr().err and not (tmp_path / "broken").exists()
+
+
+def test_the_ema_is_bias_corrected_and_its_factor_follows_the_run_length():
+    assert ema([5.0, 5.0, 5.0], 0.99) == pytest.approx([5.0, 5.0, 5.0])  # not pulled toward 0 at the start
+    assert ema([1.0, 0.0], 0.9) == pytest.approx([1.0, 0.09 / 0.19])
+    assert [ema_factor(n) for n in (4, 500, 501, 1000, 5000, 10**6)] == [0.9, 0.9, 0.95, 0.95, 0.99, 0.998]
+
+
+def test_a_long_run_is_smoothed_and_shows_its_learning_rate():
+    points = [
+        {"phase": "train", "step": s, "loss": 3.0 + (s % 7) / 7, "learning_rate": 1e-3 * (1 - s / 6000)}
+        for s in range(1, 5001)
+    ] + [{"phase": "validation", "step": s, "loss": 3.2} for s in range(0, 5001, 500)]
+    svg = loss_svg(points, "long")
+    text = svg_text(parse_svg(svg))
+    assert "train, raw (5000 steps)" in text and "train, EMA 0.99 (bias-corrected)" in text
+    assert "validation (11 points)" in text and "learning rate" in text
+    assert svg == loss_svg(points, "long")
+    without_rate = svg_text(parse_svg(loss_svg([{**p, "learning_rate": None} for p in points], "long")))
+    assert "learning rate" not in without_rate and "EMA 0.99" in without_rate

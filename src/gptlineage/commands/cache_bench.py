@@ -5,7 +5,10 @@ each timing are reported; the lines printed and the defaults (greedy, "Hello!", 
 described in `gptlineage.generation.cache_bench`. The artifact holds report.json.
 
 Example:
-    gptlineage cache-bench --random-init --preset gpt2-small --prompt-tokens 32 --generate 64 --output results/cache_bench
+    gptlineage cache-bench --run results/sft_stage2 --generate 8 --timed-runs 1 \\
+        --output results/examples/cache_bench
+    gptlineage cache-bench --random-init --preset gpt2-small --prompt-tokens 32 --generate 64 \\
+        --output results/examples/cache_bench_gpt2_small
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from gptlineage.jsonio import write_json_atomic
 from gptlineage.settings import add_flags, from_args
 
 NAME = "cache-bench"
-EXAMPLE = "gptlineage cache-bench --random-init --preset gpt2-small --prompt-tokens 32 --generate 64 --output results/cache_bench"
+EXAMPLE = (
+    "gptlineage cache-bench --run results/sft_stage2 --generate 8 --timed-runs 1 --output results/examples/cache_bench"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

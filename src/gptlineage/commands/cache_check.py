@@ -6,7 +6,8 @@ than 0.001 or a greedy token changes; `--rollout N` then certifies N greedy step
 report.json.
 
 Example:
-    gptlineage cache-check --run results/sft_stage2 --system "" --rollout 16 --output results/cache_check
+    gptlineage cache-check --run results/sft_stage2 --system "" --rollout 8 \\
+        --output results/examples/cache_check
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from gptlineage.jsonio import write_json_atomic
 from gptlineage.settings import add_flags, from_args
 
 NAME = "cache-check"
-EXAMPLE = 'gptlineage cache-check --run results/sft_stage2 --system "" --rollout 16 --output results/cache_check'
+EXAMPLE = (
+    'gptlineage cache-check --run results/sft_stage2 --system "" --rollout 8 --output results/examples/cache_check'
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -7,7 +7,8 @@ runtime flags: ieee runs in strict IEEE-754 binary32 and prints `arithmetic=ieee
 scalar=IEEE32Exec` with the same numbers; another device is refused in one line.
 
 Example:
-    gptlineage data-csv --csv results/small_data/small_regression.csv --seed 2026 --steps 5 --output results/data_csv
+    gptlineage data-csv --csv results/small_data/small_regression.csv --seed 2026 --steps 5 \\
+        --output results/examples/data_csv
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from gptlineage.tabular.tutorial import DataCsvConfig, csv_tutorial
 
 NAME = "data-csv"
 EXAMPLE = (
-    "gptlineage data-csv --csv results/small_data/small_regression.csv --seed 2026 --steps 5 --output results/data_csv"
+    "gptlineage data-csv --csv results/small_data/small_regression.csv --seed 2026 --steps 5 "
+    "--output results/examples/data_csv"
 )
 
 

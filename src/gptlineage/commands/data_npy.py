@@ -5,8 +5,9 @@ batches, seeds and training are exactly those of `data-csv`, so both print the s
 `--device cpu` and `--arithmetic native|ieee` work as they do there.
 
 Example:
-    gptlineage data-npy --x results/small_data/small_regression_X.npy \
-        --y results/small_data/small_regression_y.npy --seed 2026 --steps 5 --output results/data_npy
+    gptlineage data-npy --x results/small_data/small_regression_X.npy \\
+        --y results/small_data/small_regression_y.npy --seed 2026 --steps 5 \\
+        --output results/examples/data_npy
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from gptlineage.tabular.tutorial import DataNpyConfig, npy_tutorial
 
 NAME = "data-npy"
 EXAMPLE = (
-    "gptlineage data-npy --x results/small_data/small_regression_X.npy"
-    " --y results/small_data/small_regression_y.npy --seed 2026 --steps 5 --output results/data_npy"
+    "gptlineage data-npy --x results/small_data/small_regression_X.npy "
+    "--y results/small_data/small_regression_y.npy --seed 2026 --steps 5 "
+    "--output results/examples/data_npy"
 )
 
 

@@ -6,7 +6,7 @@ report of all of them and `summary.json` their key metrics.
 
 Example:
     gptlineage experiment --part model=results/train/sft_stage2 --part prompt_suite=results/prompt_suite \\
-        --output results/sft_stage2
+        --output results/examples/experiment
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from gptlineage.settings import add_flags, from_args
 NAME = "experiment"
 EXAMPLE = (
     "gptlineage experiment --part model=results/train/sft_stage2 --part prompt_suite=results/prompt_suite "
-    "--output results/sft_stage2"
+    "--output results/examples/experiment"
 )
 
 

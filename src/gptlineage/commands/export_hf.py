@@ -4,7 +4,7 @@ The settings and the export live in `gptlineage.generation.export_hf`: config.js
 model.safetensors, checked by loading them back through transformers (logits within 1e-4).
 
 Example:
-    gptlineage export-hf --run results/sft_stage2 --output results/export_hf
+    gptlineage export-hf --run results/sft_stage2 --output results/examples/export_hf
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from gptlineage.generation.export_hf import ExportConfig, export_hf
 from gptlineage.settings import add_flags, from_args
 
 NAME = "export-hf"
-EXAMPLE = "gptlineage export-hf --run results/sft_stage2 --output results/export_hf"
+EXAMPLE = "gptlineage export-hf --run results/sft_stage2 --output results/examples/export_hf"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

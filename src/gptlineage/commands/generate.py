@@ -10,7 +10,8 @@ the context; then one line says so and the conversation restarts from the System
 (cached decoder), each output as it would be alone, printed one per line in the order given.
 
 Example:
-    gptlineage generate --run results/sft_stage2 --system "" --message "What is two plus two?" --top-k 1
+    gptlineage generate --run results/sft_stage2 --system "" --message "What is two plus two?" --top-k 1 \\
+        --generate 16
     gptlineage generate --run results/sft_stage2 --message "Hello!" --message "What is the capital of France?"
 """
 
@@ -32,7 +33,9 @@ from gptlineage.jsonio import write_json_atomic
 from gptlineage.settings import add_flags, from_args
 
 NAME = "generate"
-EXAMPLE = 'gptlineage generate --run results/sft_stage2 --system "" --message "What is two plus two?" --top-k 1'
+EXAMPLE = (
+    'gptlineage generate --run results/sft_stage2 --system "" --message "What is two plus two?" --top-k 1 --generate 16'
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

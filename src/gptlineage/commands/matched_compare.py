@@ -6,7 +6,8 @@ the same warmup-cosine schedule, validation batches and strict float32 (see
 When a train loss differs by more than `--threshold`, the command fails and writes no artifact.
 
 Example:
-    gptlineage matched-compare --run results/sft_stage2 --data results/corpus_sft_stage1 --updates 50 --output results/matched
+    gptlineage matched-compare --run results/sft_stage2 --data results/corpus_sft_stage1 --updates 2 \\
+        --eval-every 1 --output results/examples/matched_compare
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from gptlineage.settings import add_flags, from_args
 
 NAME = "matched-compare"
 EXAMPLE = (
-    "gptlineage matched-compare --run results/sft_stage2 --data results/corpus_sft_stage1 --updates 50 "
-    "--output results/matched"
+    "gptlineage matched-compare --run results/sft_stage2 --data results/corpus_sft_stage1 --updates 2 "
+    "--eval-every 1 --output results/examples/matched_compare"
 )
 
 

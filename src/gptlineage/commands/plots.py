@@ -1,8 +1,9 @@
 """Draw the figures of a chain of training runs into one artifact.
 
 Example:
-    gptlineage plots --run results/pretrain --run results/continuation --run results/sft_stage1 \
-        --run results/sft_stage2 --output results/plots --comparison results/matched_compare
+    gptlineage plots --run results/train/pretrain --run results/train/continuation \\
+        --run results/train/sft_stage1 --run results/train/sft_stage2 \\
+        --comparison results/matched_compare --output results/examples/plots
 
 Writes `{run}/loss.svg` and `{run}/profile.svg` for every run (named by its directory),
 `overview.svg` (the chain's validation loss on one step axis, runs in the order given) and,
@@ -17,13 +18,15 @@ from pathlib import Path
 
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import ArtifactWriter
-from gptlineage.reporting.plots import comparison_svg, overview_svg, read_metrics, run_figures
+from gptlineage.reporting.comparison_figure import comparison_svg
+from gptlineage.reporting.plots import overview_svg, read_metrics, run_figures
 from gptlineage.training.layout import RunDir
 
 NAME = "plots"
 EXAMPLE = (
-    "gptlineage plots --run results/pretrain --run results/continuation --run results/sft_stage1 "
-    "--run results/sft_stage2 --output results/plots"
+    "gptlineage plots --run results/train/pretrain --run results/train/continuation "
+    "--run results/train/sft_stage1 --run results/train/sft_stage2 --comparison results/matched_compare "
+    "--output results/examples/plots"
 )
 
 

@@ -6,7 +6,8 @@ Sources: `--input` text files (one corpus, split contiguously) or JSONL/Parquet 
 output adds assistant-target masks and dialogue records.
 
 Example:
-    gptlineage prepare --input data/shakespeare/plays.jsonl.gz --max-documents 260 --output results/corpus_pretrain
+    gptlineage prepare --input data/shakespeare/plays.jsonl.gz --max-documents 20 \\
+        --output results/examples/corpus_pretrain
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from gptlineage.settings import add_flags, as_mapping, from_args
 
 NAME = "prepare"
 EXAMPLE = (
-    "gptlineage prepare --input data/shakespeare/plays.jsonl.gz --max-documents 260 --output results/corpus_pretrain"
+    "gptlineage prepare --input data/shakespeare/plays.jsonl.gz --max-documents 20 "
+    "--output results/examples/corpus_pretrain"
 )
 
 

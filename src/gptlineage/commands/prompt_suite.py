@@ -5,7 +5,8 @@ The settings, the suite format and the match rule are described in
 and the exact-match rate.
 
 Example:
-    gptlineage prompt-suite --run results/sft_stage2 --suite results/synth_chat/prompt-suite.json --output results/prompt_suite
+    gptlineage prompt-suite --run results/sft_stage2 --suite results/synth_chat/prompt-suite.json \\
+        --generate 16 --output results/examples/prompt_suite
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from gptlineage.settings import add_flags, from_args
 NAME = "prompt-suite"
 EXAMPLE = (
     "gptlineage prompt-suite --run results/sft_stage2 --suite results/synth_chat/prompt-suite.json "
-    "--output results/prompt_suite"
+    "--generate 16 --output results/examples/prompt_suite"
 )
 
 

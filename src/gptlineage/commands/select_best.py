@@ -5,7 +5,7 @@ checkpoint's `parameters.safetensors` (the next stage loads it with `--load-para
 run's `passport.json`, so other commands can take the selection as `--run`.
 
 Example:
-    gptlineage select-best --run results/pretrain --output results/best_pretrain
+    gptlineage select-best --run results/train/pretrain --output results/examples/best_pretrain
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from gptlineage.training.layout import PARAMETERS_FILE, PASSPORT_FILE, RunDir
 from gptlineage.training.metrics import best_checkpoint
 
 NAME = "select-best"
-EXAMPLE = "gptlineage select-best --run results/pretrain --output results/best_pretrain"
+EXAMPLE = "gptlineage select-best --run results/train/pretrain --output results/examples/best_pretrain"
 SELECTION = "lowest validation loss among saved checkpoints after step 0"
 
 

@@ -4,7 +4,7 @@ The rows are a 5x5 grid over [-1, 1]^2 (x1 is the outer loop) with targets
 y = 0.7*x1 - 0.4*x2 + 0.5*x1*x2, computed in float64 and stored as float32.
 
 Example:
-    gptlineage small-data --output results/small_data
+    gptlineage small-data --output results/examples/small_data
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from gptlineage.tabular.regression import (
 )
 
 NAME = "small-data"
-EXAMPLE = "gptlineage small-data --output results/small_data"
+EXAMPLE = "gptlineage small-data --output results/examples/small_data"
 CSV_NAME = "small_regression.csv"
 X_NAME = "small_regression_X.npy"
 Y_NAME = "small_regression_y.npy"

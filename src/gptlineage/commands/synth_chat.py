@@ -8,7 +8,8 @@ sentiment, repeat a word, uppercase, count letters). `stage1/` has one split "tr
 prompts built only from held-out items, so none occurs in either training set.
 
 Example:
-    gptlineage synth-chat --seed 1337 --output results/synth_chat
+    gptlineage synth-chat --stage1-dialogues 300 --stage2-dialogues-per-split 100 --suite-prompts 14 \\
+        --seed 1337 --output results/examples/synth_chat
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from gptlineage.settings import add_flags, as_mapping, from_args
 
 NAME = "synth-chat"
 EXAMPLE = (
-    "gptlineage synth-chat --stage1-dialogues 3000 --stage2-dialogues-per-split 1500 "
-    "--suite-prompts 40 --seed 1337 --output results/synth_chat"
+    "gptlineage synth-chat --stage1-dialogues 300 --stage2-dialogues-per-split 100 --suite-prompts 14 "
+    "--seed 1337 --output results/examples/synth_chat"
 )
 
 

@@ -20,8 +20,10 @@ With --processes P the command relaunches itself under torchrun as P ranks on th
 on each node (see training.multinode), and rank 0 writes the artifact.
 
 Example:
-    gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --eval-every 5 --output results/pretrain
-    gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --generate 8 --prompt "To be" --output results/q
+    gptlineage train --preset quick --data results/corpus_pretrain --steps 4 --eval-every 2 \\
+        --output results/examples/train
+    gptlineage train --preset quick --data results/corpus_pretrain --steps 4 --generate 8 --prompt "To be" \\
+        --output results/examples/train_sampled
 """
 
 from __future__ import annotations
@@ -59,7 +61,8 @@ NAME = "train"
 SAMPLES_FILE = "samples.json"
 SAMPLES_SCHEMA = "gptlineage.training-samples.v1"
 EXAMPLE = (
-    "gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --eval-every 5 --output results/pretrain"
+    "gptlineage train --preset quick --data results/corpus_pretrain --steps 4 --eval-every 2 "
+    "--output results/examples/train"
 )
 
 

@@ -6,16 +6,23 @@ by `--preset` and overrides, or from random weights (`--random-init`, for tests 
 Every generation command (and export-hf, matched-compare) takes these flags as the `model`
 part of its settings.
 
+`--run` may also name the experiment's deliverable (`results/sft_stage2`, an `experiment`
+artifact): it stands for the training run its `model` input records (`results/train/sft_stage2`).
+The settings then hold that run, so the artifact's parameters and inputs name the model that was
+read, not the report about it.
+
 Example:
     gptlineage generate --run results/sft_stage2 --message "What is two plus two?" --top-k 1
 
     source = ModelSource(run=Path("results/sft_stage2"))
+    source.run                            # results/train/sft_stage2, the deliverable's model
     model = load_model(source)            # evaluation mode, on source.device, dropout 0
     model_inputs(source)                  # {"parameters": ..., "passport": ...} for the artifact
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -25,7 +32,9 @@ import torch
 from gptlineage.corpus.tokenizer import VOCAB_SIZE
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json
-from gptlineage.lineage.artifact import ArtifactWriter, check_member_file
+from gptlineage.lineage.artifact import ArtifactWriter, check_member_file, is_artifact_dir, read_manifest
+from gptlineage.lineage.tree import lexical
+from gptlineage.lineage.walk import input_artifact_dir
 from gptlineage.model.gpt import GPT, PRECISIONS, GPTConfig, model_config
 from gptlineage.settings import SettingError, as_mapping, check_settings, setting
 from gptlineage.training.memory import check_model_memory
@@ -37,6 +46,9 @@ DIMENSIONS = ("context", "vocab", "width", "heads", "layers", "layer_norm_eps")
 # bf16 is a training mode (float32 parameters under autocast), not a dtype to decode in.
 DECODING_PRECISIONS = tuple(name for name in PRECISIONS if name != "bf16")
 OUTPUT_FIELDS = ("output",)  # where an artifact goes, not what it holds
+DELIVERABLE_COMMAND = "experiment"  # `gptlineage experiment`: the deliverable, whose `model` input is the model
+MODEL_ROLE = "model"
+TRAINING_COMMAND = "train"
 
 
 def _dimension(name: str) -> Any:
@@ -50,7 +62,8 @@ class ModelSource:
 
     run: Path | None = setting(
         None,
-        "a training artifact: its passport.json gives the dimensions, its parameters.safetensors the weights",
+        "a training artifact (its passport.json gives the dimensions, its parameters.safetensors the "
+        "weights), or the experiment's deliverable (gptlineage experiment), which stands for its model",
         group="model",
     )
     load_params: Path | None = setting(
@@ -83,6 +96,38 @@ class ModelSource:
             if given:
                 flag = given[0].replace("_", "-")
                 raise SettingError(given[0], f"--run gives the model dimensions; do not also pass --{flag}", whole=True)
+            object.__setattr__(self, "run", training_run(self.run))  # frozen: set once, before anyone reads it
+
+
+def training_run(run: Path) -> Path:
+    """The training artifact `--run RUN` stands for: RUN itself, or, when RUN is the experiment's
+    deliverable, the training run recorded as its `model` input (checked: inside the tree that holds
+    RUN, the same artifact the deliverable recorded, and a training run)."""
+    if not is_artifact_dir(run):
+        return run  # not an artifact at all: the passport check says what is missing
+    manifest = read_manifest(run)
+    if manifest["command"]["name"] != DELIVERABLE_COMMAND:
+        return run
+    entry = next((e for e in manifest["inputs"] if e["role"] == MODEL_ROLE and "artifact_path" in e), None)
+    if entry is None:
+        raise SettingError("run", f"{run}: an experiment artifact with no {MODEL_ROLE!r} input artifact")
+    model = input_artifact_dir(lexical(run), entry)
+    tree = lexical(run).parent
+    if tree not in model.parents:
+        raise SettingError(
+            "run", f"{run}: its model input {entry['artifact_path']} lies outside {tree}; pass the training run itself"
+        )
+    where = Path(os.path.normpath(run / entry["artifact_path"]))  # relative when RUN was
+    if not is_artifact_dir(model):
+        raise SettingError("run", f"{run}: its model input {where} is missing")
+    found = read_manifest(model)
+    if found["id"] != entry["artifact_id"]:
+        raise SettingError("run", f"{run}: its model input {where} was replaced after the experiment was written")
+    if found["command"]["name"] != TRAINING_COMMAND:
+        raise SettingError(
+            "run", f"{run}: its model input {where} is a {found['command']['name']!r} artifact, not a training run"
+        )
+    return where
 
 
 def read_passport_dimensions(run: Path) -> GPTConfig:

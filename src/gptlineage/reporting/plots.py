@@ -1,71 +1,57 @@
 """Figures of training runs as deterministic SVG: loss curves, time per phase, the whole chain.
 
 Example:
-    gptlineage plots --run results/pretrain --run results/continuation --run results/sft_stage1 \
-        --run results/sft_stage2 --output results/plots
+    gptlineage plots --run results/train/pretrain --run results/train/continuation \\
+        --run results/train/sft_stage1 --run results/train/sft_stage2 --output results/examples/plots
 
-Each function returns the SVG as bytes. The same inputs give the same bytes: the SVG's
-hash salt is fixed, its date is left out and text stays text (no font outlines with ids), so a
-figure can be an artifact file whose sha256 means something.
+    svg = loss_svg(read_metrics("results/train/sft_stage2/metrics.json"), "sft_stage2: loss")
+
+Each function returns the SVG as bytes, the same bytes for the same inputs (see
+`gptlineage.reporting.figures`). The loss figure shows the raw training loss faintly, an
+exponential moving average over it (its factor in the legend), the validation points, and the
+learning rate on a second y axis.
 """
 
 from __future__ import annotations
 
-import io
-import math
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # never open a window; figures only become files
-
 from matplotlib import rc_context
-from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory
 
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json
+
+# Re-exported: matched-compare draws its comparison.svg through this module, as plots does.
+from gptlineage.reporting.comparison_figure import comparison_svg as comparison_svg
+from gptlineage.reporting.figures import (
+    DETERMINISTIC_RC,
+    EDGE_COLOR,
+    RATE_COLOR,
+    TRAIN_COLOR,
+    VALIDATION_COLOR,
+    integer_steps,
+    is_number,
+    light_grid,
+    loss_label,
+    loss_points,
+    new_figure,
+    set_loss_limits,
+    svg_bytes,
+)
 from gptlineage.training.layout import RunDir
 
-TRAIN_COLOR = "#2463a8"
-VALIDATION_COLOR = "#d66a2c"
-EDGE_COLOR = "#888888"
-PT_PER_INCH = 72  # SVG user units are points: a 1000-unit-wide figure is 1000/72 inches
 LOSS_SIZE = (1000, 520)
-LOG_SPAN = 10.0  # a loss range wider than this factor gets a log-scaled y axis
 LABEL_CHARS = 46
-DETERMINISTIC_RC = {
-    "svg.hashsalt": "gptlineage",  # clip-path ids come from hashes; a fixed salt fixes them
-    "svg.fonttype": "none",  # real <text>: no glyph outlines, searchable labels
-    "font.family": "DejaVu Sans",
-    "font.size": 13,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "path.simplify": False,
-}
+# EMA factors to choose from: the first whose window 1/(1 - factor) spans 1/50 of the run
+# (0.9 up to 500 steps, 0.99 at 5,000), so the smoothed line is as calm at any length.
+EMA_FACTORS = (0.9, 0.95, 0.98, 0.99, 0.995, 0.998)
+EMA_WINDOWS_PER_RUN = 50
 
 
 # ---------------------------------------------------------------- reading inputs
-
-
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def loss_points(points: Iterable[Any], phase: str | None = None) -> list[dict[str, Any]]:
-    """Points with a finite numeric step and loss (optionally of one phase), in step order."""
-    kept = [
-        p
-        for p in points
-        if isinstance(p, dict)
-        and is_number(p.get("step"))
-        and is_number(p.get("loss"))
-        and (phase is None or p.get("phase") == phase)
-    ]
-    return sorted(kept, key=lambda p: p["step"])
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
@@ -103,66 +89,111 @@ def read_trace_summary(path: str | Path) -> dict[str, Any]:
 # ---------------------------------------------------------------- drawing
 
 
-def new_figure(width: float, height: float) -> Figure:
-    """A figure sized in SVG units (points), not attached to pyplot's global state."""
-    return Figure(figsize=(width / PT_PER_INCH, height / PT_PER_INCH), dpi=PT_PER_INCH)
+def ema_factor(count: int) -> float:
+    """The smoothing factor for `count` training points: the first of EMA_FACTORS whose window
+    (1 / (1 - factor) points) covers 1/EMA_WINDOWS_PER_RUN of them, else the largest."""
+    for factor in EMA_FACTORS:
+        if round(1 / (1 - factor)) * EMA_WINDOWS_PER_RUN >= count:
+            return factor
+    return EMA_FACTORS[-1]
 
 
-def svg_bytes(figure: Figure) -> bytes:
-    """Serialize without a date, so rerunning gives the same bytes."""
-    buffer = io.BytesIO()
-    with rc_context(DETERMINISTIC_RC):
-        figure.savefig(buffer, format="svg", metadata={"Date": None})
-    # Matplotlib sizes the SVG in points (a 1000-unit figure shows 1333 px wide); plain user units
-    # make it the 1000x520 pixels it was laid out as.
-    return re.sub(rb'(<svg[^>]*?width="[\d.]+)pt("[^>]*?height="[\d.]+)pt"', rb'\1\2"', buffer.getvalue(), count=1)
+def ema(values: Sequence[float], factor: float) -> list[float]:
+    """The exponential moving average of `values`, bias-corrected as Adam's moments are: the running
+    sum starts at 0, so dividing by 1 - factor**n keeps the first points at the data, not near 0."""
+    smoothed, average = [], 0.0
+    for count, value in enumerate(values, start=1):
+        average = factor * average + (1 - factor) * value
+        smoothed.append(average / (1 - factor**count))
+    return smoothed
 
 
-def wants_log_scale(losses: Sequence[float]) -> bool:
-    low, high = min(losses), max(losses)
-    return low > 0 and high / low > LOG_SPAN
+def draw_train(axes, train: Sequence[dict[str, Any]]) -> None:
+    """The raw training loss faintly, its EMA over it."""
+    steps, losses = [p["step"] for p in train], [p["loss"] for p in train]
+    few = len(train) <= 60  # dots only where they stay apart
+    axes.plot(
+        steps,
+        losses,
+        color=TRAIN_COLOR,
+        alpha=0.5 if few else 0.3,  # thousands of faint segments still add up to a band
+        linewidth=0.8,
+        marker="o" if few else None,
+        markersize=4,
+        label=f"train, raw ({len(train)} steps)",
+    )
+    factor = ema_factor(len(train))
+    axes.plot(
+        steps, ema(losses, factor), color=TRAIN_COLOR, linewidth=2.2, label=f"train, EMA {factor:g} (bias-corrected)"
+    )
 
 
-def set_loss_limits(axes, losses: Sequence[float]) -> None:
-    """y from the lowest to the highest loss (with a little air), log-scaled over a wide range."""
-    low, high = min(losses), max(losses)
-    if wants_log_scale(losses):
-        axes.set_yscale("log")
-        axes.set_ylim(low / 1.05, high * 1.05)
-        return
-    pad = (high - low) * 0.05 or max(abs(high) * 0.05, 0.05)
-    axes.set_ylim(low - pad, high + pad)
+def draw_validation(axes, validation: Sequence[dict[str, Any]]) -> None:
+    axes.plot(
+        [p["step"] for p in validation],
+        [p["loss"] for p in validation],
+        color=VALIDATION_COLOR,
+        marker="o",
+        markersize=7 if len(validation) <= 60 else 4,
+        linewidth=1.8,
+        zorder=3,
+        label=f"validation ({len(validation)} points)",
+    )
+
+
+def draw_learning_rate(axes, train: Sequence[dict[str, Any]]):
+    """The learning rate of each training point on a second y axis (from 0); None when no point has one."""
+    rated = [p for p in train if is_number(p.get("learning_rate"))]
+    if not rated:
+        return None
+    rates = [p["learning_rate"] for p in rated]
+    twin = axes.twinx()
+    twin.plot(
+        [p["step"] for p in rated],
+        rates,
+        color=RATE_COLOR,
+        linewidth=1.4,
+        linestyle="--",
+        label="learning rate (right axis)",
+    )
+    twin.spines["right"].set_visible(True)
+    twin.set_ylim(0, max(rates) * 1.08 or 1.0)
+    twin.set_ylabel("learning rate", color=RATE_COLOR)
+    twin.tick_params(axis="y", colors=RATE_COLOR)
+    twin.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
+    return twin
 
 
 def loss_svg(points: Sequence[dict[str, Any]], title: str) -> bytes:
-    """Train and validation loss against step (1000x520)."""
+    """Training loss (raw and EMA-smoothed), validation loss and the learning rate against step (1000x520)."""
     finite = loss_points(points)
     if not finite:
         raise GptlineageError(f"{title}: metrics artifact has no finite loss points")
+    train, validation = loss_points(finite, "train"), loss_points(finite, "validation")
+    losses = [p["loss"] for p in finite]
     with rc_context(DETERMINISTIC_RC):
         figure = new_figure(*LOSS_SIZE)
         axes = figure.add_subplot()
-        for phase, color in (("train", TRAIN_COLOR), ("validation", VALIDATION_COLOR)):
-            series = [p for p in finite if p.get("phase") == phase]
-            if series:
-                # r=4 dots, smaller when hundreds of training steps would merge into a band
-                size = 8 if len(series) <= 60 else 3
-                axes.plot(
-                    [p["step"] for p in series],
-                    [p["loss"] for p in series],
-                    color=color,
-                    marker="o",
-                    markersize=size,
-                    linewidth=1.6,
-                    label=f"{phase} ({len(series)} points)",
-                )
+        if train:
+            draw_train(axes, train)
+        if validation:
+            draw_validation(axes, validation)
+        twin = draw_learning_rate(axes, train)
         axes.set_xlim(0, max(p["step"] for p in finite) or 1)
-        set_loss_limits(axes, [p["loss"] for p in finite])
+        set_loss_limits(axes, losses)
         axes.set_xlabel("step")
-        axes.set_ylabel("loss" + (" (log scale)" if wants_log_scale([p["loss"] for p in finite]) else ""))
+        integer_steps(axes)
+        axes.set_ylabel(loss_label(losses))
         axes.set_title(title)
-        axes.grid(True, color="#e5e5e5", linewidth=0.8)
-        axes.legend(loc="upper right", frameon=True, framealpha=0.9, edgecolor="#dddddd")
+        light_grid(axes)
+        handles, labels = axes.get_legend_handles_labels()
+        if twin is not None:
+            more = twin.get_legend_handles_labels()
+            handles, labels = handles + more[0], labels + more[1]
+        # one row under the axes: inside, it would cover a curve of one axis or the other
+        axes.legend(
+            handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=4, frameon=False, fontsize=11
+        )
         figure.tight_layout()
         return svg_bytes(figure)
 
@@ -244,76 +275,9 @@ def overview_svg(stages: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> byte
         axes.set_xlim(0, end or 1)
         set_loss_limits(axes, losses)
         axes.set_xlabel("step (stages laid end to end)")
-        axes.set_ylabel("validation loss" + (" (log scale)" if wants_log_scale(losses) else ""))
+        axes.set_ylabel(loss_label(losses, "validation loss"))
         axes.set_title("validation loss across the chain", pad=24)
-        axes.grid(True, color="#e5e5e5", linewidth=0.8)
-        figure.tight_layout()
-        return svg_bytes(figure)
-
-
-# ---------------------------------------------------------------- matched comparison
-
-
-def comparison_series(directory: Path) -> list[tuple[str, list[dict[str, Any]]]]:
-    """Each side's points with a finite loss, from matched-compare's metrics-{side}.json, labelled by side."""
-    found: list[tuple[str, list[dict[str, Any]]]] = []
-    for path in sorted(directory.glob("metrics-*.json")):
-        document = read_json(path)
-        points = document.get("points") if isinstance(document, dict) else None
-        if loss_points(points if isinstance(points, list) else []):
-            found.append((path.stem.removeprefix("metrics-"), points))
-    return found
-
-
-def comparison_title(comparison: Any) -> str:
-    """The headline numbers of comparison.json, those that are present."""
-    if not isinstance(comparison, dict):
-        return "matched comparison"
-    parts = []
-    for key, label in (
-        ("max_absolute_train_loss_difference", "max |Δ train|"),
-        ("max_absolute_validation_loss_difference", "max |Δ validation|"),
-        ("throughput_ratio", "throughput ratio"),
-    ):
-        if is_number(comparison.get(key)):
-            parts.append(f"{label} {comparison[key]:.3g}")
-    return "matched comparison" + (f": {', '.join(parts)}" if parts else "")
-
-
-def comparison_svg(directory: str | Path) -> bytes:
-    """Loss curves of each compared run (train solid, validation dashed), headline numbers on top."""
-    directory = Path(directory)
-    comparison = read_json(directory / "comparison.json", "missing; expected a matched-comparison artifact")
-    series = comparison_series(directory)
-    if not series:
-        raise GptlineageError(f"{directory}: metrics artifact has no finite loss points")
-    colors = [TRAIN_COLOR, VALIDATION_COLOR, "#3a8a3a", "#7a4cab", "#a83a5a", "#555555"]
-    with rc_context(DETERMINISTIC_RC):
-        figure = new_figure(*LOSS_SIZE)
-        axes = figure.add_subplot()
-        losses = []
-        for index, (name, points) in enumerate(series):
-            color = colors[index % len(colors)]
-            for phase, style in (("train", "-"), ("validation", "--")):
-                part = loss_points(points, phase)
-                if part:
-                    losses += [p["loss"] for p in part]
-                    axes.plot(
-                        [p["step"] for p in part],
-                        [p["loss"] for p in part],
-                        linestyle=style,
-                        color=color,
-                        marker="o",
-                        markersize=4,
-                        linewidth=1.4,
-                        label=f"{name} {phase}",
-                    )
-        set_loss_limits(axes, losses)
-        axes.set_xlabel("step")
-        axes.set_ylabel("loss")
-        axes.set_title(comparison_title(comparison))
-        axes.grid(True, color="#e5e5e5", linewidth=0.8)
-        axes.legend(loc="upper right", frameon=False, fontsize=10)
+        light_grid(axes)
         figure.tight_layout()
         return svg_bytes(figure)
 
