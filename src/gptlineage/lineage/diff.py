@@ -269,7 +269,8 @@ def diff(path_a: str | Path, path_b: str | Path) -> dict[str, Any]:
             first = (depth, row)
     if first is not None:
         first[1]["first_divergence"] = True
-    differing = [(a, b) for a, b in pairs if a is not None and b is not None and not same_artifact(a, b)]
+    matched = [(a, b) for a, b in pairs if a is not None and b is not None]
+    sides = {id(a): (stage_name(a, b), a.label, a.path, a.manifest, b.path, b.manifest) for a, b in matched}
     return {
         "a": str(path_a),
         "b": str(path_b),
@@ -277,7 +278,8 @@ def diff(path_a: str | Path, path_b: str | Path) -> dict[str, Any]:
         "first_divergence": f"{first[1]['stage']} ({first[1]['role_path']})" if first else None,
         "stages": rows,
         "metrics": metric_rows(
-            [(stage_name(a, b), (a or b).label, a.path, a.manifest, b.path, b.manifest) for a, b in differing]
+            [sides[id(a)] for a, b in matched if not same_artifact(a, b)],
+            [sides[id(a)] for a, b in matched if same_artifact(a, b)],
         ),
     }
 

@@ -48,16 +48,21 @@ def metric_row(stage: str, role_path: str, name: str, old: Any, new: Any) -> dic
     }
 
 
-def metric_rows(pairs: Sequence[StagePair]) -> list[dict[str, Any]]:
-    """Every metric of each pair of stages, copies left out; quality before timing, a stage's key
-    metrics before the other numbers, stages in lineage order."""
-    rows = []
-    for stage, role_path, path_a, manifest_a, path_b, manifest_b in pairs:
-        left = stage_metrics(path_a, manifest_a, extras=True)
-        right = stage_metrics(path_b, manifest_b, extras=True)
-        rows += [metric_row(stage, role_path, name, left.get(name), right.get(name)) for name in {**left, **right}]
-    kept = without_copies(rows)
+def metric_rows(pairs: Sequence[StagePair], same: Sequence[StagePair] = ()) -> list[dict[str, Any]]:
+    """Every metric of each pair of stages that differ, copies left out (of these rows, or of the
+    metrics of the stages that are the SAME on both sides, which are not rows themselves); quality
+    before timing, a stage's key metrics before the other numbers, stages in lineage order."""
+    rows = [row for pair in pairs for row in pair_rows(pair)]
+    references = [row for pair in same for row in pair_rows(pair) if ":" not in row["metric"]]
+    kept = without_copies(rows, references)
     return sorted(kept, key=lambda row: (row["kind"] != QUALITY, ":" in row["metric"]))
+
+
+def pair_rows(pair: StagePair) -> list[dict[str, Any]]:
+    stage, role_path, path_a, manifest_a, path_b, manifest_b = pair
+    left = stage_metrics(path_a, manifest_a, extras=True)
+    right = stage_metrics(path_b, manifest_b, extras=True)
+    return [metric_row(stage, role_path, name, left.get(name), right.get(name)) for name in {**left, **right}]
 
 
 def bare_name(metric: str) -> str:
@@ -74,10 +79,12 @@ def is_copy(row: Mapping[str, Any], of: Mapping[str, Any]) -> bool:
     return (same_stage and name == other) or name.endswith("_" + other)
 
 
-def without_copies(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """ROWS in their order, leaving out each row that repeats one kept before it; key metrics
-    (names without a source) and shorter names are kept first."""
+def without_copies(rows: list[dict[str, Any]], references: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """ROWS in their order, leaving out each row that repeats a REFERENCE or a row kept before it;
+    key metrics (names without a source) and shorter names are kept first."""
     kept: dict[str, list[dict[str, Any]]] = {}  # by the values on both sides, as JSON
+    for row in references:
+        kept.setdefault(json.dumps([row["a"], row["b"]]), []).append(row)
     chosen: set[int] = set()
     for row in sorted(rows, key=lambda row: (":" in row["metric"], len(row["metric"]))):
         same_values = kept.setdefault(json.dumps([row["a"], row["b"]]), [])

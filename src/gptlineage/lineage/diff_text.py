@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from gptlineage.lineage.checks import printable
 from gptlineage.lineage.table import format_value, markdown, text
 from gptlineage.lineage.walk import short
 
@@ -136,4 +137,4 @@ def render_diff(result: Mapping[str, Any], form: str = "text", everything: bool 
     if not result["same"]:
         lines += [""] + cause_lines(result, everything, md)
     lines += metric_sections(result, everything, md)
-    return "\n".join(lines)
+    return "\n".join(printable(line) for part in lines for line in part.split("\n"))  # names come from manifests

@@ -38,15 +38,17 @@ def results_of(root: Path) -> tuple[list[Path], list[Path]]:
 
 def run_artifact(root: Path) -> Path:
     """The artifact an argument names: itself (or the artifact holding it), else the one deliverable
-    of a results tree, else its one result."""
+    of a results tree, else its one result; none or several is an error."""
     if find_artifact_dir(root) is not None or not root.is_dir():
         return resolve_artifact(root)
     deliverables, results = results_of(root)
     found = deliverables or results
+    if not found:
+        return resolve_artifact(root)  # no artifact in it either: the error says so
     if len(found) != 1:
         names = ", ".join(str(path.relative_to(lexical(root))) for path in found[:4]) + (
             ", ..." if len(found) > 4 else ""
         )
         what = "deliverables" if deliverables else "results"
-        raise GptlineageError(f"{root}: a results tree with {len(found)} {what} ({names or 'none'}); name one artifact")
+        raise GptlineageError(f"{root}: a results tree with {len(found)} {what} ({names}); name one artifact")
     return found[0]
