@@ -12,6 +12,7 @@ import pytest
 from tiny_runs import two_deliverables
 
 from gptlineage.cli import main
+from gptlineage.lineage.artifact import MANIFEST, SEAL_KEY, artifact_id, manifest_sha256
 
 
 @pytest.fixture(scope="module")
@@ -143,3 +144,34 @@ def test_a_missing_results_directory_is_one_error_line(tmp_path, capsys):
     assert main(["lineage", "table", str(tmp_path / "absent")]) == 1
     err = capsys.readouterr().err
     assert err == f"error: lineage: {tmp_path / 'absent'}: no such results directory\n"
+
+
+def rewrite(directory: Path, change) -> None:
+    """Edit a manifest as a forger would: new id, new seal."""
+    manifest = json.loads((directory / MANIFEST).read_text())
+    change(manifest)
+    manifest["id"] = artifact_id(manifest)
+    manifest[SEAL_KEY] = manifest_sha256(manifest)
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2))
+
+
+def test_a_column_of_numbers_and_text_sorts_numbers_first(trees, tmp_path, capsys):
+    forged = tmp_path / "forged"
+    shutil.copytree(trees[1], forged)
+    rewrite(forged / "data_csv", lambda manifest: manifest["parameters"].update(steps="five"))
+    found = rows(capsys, str(forged), *map(str, trees), "--sort", "data_csv.steps")
+    assert [row["data_csv.steps"] for row in found] == [30, 31, "five"]
+    found = rows(capsys, str(forged), *map(str, trees), "--stage", "data_csv", "--sort", "steps", "--descending")
+    assert [row["steps"] for row in found] == ["five", 31, 30]
+
+
+def test_an_artifact_that_is_a_link_to_a_directory_counts(trees, tmp_path, capsys):
+    """Snakemake's output cache, right after storing an output, leaves a link to its entry."""
+    tree = tmp_path / "linked"
+    shutil.copytree(trees[0], tree)
+    (tmp_path / "cache").mkdir()
+    (tree / "data_csv").rename(tmp_path / "cache" / "entry")
+    (tree / "data_csv").symlink_to(tmp_path / "cache" / "entry")
+    (row,) = rows(capsys, str(tree))
+    assert row["final_loss"] == rows(capsys, str(trees[0]))[0]["final_loss"]
+    assert [r["stage"] for r in rows(capsys, str(tree), "--stage", "data_csv")] == ["data_csv"]

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import io
 import json
+import math
+import os
 import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -27,7 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gptlineage.errors import GptlineageError
-from gptlineage.lineage.artifact import MANIFEST, is_artifact_dir, read_manifest
+from gptlineage.lineage.artifact import is_artifact_dir, read_manifest
 from gptlineage.lineage.checks import printable
 
 # Canonical metric names, each with where it is found: ("summary", dotted key) in the manifest's
@@ -130,7 +132,8 @@ def find_artifacts(roots: Sequence[Path]) -> list[tuple[Path, Path]]:
     """(tree, artifact directory) for every artifact in each tree, in path order.
 
     Hidden directories (work and temporary directories) and artifacts nested inside another
-    artifact (checkpoints have manifests of their own) are skipped.
+    artifact (checkpoints have manifests of their own) are skipped. A link to a directory is
+    not followed, but one that is an artifact counts (Snakemake's output cache leaves them).
     """
     found: list[tuple[Path, Path]] = []
     for root in roots:
@@ -139,14 +142,17 @@ def find_artifacts(roots: Sequence[Path]) -> list[tuple[Path, Path]]:
         if is_artifact_dir(root):
             found.append((root.parent, root))
             continue
-        for manifest in sorted(root.rglob(MANIFEST)):
-            directory = manifest.parent
-            relative = directory.relative_to(root).parts
-            if any(part.startswith(".") for part in relative) or not is_artifact_dir(directory):
-                continue
-            if any(is_artifact_dir(root.joinpath(*relative[:i])) for i in range(1, len(relative))):
-                continue
-            found.append((root, directory))
+        inside: list[Path] = []
+        for folder, names, _ in os.walk(root):  # links to directories are listed, never entered
+            descend = []
+            for name in sorted(name for name in names if not name.startswith(".")):
+                directory = Path(folder) / name
+                if is_artifact_dir(directory):
+                    inside.append(directory)  # its own manifests (checkpoints) are not rows
+                elif not directory.is_symlink():
+                    descend.append(name)
+            names[:] = descend
+        found += [(root, directory) for directory in sorted(inside)]
     return found
 
 
@@ -220,9 +226,20 @@ def sort_table(table: pd.DataFrame, sort: str | None) -> pd.DataFrame:
     column = sort.removeprefix("-")
     if column not in table.columns:
         raise GptlineageError(f"--sort {sort}: no such column (columns: {', '.join(table.columns)})")
-    return table.sort_values(column, ascending=not sort.startswith("-"), na_position="last", kind="stable").reset_index(
-        drop=True
+    ordered = table.sort_values(
+        column, ascending=not sort.startswith("-"), na_position="last", kind="stable", key=lambda c: c.map(sort_key)
     )
+    return ordered.reset_index(drop=True)
+
+
+def sort_key(value: Any) -> Any:
+    """Numbers before text, each in its own order (a column may hold both: a forged or odd
+    manifest); a missing value stays missing, so that it sorts last."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return math.nan
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, str(value))
 
 
 def format_value(value: Any) -> str:
