@@ -12,6 +12,7 @@ from tiny_runs import two_deliverables
 
 from gptlineage.cli import main
 from gptlineage.lineage.artifact import MANIFEST, SEAL_KEY, artifact_id, manifest_sha256
+from gptlineage.lineage.compare import DIFFERENT, TIMING, compare_file, is_measurement
 from gptlineage.lineage.diff import diff, render_diff, stages
 
 
@@ -226,3 +227,18 @@ def test_the_shortest_role_path_names_a_stage_and_inputs_are_deeper_than_their_u
     assert set(found) == {".", "model", "prompt_suite", "data_csv", "data_csv/csv"}
     # The model is read by the deliverable and by the prompt suite: it lies below both.
     assert found["."].depth == 0 and found["prompt_suite"].depth == 1 and found["model"].depth == 2
+
+
+def test_a_value_under_a_timing_key_at_any_depth_is_a_timing(tmp_path):
+    """The rule diff and reproduce share: a benchmark's `full_prefix_ms.median` is a timing, a loss is a result."""
+    report = {"full_prefix_ms": {"median": 20.5, "runs": [20.1, 20.5]}, "cached_total_ms_median": 9.0, "loss": 2.0}
+    rerun = {"full_prefix_ms": {"median": 31.0, "runs": [30.2, 31.0]}, "cached_total_ms_median": 7.5, "loss": 2.0}
+    for name, value in (("old.json", report), ("new.json", rerun), ("other.json", {**rerun, "loss": 2.5})):
+        (tmp_path / name).write_text(json.dumps(value))
+    timing = compare_file("report.json", tmp_path / "old.json", tmp_path / "new.json")
+    assert timing.verdict == TIMING and timing.detail == "differs only in cached_total_ms_median, full_prefix_ms"
+    assert compare_file("report.json", tmp_path / "old.json", tmp_path / "other.json").verdict == DIFFERENT
+    assert [is_measurement(name) for name in ("report.json:full_prefix_ms.median", "tokens_per_s", "wall_s")] == [
+        True
+    ] * 3
+    assert not any(map(is_measurement, ("final_val_loss", "exact_match", "summary:parts.model.metrics.best_val_loss")))

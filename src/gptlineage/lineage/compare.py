@@ -76,6 +76,12 @@ class Change:
         return bool(MEMORY_KEY.search(self.key)) or is_memory(self.path)
 
     @property
+    def measured_key(self) -> str:
+        """The key that makes this a measurement: its own, else the innermost above it (`full_prefix_ms`)."""
+        keys = [key for key in path_keys(self.path) if TIMING_KEY.search(key) or MEMORY_KEY.search(key)]
+        return self.key if TIMING_KEY.search(self.key) or MEMORY_KEY.search(self.key) or not keys else keys[-1]
+
+    @property
     def size(self) -> float:
         return abs(float(self.new) - float(self.old)) if self.numeric else math.inf
 
@@ -194,7 +200,8 @@ def judge_changes(
     substantive = [c for c in changes if c not in measured and c not in recorded]
     if not substantive:
         keys = sorted(
-            {c.key if c.timing or c.memory else f"sha256 of {c.key}" for c in measured} | {c.path for c in recorded}
+            {c.measured_key if c.timing or c.memory else f"sha256 of {c.key}" for c in measured}
+            | {c.path for c in recorded}
         )
         verdict = CODE_RECORD if recorded else MEASURED if any(c.memory for c in measured) else TIMING
         why = " (now the current package's source hash: files outside the closure changed)" if recorded else ""
