@@ -103,7 +103,7 @@ def difference(letter: str, result: Mapping[str, Any]) -> dict[str, Any]:
 def metric_view(row: Mapping[str, Any]) -> dict[str, str]:
     change = "" if row["change"] is None else ("+" if row["change"] > 0 else "") + format_value(row["change"])
     return {
-        "stage": row["stage"],
+        "stage": named(row),  # with its role path: the deliverable and the last training stage share a name
         "metric": row["metric"],
         "a": format_value(row["a"]),
         "b": format_value(row["b"]),
@@ -134,7 +134,7 @@ def curves(runs: Sequence[Run]) -> dict[str, Any]:
             continue
         finals = [(label, [p for p in points if p.get("phase") == "validation"]) for label, points in series]
         caption = ", ".join(f"{label} {format_value(v[-1]['loss'])}" for label, v in finals if v)
-        figures.append({"stage": name, "uri": svg_data_uri(figure), "caption": caption, "runs": len(found)})
+        figures.append({"stage": name, "uri": svg_data_uri(figure), "caption": caption})
     return {"figures": figures, "same": same, "notes": notes}
 
 
