@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 from conftest import TINY_TRAIN
+from tiny_runs import two_deliverables
 
 from gptlineage.cli import main
 from gptlineage.lineage.artifact import MANIFEST, SEAL_KEY, artifact_id, manifest_sha256
-from gptlineage.lineage.diff import diff, render_diff
+from gptlineage.lineage.compare import DIFFERENT, TIMING, compare_file, is_measurement
+from gptlineage.lineage.diff import diff, render_diff, stages
 
 
 def build(root: Path, steps: int) -> Path:
@@ -51,21 +53,35 @@ def rewrite(directory: Path, change) -> None:
 def test_diff_names_the_changed_parameter_and_the_first_divergence(runs, capsys):
     assert main(["lineage", "diff", str(runs["a"]), str(runs["b"])]) == 0
     out = capsys.readouterr().out
-    assert "first divergence: data_csv (.)" in out
+    lines = out.splitlines()
+    assert lines[1] == "first divergence: data_csv (.)"
     assert "data_csv (., data-csv) differs:\n  parameters: steps: 30 → 31\n" in out
-    stages = out.split("metrics:")[0].splitlines()
-    lines = {line.split()[0]: line for line in stages if len(line.split()) >= 6}
-    assert lines["small_data"].rstrip().endswith("same") and lines["data_csv"].rstrip().endswith("first divergence")
+    # Only what differs: the unchanged source stage is counted, not listed.
+    assert "small_data" not in out and "the same in A and B: 1 stage (--all lists every stage)" in out
+    assert out.index("quality metrics that changed:") < out.index("final_loss") < out.index("timings (")
+
+
+def test_diff_all_lists_every_stage_and_every_metric(runs, capsys):
+    assert main(["lineage", "diff", str(runs["a"]), str(runs["b"]), "--all"]) == 0
+    out = capsys.readouterr().out
+    table = out.split("data_csv (., data-csv) differs:")[0].splitlines()
+    stages = {line.split()[0]: line for line in table if len(line.split()) >= 6}
+    assert stages["small_data"].rstrip().endswith("same") and stages["data_csv"].rstrip().endswith("first divergence")
+    assert "trainlog.json:loss.first" in out  # unchanged (the same first batch), shown with --all only
 
 
 def test_diff_json_has_reasons_and_metrics_side_by_side(runs, capsys):
     assert main(["lineage", "diff", str(runs["a"]), str(runs["b"]), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     top, source = result["stages"]
-    assert top["reasons"] == {"parameters": ["steps: 30 → 31"]} and top["first_divergence"]
+    assert top["reasons"] == {"parameters": ["steps: 30 → 31"]} and top["first_divergence"] and top["own_cause"]
     assert source["same"] and source["role_path"] == "csv" and source["reasons"] == {}
-    final = {row["metric"]: row for row in result["metrics"] if row["stage"] == "data_csv"}["final_loss"]
+    metrics = {row["metric"]: row for row in result["metrics"] if row["stage"] == "data_csv"}
+    final = metrics["final_loss"]
     assert final["a"] != final["b"] and final["change"] == pytest.approx(final["b"] - final["a"])
+    assert final["kind"] == "quality" and final["changed"]
+    assert metrics["wall_s"]["kind"] == "timing"
+    assert not metrics["trainlog.json:loss.first"]["changed"]
     trainlog = json.loads((runs["b"] / "trainlog.json").read_text())
     assert final["b"] == trainlog["series"][0]["values"][-1]
 
@@ -74,8 +90,10 @@ def test_diff_markdown(runs, capsys):
     assert main(["lineage", "diff", str(runs["a"]), str(runs["b"]), "--md"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("### lineage diff")
-    assert "| stage | role path | command | A id | B id | verdict |" in out
     assert "- parameters: steps: 30 → 31" in out and "| data_csv | final_loss |" in out
+    assert "| stage | role path |" not in out  # the stage table comes with --all
+    assert main(["lineage", "diff", str(runs["a"]), str(runs["b"]), "--md", "--all"]) == 0
+    assert "| stage | role path | command | A id | B id | verdict |" in capsys.readouterr().out
 
 
 def test_a_moved_results_tree_is_the_same_work(runs, tmp_path):
@@ -163,4 +181,64 @@ def test_two_identical_training_runs_differ_only_in_measurements(corpus, tmp_pat
     metrics = {m["metric"]: m for m in result["metrics"]}
     assert metrics["final_val_loss"]["a"] == metrics["final_val_loss"]["b"] and metrics["final_val_loss"]["change"] == 0
     assert metrics["tokens_per_s"]["a"] > 0 and metrics["best_val_loss"]["a"] <= metrics["final_val_loss"]["a"]
-    assert "first divergence (only measurements)" in render_diff(result)
+    text = render_diff(result)
+    assert "first divergence (only measurements): train (.)" in text
+    assert "quality metrics" not in text and "tokens_per_s" in text.split("timings (")[1]
+
+
+# ---------------------------------------------------------------- two deliverables, before and after a change
+
+
+@pytest.fixture(scope="module")
+def deliverables(tmp_path_factory) -> dict[str, Path]:
+    return two_deliverables(tmp_path_factory.mktemp("deliverables"))
+
+
+def test_the_diff_of_two_deliverables_opens_with_the_changed_setting(deliverables, capsys):
+    assert main(["lineage", "diff", str(deliverables["a"]), str(deliverables["b"])]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "first divergence: sft_stage2 (model)"
+    assert lines[2:5] == [
+        "",
+        "sft_stage2 (model, train) differs:",
+        "  parameters: lr: 0.01 → 0.03 (settings.lr, resolved.lr)",  # one change, recorded under two keys
+    ]
+    quality = lines.index("quality metrics that changed:")
+    timings = next(i for i, line in enumerate(lines) if line.startswith("timings (measurements"))
+    changed = [line.split() for line in lines[quality + 3 : timings] if line.strip()]
+    assert [row[2] for row in changed] == ["final_val_loss", "best_val_loss"]  # the training stage's, nothing else
+    assert all(row[:2] == ["sft_stage2", "(model)"] for row in changed)
+    assert "tokens_per_s" in "\n".join(lines[timings:]) and "wall_s" not in "\n".join(lines[:timings])
+
+
+def test_a_deliverables_copies_of_its_parts_metrics_are_left_out(deliverables):
+    result = diff(deliverables["a"], deliverables["b"])
+    assert not [row for row in result["metrics"] if row["metric"].startswith("summary:parts.")]
+    rows = [(row["stage"], row["role_path"], row["metric"]) for row in result["metrics"]]
+    assert len(rows) == len(set(rows))
+    final = [row for row in result["metrics"] if row["metric"] == "final_val_loss"]
+    assert [(row["role_path"], row["kind"], row["changed"]) for row in final] == [("model", "quality", True)]
+    summary = json.loads((deliverables["b"] / "summary.json").read_text())
+    assert final[0]["b"] == summary["parts"]["model"]["metrics"]["final_val_loss"]
+
+
+def test_the_shortest_role_path_names_a_stage_and_inputs_are_deeper_than_their_users(deliverables):
+    found = {stage.label: stage for stage in stages(deliverables["a"])}
+    assert set(found) == {".", "model", "prompt_suite", "data_csv", "data_csv/csv"}
+    # The model is read by the deliverable and by the prompt suite: it lies below both.
+    assert found["."].depth == 0 and found["prompt_suite"].depth == 1 and found["model"].depth == 2
+
+
+def test_a_value_under_a_timing_key_at_any_depth_is_a_timing(tmp_path):
+    """The rule diff and reproduce share: a benchmark's `full_prefix_ms.median` is a timing, a loss is a result."""
+    report = {"full_prefix_ms": {"median": 20.5, "runs": [20.1, 20.5]}, "cached_total_ms_median": 9.0, "loss": 2.0}
+    rerun = {"full_prefix_ms": {"median": 31.0, "runs": [30.2, 31.0]}, "cached_total_ms_median": 7.5, "loss": 2.0}
+    for name, value in (("old.json", report), ("new.json", rerun), ("other.json", {**rerun, "loss": 2.5})):
+        (tmp_path / name).write_text(json.dumps(value))
+    timing = compare_file("report.json", tmp_path / "old.json", tmp_path / "new.json")
+    assert timing.verdict == TIMING and timing.detail == "differs only in cached_total_ms_median, full_prefix_ms"
+    assert compare_file("report.json", tmp_path / "old.json", tmp_path / "other.json").verdict == DIFFERENT
+    assert [is_measurement(name) for name in ("report.json:full_prefix_ms.median", "tokens_per_s", "wall_s")] == [
+        True
+    ] * 3
+    assert not any(map(is_measurement, ("final_val_loss", "exact_match", "summary:parts.model.metrics.best_val_loss")))

@@ -5,6 +5,7 @@ Example:
     gptlineage lineage verify results/data_csv --expect-id <the 64-hex id you pinned>
     gptlineage lineage export results/sft_stage2 --format ro-crate --output results/sft_stage2.crate [--no-sources]
     gptlineage lineage report results/sft_stage2 --output results/lineage_report
+    gptlineage lineage compare before/sft_stage2 results/sft_stage2 --output results/compare
 """
 
 from __future__ import annotations
@@ -119,9 +120,12 @@ def run_action(args: argparse.Namespace) -> int:
     return 0
 
 
-# diff, table and reproduce: for comparing runs while iterating (lineage/diff.py, table.py, reproduce.py):
+# diff, table, compare and reproduce: for comparing runs while iterating (lineage/diff.py, runs.py,
+# table.py, reproduce.py; reporting/compare_page.py):
 #     gptlineage lineage diff results/data_csv other/results/data_csv --md
+#     gptlineage lineage table results other/results --only-changed
 #     gptlineage lineage table results other/results --stage pretrain --csv
+#     gptlineage lineage compare results/sft_stage2 other/results/sft_stage2 --output compare
 #     gptlineage lineage reproduce results/data_csv
 def add_format_flags(parser: argparse.ArgumentParser, forms: tuple[str, ...]) -> None:
     group = parser.add_mutually_exclusive_group()
@@ -134,14 +138,25 @@ def add_iteration_actions(actions: argparse._SubParsersAction) -> None:
     diff = actions.add_parser("diff", help="compare two artifacts' lineages stage by stage: what differs and why")
     diff.add_argument("a", type=Path, help="an artifact (A, typically before a change)")
     diff.add_argument("b", type=Path, help="the same stage in another run (B)")
+    diff.add_argument("--all", action="store_true", help="every stage and every metric, not only what differs")
     add_format_flags(diff, ("json", "md"))
-    table = actions.add_parser("table", help="one row per artifact of results trees: parameters that vary, metrics")
-    table.add_argument("roots", type=Path, nargs="*", default=[Path("results")], help="results trees (default results)")
-    table.add_argument("--stage", help="only artifacts in directories of this name")
+    table = actions.add_parser(
+        "table", help="one row per run (results tree or deliverable): the parameters that differ, headline metrics"
+    )
+    table.add_argument(
+        "roots", type=Path, nargs="*", default=[Path("results")], help="results trees or artifacts (default results)"
+    )
+    table.add_argument("--stage", help="one row per artifact in directories of this name instead (id, metrics, date)")
     table.add_argument("--params", default="", help="comma-separated parameters to show as well (dotted or last part)")
-    table.add_argument("--sort", metavar="COLUMN", help="sort by this column (empty cells last)")
+    table.add_argument("--only-changed", action="store_true", help="only the columns whose values differ between rows")
+    table.add_argument("--sort", metavar="COLUMN", help="sort by this column, named as in --csv (empty cells last)")
     table.add_argument("--descending", action="store_true", help="sort --sort's column from largest to smallest")
     add_format_flags(table, ("csv", "md", "json"))
+    compare = actions.add_parser("compare", help="write one HTML page comparing runs: what differs, metrics, curves")
+    compare.add_argument(
+        "runs", type=Path, nargs="+", metavar="RUN", help="artifacts to compare (A B [C ...]), A first"
+    )
+    compare.add_argument("--output", type=Path, required=True, help="artifact directory to write (holds index.html)")
     again = actions.add_parser("reproduce", help="rerun an artifact's recorded command and compare every output file")
     again.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
     again.add_argument("--tolerance", type=float, default=0.0, help="accept numbers that differ by at most this much")
@@ -149,7 +164,7 @@ def add_iteration_actions(actions: argparse._SubParsersAction) -> None:
         "--with-current-code", action="store_true", help="run even when the command's code changed; list the changes"
     )
     add_format_flags(again, ("json",))
-    for parser in (diff, table, again):
+    for parser in (diff, table, compare, again):
         parser.set_defaults(command_handler=run_iteration)  # overrides the `lineage` parser's run
 
 
@@ -157,14 +172,14 @@ def run_iteration(args: argparse.Namespace) -> int:
     if args.action == "diff":
         from gptlineage.lineage.diff import diff, render_diff
 
-        print(render_diff(diff(args.a, args.b), args.form))
+        print(render_diff(diff(args.a, args.b), args.form, everything=args.all))
         return 0
     if args.action == "table":
-        from gptlineage.lineage.table import artifact_table, render
+        return print_table(args)
+    if args.action == "compare":
+        from gptlineage.reporting.compare_page import write_compare  # matplotlib loads only for the page
 
-        params = [name.strip() for name in args.params.split(",") if name.strip()]
-        sort = f"-{args.sort}" if args.sort and args.descending else args.sort
-        print(render(artifact_table(args.roots, stage=args.stage, params=params, sort=sort), args.form))
+        print(printable(f"wrote {write_compare(args.runs, args.output)}"))
         return 0
     if not args.tolerance >= 0:
         raise GptlineageError(f"--tolerance {args.tolerance}: must be a number >= 0")
@@ -174,3 +189,18 @@ def run_iteration(args: argparse.Namespace) -> int:
     report = reproduce(args.path, COMMANDS, tolerance=args.tolerance, with_current_code=args.with_current_code)
     print(render_reproduce(report, args.form))
     return 0 if report["reproduced"] else 1
+
+
+def print_table(args: argparse.Namespace) -> int:
+    from gptlineage.lineage.runs import run_headers, run_table
+    from gptlineage.lineage.table import artifact_table, render
+
+    params = [name.strip() for name in args.params.split(",") if name.strip()]
+    sort = f"-{args.sort}" if args.sort and args.descending else args.sort
+    options = {"params": params, "sort": sort, "only_changed": args.only_changed}
+    if args.stage is not None:
+        print(render(artifact_table(args.roots, stage=args.stage, **options), args.form))
+        return 0
+    table = run_table(args.roots, **options)
+    print(render(table, args.form, headers=run_headers(table)))
+    return 0

@@ -6,7 +6,8 @@ Used by `gptlineage lineage reproduce` (recorded files against a rerun) and `lin
 
 JSON and JSON-lines files are compared value by value: a number that moved gives its largest
 absolute difference and the path to it. Values under timing keys (durations, rates, trace
-timestamps, process ids) change from run to run by nature; a file whose differences all lie
+timestamps, process ids; a key or any key above it on the path: `full_prefix_ms.median`) change
+from run to run by nature; a file whose differences all lie
 there is "timing, not compared" ("timing and memory" when a peak memory size moved too), and
 so is a JSON file whose only other difference is the sha256 it records of such a file (a
 checkpoint's manifest of its state.json). Every other number is compared. Safetensors
@@ -24,13 +25,16 @@ from pathlib import Path
 from typing import Any
 
 # Keys whose values are wall-clock measurements or process identities, never results:
-# *_ms/*_ns/*_us/*_seconds durations, tokens per second, speedups and throughput ratios
-# (ratios of durations), trace-event timestamps `ts`/`dur` (µs) and `pid`/`tid`.
+# *_ms/*_ns/*_us/*_seconds durations (also as a prefix: `total_ms_median`), tokens per second
+# (`*_per_second`, `*_per_s`), speedups and throughput ratios (ratios of durations), trace-event
+# timestamps `ts`/`dur` (µs) and `pid`/`tid`.
 TIMING_KEY = re.compile(
-    r"(_ms|_ns|_us|_seconds)$|^(ts|dur|pid|tid|wall_s)$|duration|per_second|speedup|throughput|elapsed"
+    r"(_ms|_ns|_us|_seconds)(_|$)|^(ts|dur|pid|tid|wall_s)$|duration|per_second|_per_s$|speedup|throughput|elapsed"
 )
 # Keys whose values measure the process's memory (peak resident set, KiB): not results either.
 MEMORY_KEY = re.compile(r"resident_set|_rss|_kb$")
+# What splits a value's path into its object keys: `a.b[2]`, `rows[phase=train].total_ns`.
+PATH_PARTS = re.compile(r"[.\[\]]+")
 # List items that carry one of these keys, unique within the list, are matched by it, not by
 # position: a profile's rows are ordered by time spent, which changes from run to run.
 ITEM_KEYS = ("phase", "name")
@@ -65,15 +69,44 @@ class Change:
 
     @property
     def timing(self) -> bool:
-        return bool(TIMING_KEY.search(self.key))
+        return bool(TIMING_KEY.search(self.key)) or is_timing(self.path)
 
     @property
     def memory(self) -> bool:
-        return bool(MEMORY_KEY.search(self.key))
+        return bool(MEMORY_KEY.search(self.key)) or is_memory(self.path)
+
+    @property
+    def measured_key(self) -> str:
+        """The key that makes this a measurement: its own, else the innermost above it (`full_prefix_ms`)."""
+        keys = [key for key in path_keys(self.path) if TIMING_KEY.search(key) or MEMORY_KEY.search(key)]
+        return self.key if TIMING_KEY.search(self.key) or MEMORY_KEY.search(self.key) or not keys else keys[-1]
 
     @property
     def size(self) -> float:
         return abs(float(self.new) - float(self.old)) if self.numeric else math.inf
+
+
+def path_keys(path: str) -> list[str]:
+    """The object keys along a value's path (`a.b[2].c` → a, b, c); list selectors such as
+    `[phase=train]` name values, not keys, and are left out."""
+    return [part for part in PATH_PARTS.split(path) if part and "=" not in part and not part.isdigit()]
+
+
+def is_timing(path: str) -> bool:
+    """A value under a timing key, at any depth: `full_prefix_ms.median`, `points[3].duration_ms`."""
+    return any(TIMING_KEY.search(key) for key in path_keys(path))
+
+
+def is_memory(path: str) -> bool:
+    """A value under a memory key (peak resident set), at any depth."""
+    return any(MEMORY_KEY.search(key) for key in path_keys(path))
+
+
+def is_measurement(metric: str) -> bool:
+    """A metric (`wall_s`, `report.json:full_prefix_ms.median`: a source, a colon, a dotted key)
+    that is timing or memory: what a rerun of the same work measures otherwise, never a result."""
+    path = metric.partition(":")[2] if ":" in metric else metric
+    return is_timing(path) or is_memory(path)
 
 
 @dataclass(frozen=True)
@@ -167,7 +200,8 @@ def judge_changes(
     substantive = [c for c in changes if c not in measured and c not in recorded]
     if not substantive:
         keys = sorted(
-            {c.key if c.timing or c.memory else f"sha256 of {c.key}" for c in measured} | {c.path for c in recorded}
+            {c.measured_key if c.timing or c.memory else f"sha256 of {c.key}" for c in measured}
+            | {c.path for c in recorded}
         )
         verdict = CODE_RECORD if recorded else MEASURED if any(c.memory for c in measured) else TIMING
         why = " (now the current package's source hash: files outside the closure changed)" if recorded else ""

@@ -1,35 +1,42 @@
 """Compare the lineages of two artifacts stage by stage: which ids differ, why, and the metrics.
 
 Example:
-    gptlineage lineage diff results/data_csv other/results/data_csv --md
+    gptlineage lineage diff results/sft_stage2 other/results/sft_stage2        # what differs, and why
+    gptlineage lineage diff results/data_csv other/results/data_csv --all --md # every stage and metric
 
-Both lineages are walked from the top. A stage is named by its role path from the top (the
-input roles followed to reach it: `.` is the top, `csv` its input artifact, `checkpoint+passport`
-an artifact reached through two roles at once) and matched by that path, else by directory
-name. For each stage whose ids differ the reasons are listed: parameters (flattened with dots,
-`key: old → new`), code (the files of the command's closure whose sha256 changed), inputs
-(input artifacts or source files with other content), environment (versions, device kind) and
-outputs. The first divergence is the most upstream stage that differs for a reason of its own
-rather than only because an input artifact it read differs.
+Both lineages are walked from the top. A stage is named by its shortest role path from the top
+(the input roles followed to reach it: `.` is the top, `model` its input artifact of that role,
+`checkpoint+passport` an artifact reached through two roles at once) and matched by that path,
+else by directory name. For each stage whose ids differ the reasons are listed: parameters
+(flattened with dots, `key: old → new`; one change recorded under several keys is one line),
+code (the files of the command's closure whose sha256 changed), inputs (input artifacts or
+source files with other content), environment (versions, device kind) and outputs. The first
+divergence is the most upstream stage that differs for a reason of its own rather than only
+because an input artifact it read differs. The metrics of the stages that differ come side by
+side (`lineage/diff_metrics.py`), and `lineage/diff_text.py` renders it all.
 """
 
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import INPUT_IDENTITY_KEYS, MANIFEST, content_sha256, read_manifest
 from gptlineage.lineage.compare import IDENTICAL, compare_outputs
+from gptlineage.lineage.diff_metrics import metric_rows
+from gptlineage.lineage.diff_text import render_diff
 from gptlineage.lineage.identity import environment_class
-from gptlineage.lineage.table import flatten, format_value, markdown, stage_metrics, text
+from gptlineage.lineage.results import run_artifact
+from gptlineage.lineage.table import flatten
 from gptlineage.lineage.tree import lexical
 from gptlineage.lineage.walk import input_artifact_dir, resolve_artifact, short
+
+__all__ = ["diff", "render_diff", "stages"]
 
 COMPARE_MAX_BYTES = 64 << 20  # larger differing outputs are reported by hash only
 OWN_CAUSES = ("command", "parameters", "code", "environment", "sources", "outputs")
@@ -37,12 +44,12 @@ OWN_CAUSES = ("command", "parameters", "code", "environment", "sources", "output
 
 @dataclass(frozen=True)
 class Stage:
-    """One artifact of a lineage, named by the input roles that lead to it from the top."""
+    """One artifact of a lineage, named by the shortest chain of input roles that leads to it from the top."""
 
-    key: str  # "" for the top; "csv", "checkpoint+passport/train_bin"... further up
+    key: str  # "" for the top; "model", "checkpoint+passport/train_bin"... further up
     path: Path
     manifest: dict[str, Any]
-    depth: int
+    depth: int  # the longest chain from the top: an input is always deeper than what used it
 
     @property
     def label(self) -> str:
@@ -50,17 +57,15 @@ class Stage:
 
 
 def stages(path: str | Path) -> list[Stage]:
-    """Every artifact from PATH up to its sources, depth first; a missing input artifact is an error."""
-    found: list[Stage] = []
-    seen: set[Path] = set()
-    stack = [(lexical(resolve_artifact(path)), "", 0)]  # a loop, not recursion: a long chain cannot overflow
-    while stack:
-        directory, key, depth = stack.pop()
-        if directory in seen:
-            continue
-        seen.add(directory)
-        manifest = read_manifest(directory)
-        found.append(Stage(key, directory, manifest, depth))
+    """Every artifact from PATH up to its sources, breadth first; a missing input artifact is an error."""
+    top = lexical(resolve_artifact(path))
+    keys: dict[Path, str] = {top: ""}
+    manifests: dict[Path, dict[str, Any]] = {}
+    inputs: dict[Path, list[Path]] = {}
+    queue = deque([top])  # a loop, not recursion: a long chain cannot overflow
+    while queue:
+        directory = queue.popleft()
+        manifest = manifests[directory] = read_manifest(directory)
         upstream: dict[Path, list[str]] = {}
         for entry in manifest.get("inputs", []):
             holder = input_artifact_dir(directory, entry)
@@ -69,10 +74,35 @@ def stages(path: str | Path) -> list[Stage]:
             if not (holder / MANIFEST).is_file():
                 raise GptlineageError(f"{holder}: input artifact missing (input {entry['role']} of {directory})")
             upstream.setdefault(holder, []).append(entry["role"])
-        for holder, roles in sorted(upstream.items(), key=lambda item: sorted(item[1]), reverse=True):
-            label = "+".join(sorted(roles))
-            stack.append((holder, f"{key}/{label}" if key else label, depth + 1))
-    return found
+        inputs[directory] = list(upstream)
+        for holder, roles in sorted(upstream.items(), key=lambda item: sorted(item[1])):
+            if holder not in keys:
+                label = "+".join(sorted(roles))
+                keys[holder] = f"{keys[directory]}/{label}" if keys[directory] else label
+                queue.append(holder)
+    depth = longest_depths(list(keys), inputs)
+    return [Stage(key, directory, manifests[directory], depth[directory]) for directory, key in keys.items()]
+
+
+def longest_depths(order: list[Path], inputs: Mapping[Path, list[Path]]) -> dict[Path, int]:
+    """Each stage's longest chain from the top (ORDER[0]), every user of a stage counted before it;
+    a stage on a loop (hostile manifests) keeps its place in ORDER as its depth."""
+    users = {directory: 0 for directory in order}
+    for directory in order:
+        for holder in inputs[directory]:
+            users[holder] += 1
+    depth = dict.fromkeys(order, 0)
+    ready = deque(directory for directory in order if users[directory] == 0)
+    done: set[Path] = set()
+    while ready:
+        directory = ready.popleft()
+        done.add(directory)
+        for holder in inputs[directory]:
+            depth[holder] = max(depth[holder], depth[directory] + 1)
+            users[holder] -= 1
+            if users[holder] == 0:
+                ready.append(holder)
+    return {directory: depth[directory] if directory in done else index for index, directory in enumerate(order)}
 
 
 def pair_stages(left: list[Stage], right: list[Stage]) -> list[tuple[Stage | None, Stage | None]]:
@@ -100,13 +130,34 @@ def show(value: Any) -> str:
 _ABSENT = object()
 
 
+def differs(old: Mapping[str, Any], new: Mapping[str, Any], key: str) -> bool:
+    """KEY is on one side only, or its values differ as JSON."""
+    if (key in old) != (key in new):
+        return True
+    return json.dumps(old.get(key), sort_keys=True) != json.dumps(new.get(key), sort_keys=True)
+
+
 def mapping_changes(old: Mapping[str, Any], new: Mapping[str, Any], note: str = "") -> list[str]:
     """`key: old → new` for each key whose value differs (a missing key shows as (absent))."""
     return [
         f"{key}: {show(old.get(key, _ABSENT))} → {show(new.get(key, _ABSENT))}{note}"
         for key in dict.fromkeys([*old, *new])
-        if json.dumps(old.get(key, None), sort_keys=True) != json.dumps(new.get(key, None), sort_keys=True)
-        or (key in old) != (key in new)
+        if differs(old, new, key)
+    ]
+
+
+def parameter_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """`key: old → new` per changed parameter (flattened with dots); one change recorded under
+    several keys (a training run's `settings.lr` and `resolved.lr`) is one line naming them all."""
+    a, b = flatten(old), flatten(new)
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for key in dict.fromkeys([*a, *b]):
+        if differs(a, b, key):
+            change = (key.rsplit(".", 1)[-1], show(a.get(key, _ABSENT)), show(b.get(key, _ABSENT)))
+            groups.setdefault(change, []).append(key)
+    return [
+        f"{keys[0]}: {before} → {after}" if len(keys) == 1 else f"{name}: {before} → {after} ({', '.join(keys)})"
+        for (name, before, after), keys in groups.items()
     ]
 
 
@@ -124,35 +175,43 @@ def code_changes(old: Mapping[str, Any], new: Mapping[str, Any], sides: tuple[st
     return lines
 
 
+def input_change(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """("sources" or "inputs", what differs) for one input role, or None when it is the same."""
+    if a is None or b is None:
+        return "sources", f"only in {'A' if b is None else 'B'} ({(a or b)['path']})"  # type: ignore[index]
+    left, right = ({k: e[k] for k in INPUT_IDENTITY_KEYS if k in e} for e in (a, b))
+    if left == right:
+        if a.get("content_sha256") != b.get("content_sha256"):
+            return "inputs", f"artifact {short(left['artifact_id'])}, the same work with other results"
+        return None
+    content = [e.get("sha256") or e.get("tree_sha256") for e in (left, right)]
+    if "artifact_id" in left and "artifact_id" in right:
+        ids = f"{short(left['artifact_id'])} → {short(right['artifact_id'])}"
+        if content[0] and content[0] == content[1]:
+            return "inputs", f"the same file (sha256 {short(content[0])}) from another artifact {ids}"
+        where = (
+            a["artifact_path"]
+            if a["artifact_path"] == b["artifact_path"]
+            else f"{a['artifact_path']} → {b['artifact_path']}"
+        )
+        return "inputs", f"artifact {ids} ({where})"
+    return "sources", f"source {a['path']} sha256 {short(content[0])} → {short(content[1])}"
+
+
 def input_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
-    """(source-file changes, input-artifact changes): inputs by role whose content differs."""
+    """(source-file changes, input-artifact changes): inputs by role whose content differs; roles
+    with the same change (a model's parameters and passport, from one artifact) share a line."""
     a = {entry["role"]: entry for entry in old}
     b = {entry["role"]: entry for entry in new}
-    sources: list[str] = []
-    upstream: list[str] = []
+    grouped: dict[tuple[str, str], list[str]] = {}
     for role in dict.fromkeys([*a, *b]):
-        if role not in a or role not in b:
-            sources.append(f"{role}: only in {'A' if role in a else 'B'} ({(a.get(role) or b[role])['path']})")
-            continue
-        left, right = ({k: e[k] for k in INPUT_IDENTITY_KEYS if k in e} for e in (a[role], b[role]))
-        if left == right:
-            if a[role].get("content_sha256") != b[role].get("content_sha256"):
-                upstream.append(f"{role}: artifact {short(left['artifact_id'])}, the same work with other results")
-            continue
-        content = {side: e.get("sha256") or e.get("tree_sha256") for side, e in (("a", left), ("b", right))}
-        if "artifact_id" in left and "artifact_id" in right and content["a"] and content["a"] == content["b"]:
-            upstream.append(
-                f"{role}: the same file (sha256 {short(content['a'])}) from another artifact"
-                f" {short(left['artifact_id'])} → {short(right['artifact_id'])}"
-            )
-        elif "artifact_id" in left and "artifact_id" in right:
-            upstream.append(
-                f"{role}: artifact {short(left['artifact_id'])} → {short(right['artifact_id'])}"
-                f" ({a[role]['artifact_path']} → {b[role]['artifact_path']})"
-            )
-        else:
-            sources.append(f"{role}: source {a[role]['path']} sha256 {short(content['a'])} → {short(content['b'])}")
-    return sources, upstream
+        change = input_change(a.get(role), b.get(role))
+        if change is not None:
+            grouped.setdefault(change, []).append(role)
+    lines = {"sources": [], "inputs": []}  # type: dict[str, list[str]]
+    for (kind, text), roles in grouped.items():
+        lines[kind].append(f"{', '.join(roles)}: {text}")
+    return lines["sources"], lines["inputs"]
 
 
 def output_changes(left: Stage, right: Stage) -> tuple[list[str], bool]:
@@ -174,7 +233,7 @@ def stage_reasons(left: Stage, right: Stage) -> tuple[dict[str, list[str]], bool
     sources, upstream = input_changes(ma["inputs"], mb["inputs"])
     reasons = {
         "command": mapping_changes({"name": ma["command"]["name"]}, {"name": mb["command"]["name"]}),
-        "parameters": mapping_changes(flatten(ma["parameters"]), flatten(mb["parameters"])),
+        "parameters": parameter_changes(ma["parameters"], mb["parameters"]),
         "code": code_changes(ma["code"], mb["code"]),
         "environment": mapping_changes(environment_class(ma["environment"]), environment_class(mb["environment"])),
         "sources": sources,
@@ -193,30 +252,35 @@ def stage_reasons(left: Stage, right: Stage) -> tuple[dict[str, list[str]], bool
 
 def diff(path_a: str | Path, path_b: str | Path) -> dict[str, Any]:
     """The comparison of `lineage diff`, as a JSON-ready dict: stages, reasons, first divergence, metrics."""
-    left, right = stages(path_a), stages(path_b)
+    left, right = stages(run_artifact(Path(path_a))), stages(run_artifact(Path(path_b)))
     if left[0].manifest["command"]["name"] != right[0].manifest["command"]["name"]:
         raise GptlineageError(
             f"{path_a} ({left[0].manifest['command']['name']}) and {path_b} ({right[0].manifest['command']['name']})"
             " are unrelated artifacts: diff compares the same stage of two runs"
         )
+    pairs = pair_stages(left, right)
     rows: list[dict[str, Any]] = []
     first: tuple[int, dict[str, Any]] | None = None
-    for a, b in pair_stages(left, right):
+    for a, b in pairs:
         row = stage_row(a, b)
         rows.append(row)
-        own = not row["same"] and (a is None or b is None or any(k in row["reasons"] for k in OWN_CAUSES))
-        depth = (a or b).depth  # type: ignore[union-attr]
-        if own and (first is None or depth > first[0]):
+        depth = max(stage.depth for stage in (a, b) if stage is not None)
+        if row["own_cause"] and (first is None or depth > first[0]):
             first = (depth, row)
     if first is not None:
         first[1]["first_divergence"] = True
+    matched = [(a, b) for a, b in pairs if a is not None and b is not None]
+    sides = {id(a): (stage_name(a, b), a.label, a.path, a.manifest, b.path, b.manifest) for a, b in matched}
     return {
         "a": str(path_a),
         "b": str(path_b),
         "same": all(row["same"] for row in rows),
         "first_divergence": f"{first[1]['stage']} ({first[1]['role_path']})" if first else None,
         "stages": rows,
-        "metrics": metric_rows(pair_stages(left, right)),
+        "metrics": metric_rows(
+            [sides[id(a)] for a, b in matched if not same_artifact(a, b)],
+            [sides[id(a)] for a, b in matched if same_artifact(a, b)],
+        ),
     }
 
 
@@ -235,16 +299,7 @@ def stage_row(a: Stage | None, b: Stage | None) -> dict[str, Any]:
     """One stage of the diff: where it is on each side, its ids, and why they differ."""
     either = a or b
     assert either is not None
-    # The same artifact: the same work (id) with the same results (content).
-    same = (
-        a is not None
-        and b is not None
-        and (a.manifest["id"], content_sha256(a.manifest))
-        == (
-            b.manifest["id"],
-            content_sha256(b.manifest),
-        )
-    )
+    same = a is not None and b is not None and same_artifact(a, b)
     reasons: dict[str, list[str]] = {}
     measured_only = False
     if a is None or b is None:
@@ -258,81 +313,9 @@ def stage_row(a: Stage | None, b: Stage | None) -> dict[str, Any]:
         "id_a": a.manifest["id"] if a else None,
         "id_b": b.manifest["id"] if b else None,
         "same": same,
+        # A reason of its own, not only other input artifacts: where a difference can start.
+        "own_cause": not same and (a is None or b is None or any(kind in reasons for kind in OWN_CAUSES)),
         "measurements_only": measured_only,
         "first_divergence": False,
         "reasons": reasons,
     }
-
-
-def metric_rows(pairs: list[tuple[Stage | None, Stage | None]]) -> list[dict[str, Any]]:
-    """The metrics of each matched stage that differs, side by side, with B − A for numbers:
-    the key metrics always, other numbers of the summary and reports only where they differ."""
-    rows = []
-    for a, b in pairs:
-        if a is None or b is None or same_artifact(a, b):
-            continue
-        left = stage_metrics(a.path, a.manifest, extras=True)
-        right = stage_metrics(b.path, b.manifest, extras=True)
-        for name in dict.fromkeys([*left, *right]):
-            old, new = left.get(name), right.get(name)
-            if ":" in name and old == new:
-                continue
-            numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (old, new))
-            rows.append(
-                {
-                    "stage": stage_name(a, b),
-                    "metric": name,
-                    "a": old,
-                    "b": new,
-                    "change": new - old if numeric else None,
-                }  # type: ignore[operator]
-            )
-    return rows
-
-
-def stage_frame(result: Mapping[str, Any]) -> pd.DataFrame:
-    return pd.DataFrame(
-        [
-            {
-                "stage": row["stage"],
-                "role path": row["role_path"],
-                "command": row["command"],
-                "A id": short(row["id_a"]),
-                "B id": short(row["id_b"]),
-                "verdict": ("same" if row["same"] else "first divergence" if row["first_divergence"] else "differs")
-                + (" (only measurements)" if row["measurements_only"] else ""),
-            }
-            for row in result["stages"]
-        ]
-    )
-
-
-def metric_frame(result: Mapping[str, Any]) -> pd.DataFrame:
-    frame = pd.DataFrame(result["metrics"], columns=["stage", "metric", "a", "b", "change"])
-    frame = frame.rename(columns={"a": "A", "b": "B", "change": "B − A"})
-    frame["B − A"] = [("+" if v > 0 else "") + format_value(v) if v else "" for v in frame["B − A"].fillna(0)]
-    return frame
-
-
-def render_diff(result: Mapping[str, Any], form: str = "text") -> str:
-    """The diff as terminal text, GitHub markdown ("md") or JSON."""
-    if form == "json":
-        return json.dumps(result, indent=2, ensure_ascii=False)
-    md = form == "md"
-    table = markdown if md else text
-    head = f"lineage diff: A = {result['a']}, B = {result['b']}"
-    verdict = (
-        "the same artifacts all the way up" if result["same"] else f"first divergence: {result['first_divergence']}"
-    )
-    lines = [f"### {head}" if md else head, "", f"**{verdict}**" if md else verdict, "", table(stage_frame(result))]
-    for row in result["stages"]:
-        if row["same"]:
-            continue
-        title = f"{row['stage']} ({row['role_path']}, {row['command']})"
-        lines += ["", f"#### {title}" if md else f"{title} differs:"]
-        for kind, reasons in row["reasons"].items():
-            for reason in reasons:
-                lines.append(f"- {kind}: {reason}" if md else f"  {kind}: {reason}")
-    if result["metrics"]:
-        lines += ["", "#### metrics" if md else "metrics:", "", table(metric_frame(result))]
-    return "\n".join(lines)

@@ -12,16 +12,25 @@ wall time between the run's recorded start and finish.
 
 from __future__ import annotations
 
+import io
 import json
+import math
+import os
+import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from gptlineage.errors import GptlineageError
-from gptlineage.lineage.artifact import MANIFEST, is_artifact_dir, read_manifest
+from gptlineage.lineage.artifact import is_artifact_dir, read_manifest
+from gptlineage.lineage.checks import printable
 
 # Canonical metric names, each with where it is found: ("summary", dotted key) in the manifest's
 # summary, or (file name, dotted key) in one of the artifact's small JSON reports.
@@ -39,6 +48,8 @@ KEY_METRICS: tuple[tuple[str, str, str], ...] = (
 REPORT_FILES = ("trainlog.json", "report.json", "comparison.json")
 REPORT_MAX_BYTES = 1 << 20  # larger JSON files are data, not reports: not read for metrics
 FORMATS = ("text", "csv", "md", "json")
+SHORT_CELL = 12  # columns of numbers, ids and names this short give way only after columns of text
+WRAPPED_MIN, FOLDED_MIN = 10, 4  # the narrowest a column of text, then any column, is made to fit
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -121,7 +132,8 @@ def find_artifacts(roots: Sequence[Path]) -> list[tuple[Path, Path]]:
     """(tree, artifact directory) for every artifact in each tree, in path order.
 
     Hidden directories (work and temporary directories) and artifacts nested inside another
-    artifact (checkpoints have manifests of their own) are skipped.
+    artifact (checkpoints have manifests of their own) are skipped. A link to a directory is
+    not followed, but one that is an artifact counts (Snakemake's output cache leaves them).
     """
     found: list[tuple[Path, Path]] = []
     for root in roots:
@@ -130,14 +142,17 @@ def find_artifacts(roots: Sequence[Path]) -> list[tuple[Path, Path]]:
         if is_artifact_dir(root):
             found.append((root.parent, root))
             continue
-        for manifest in sorted(root.rglob(MANIFEST)):
-            directory = manifest.parent
-            relative = directory.relative_to(root).parts
-            if any(part.startswith(".") for part in relative) or not is_artifact_dir(directory):
-                continue
-            if any(is_artifact_dir(root.joinpath(*relative[:i])) for i in range(1, len(relative))):
-                continue
-            found.append((root, directory))
+        inside: list[Path] = []
+        for folder, names, _ in os.walk(root):  # links to directories are listed, never entered
+            descend = []
+            for name in sorted(name for name in names if not name.startswith(".")):
+                directory = Path(folder) / name
+                if is_artifact_dir(directory):
+                    inside.append(directory)  # its own manifests (checkpoints) are not rows
+                elif not directory.is_symlink():
+                    descend.append(name)
+            names[:] = descend
+        found += [(root, directory) for directory in sorted(inside)]
     return found
 
 
@@ -162,9 +177,15 @@ def cell(value: Any) -> Any:
 
 
 def artifact_table(
-    roots: Sequence[Path], *, stage: str | None = None, params: Sequence[str] = (), sort: str | None = None
+    roots: Sequence[Path],
+    *,
+    stage: str | None = None,
+    params: Sequence[str] = (),
+    sort: str | None = None,
+    only_changed: bool = False,
 ) -> pd.DataFrame:
-    """The table of `lineage table`: one row per artifact of the trees, filtered and sorted."""
+    """`lineage table --stage`: one row per artifact of the trees, filtered and sorted; with
+    ONLY_CHANGED, only the tree and the columns whose values differ between rows."""
     records = []
     for tree, directory in find_artifacts(roots):
         if stage is not None and directory.name != stage:
@@ -189,7 +210,13 @@ def artifact_table(
     order = ["tree", "stage", "command", "id", *columns, *metric_names, "duration_s", "date"]
     table = pd.DataFrame(rows, columns=order)
     table = table[[c for c in order if c in ("tree", "stage", "command", "id") or table[c].notna().any()]]
-    return sort_table(table, sort)
+    return sort_table(changed_columns(table, ("tree",)) if only_changed else table, sort)
+
+
+def changed_columns(table: pd.DataFrame, keep: Sequence[str]) -> pd.DataFrame:
+    """The columns KEEP and those whose values differ between rows."""
+    varies = [c for c in table.columns if len({json.dumps(cell(v), default=str) for v in table[c].tolist()}) > 1]
+    return table[[c for c in table.columns if c in keep or c in varies]]
 
 
 def sort_table(table: pd.DataFrame, sort: str | None) -> pd.DataFrame:
@@ -199,9 +226,20 @@ def sort_table(table: pd.DataFrame, sort: str | None) -> pd.DataFrame:
     column = sort.removeprefix("-")
     if column not in table.columns:
         raise GptlineageError(f"--sort {sort}: no such column (columns: {', '.join(table.columns)})")
-    return table.sort_values(column, ascending=not sort.startswith("-"), na_position="last", kind="stable").reset_index(
-        drop=True
+    ordered = table.sort_values(
+        column, ascending=not sort.startswith("-"), na_position="last", kind="stable", key=lambda c: c.map(sort_key)
     )
+    return ordered.reset_index(drop=True)
+
+
+def sort_key(value: Any) -> Any:
+    """Numbers before text, each in its own order (a column may hold both: a forged or odd
+    manifest); a missing value stays missing, so that it sorts last."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return math.nan
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, str(value))
 
 
 def format_value(value: Any) -> str:
@@ -226,10 +264,89 @@ def markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def text(table: pd.DataFrame) -> str:
-    """A plain aligned table for the terminal."""
-    shown = table.astype(object).map(format_value) if len(table) else table
-    return shown.to_string(index=False)
+def is_numeric_text(cell: str) -> bool:
+    """A number as a table shows it ("+0.5", "1e-06"), or an empty cell: aligned right."""
+    try:
+        return cell == "" or (float(cell) == float(cell) and cell.lower() not in ("true", "false"))
+    except ValueError:
+        return False
+
+
+def terminal_width() -> int:
+    """The terminal's columns (COLUMNS first); 120 when the output is no terminal."""
+    return shutil.get_terminal_size((120, 24)).columns
+
+
+def break_header(line: str) -> list[str]:
+    """LINE broken after the `_` or `.` nearest its middle (`final_val_` / `loss`), or kept whole."""
+    cuts = [i + 1 for i, char in enumerate(line[:-1]) if char in "_."]
+    if not cuts:
+        return [line]
+    cut = min(cuts, key=lambda i: abs(len(line) / 2 - i))
+    return [line[:cut], line[cut:]]
+
+
+def fitted_headers(headers: Sequence[str], cells: Sequence[int], width: int, gap: int = 2) -> list[str]:
+    """HEADERS (a newline breaks one) broken at `_` or `.`, the one widest beyond its cells first,
+    until columns as wide as their cells (CELLS) and headers fit WIDTH."""
+    lines = [header.split("\n") for header in headers]
+    fixed: set[int] = set()
+    while True:
+        widths = [max(cell, *map(len, parts)) for cell, parts in zip(cells, lines)]
+        if sum(widths) + gap * (len(widths) - 1) <= width:
+            break
+        excess = [
+            (max(map(len, parts)) - cell, i) for i, (cell, parts) in enumerate(zip(cells, lines)) if i not in fixed
+        ]
+        over, index = max(excess, default=(0, 0))
+        longest = max(lines[index], key=len)
+        if over <= 0:
+            break  # no header is wider than its cells: the cells must give way
+        at = lines[index].index(longest)
+        lines[index][at : at + 1] = break_header(longest)
+        if len(break_header(longest)) == 1:
+            fixed.add(index)  # no place to break: the next widest header
+    return ["\n".join(parts) for parts in lines]
+
+
+def column_widths(natural: Sequence[int], tokens: Sequence[bool], width: int, gap: int = 2) -> list[int]:
+    """Widths that fit WIDTH: the widest column of text gives way first (down to WRAPPED_MIN), then
+    the widest of any (numbers and ids, down to FOLDED_MIN); natural widths when they fit."""
+    widths = list(natural)
+    for shrinkable, floor in (([not t for t in tokens]), WRAPPED_MIN), ([True] * len(widths), FOLDED_MIN):
+        while sum(widths) + gap * (len(widths) - 1) > width:
+            candidates = [(w, i) for i, w in enumerate(widths) if shrinkable[i] and w > floor]
+            if not candidates:
+                break
+            widths[max(candidates)[1]] -= 1
+    return widths
+
+
+def text(table: pd.DataFrame, headers: Mapping[str, str] | None = None, width: int | None = None) -> str:
+    """An aligned table for the terminal that fits WIDTH (the terminal's): long headers break at
+    `_` or `.`, then text cells wrap, and numbers or ids fold only as a last resort. HEADERS maps
+    a column to the header shown (a newline breaks it). Numbers align right; every cell is
+    printable text (no markup, no control character)."""
+    width = width or terminal_width()
+    cells = [[printable(format_value(value)) for value in row] for row in table.itertuples(index=False)]
+    names = ["\n".join(map(printable, str((headers or {}).get(c, c)).split("\n"))) for c in table.columns]
+    cell_widths = [max((len(row[i]) for row in cells), default=0) for i in range(len(names))]
+    shown = fitted_headers(names, cell_widths, width)
+    natural = [max(cell, *map(len, header.split("\n"))) for cell, header in zip(cell_widths, shown)]
+    tokens = [all(len(row[i]) <= SHORT_CELL and " " not in row[i] for row in cells) for i in range(len(names))]
+    grid = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    for index, column_width in enumerate(column_widths(natural, tokens, width)):
+        numeric = bool(cells) and all(is_numeric_text(row[index]) for row in cells)
+        # rich counts one padding cell into an edge column's maximum, which pad_edge=False then gives to the text
+        edges = (index == 0) + (index == len(names) - 1)
+        justify = "right" if numeric else "left"
+        grid.add_column(Text(shown[index]), justify=justify, overflow="fold", max_width=max(1, column_width - edges))
+    for row in cells:
+        grid.add_row(*(Text(value) for value in row))
+    console = Console(width=max(width, 1), file=io.StringIO(), color_system=None, highlight=False)
+    with console.capture() as captured:
+        console.print(grid)
+    return "\n".join(line.rstrip() for line in captured.get().splitlines())
 
 
 def records(table: pd.DataFrame) -> list[dict[str, Any]]:
@@ -240,8 +357,8 @@ def records(table: pd.DataFrame) -> list[dict[str, Any]]:
     ]
 
 
-def render(table: pd.DataFrame, form: str) -> str:
-    """The table as text, csv, md or json (a list of row objects)."""
+def render(table: pd.DataFrame, form: str, headers: Mapping[str, str] | None = None) -> str:
+    """The table as text (HEADERS shown over the columns), csv, md or json (a list of row objects)."""
     if form == "csv":
         return table.to_csv(index=False).rstrip("\n")
     if form == "md":
@@ -249,4 +366,4 @@ def render(table: pd.DataFrame, form: str) -> str:
     if form == "json":
         rows = [{key: None if format_value(v) == "" else v for key, v in row.items()} for row in records(table)]
         return json.dumps(rows, indent=2)
-    return text(table)
+    return text(table, headers)

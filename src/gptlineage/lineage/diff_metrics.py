@@ -1,0 +1,94 @@
+"""The metrics of two runs side by side, for `lineage diff`: results apart from measurements, each once.
+
+Example:
+    gptlineage lineage diff results/sft_stage2 other/results/sft_stage2 --json   # the "metrics" rows
+
+Each stage that differs gives its key metrics and the other numbers of its summary and reports
+(`lineage/table.py:stage_metrics`). A row is of kind "quality" (a loss, an exact-match rate, a
+max |Δ|: what a seed-fixed rerun on the CPU gives again) or "timing" (durations, throughput,
+speedups, memory: `lineage/compare.py:is_measurement`, the rule `lineage reproduce` uses), and
+says whether it changed. A number another row already shows is left out: a report's copy of a
+summary value in the same stage (`report.json:full_prefix_ms.median` and
+`summary:full_prefix_ms_median`), or the deliverable's copy of a part's metric
+(`summary:parts.model.metrics.final_val_loss` and the training stage's `final_val_loss`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gptlineage.lineage.compare import is_measurement
+from gptlineage.lineage.table import stage_metrics
+
+QUALITY, TIMING = "quality", "timing"
+
+# (stage name, role path, A's directory, A's manifest, B's directory, B's manifest)
+StagePair = tuple[str, str, Path, Mapping[str, Any], Path, Mapping[str, Any]]
+
+
+def is_plain_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def metric_row(stage: str, role_path: str, name: str, old: Any, new: Any) -> dict[str, Any]:
+    """One metric of one stage on both sides, with B − A when both are numbers."""
+    numeric = is_plain_number(old) and is_plain_number(new)
+    return {
+        "stage": stage,
+        "role_path": role_path,
+        "metric": name,
+        "kind": TIMING if is_measurement(name) else QUALITY,
+        "a": old,
+        "b": new,
+        "change": new - old if numeric else None,
+        "changed": json.dumps(old) != json.dumps(new),
+    }
+
+
+def metric_rows(pairs: Sequence[StagePair], same: Sequence[StagePair] = ()) -> list[dict[str, Any]]:
+    """Every metric of each pair of stages that differ, copies left out (of these rows, or of the
+    metrics of the stages that are the SAME on both sides, which are not rows themselves); quality
+    before timing, a stage's key metrics before the other numbers, stages in lineage order."""
+    rows = [row for pair in pairs for row in pair_rows(pair)]
+    references = [row for pair in same for row in pair_rows(pair) if ":" not in row["metric"]]
+    kept = without_copies(rows, references)
+    return sorted(kept, key=lambda row: (row["kind"] != QUALITY, ":" in row["metric"]))
+
+
+def pair_rows(pair: StagePair) -> list[dict[str, Any]]:
+    stage, role_path, path_a, manifest_a, path_b, manifest_b = pair
+    left = stage_metrics(path_a, manifest_a, extras=True)
+    right = stage_metrics(path_b, manifest_b, extras=True)
+    return [metric_row(stage, role_path, name, left.get(name), right.get(name)) for name in {**left, **right}]
+
+
+def bare_name(metric: str) -> str:
+    """A metric's key without its source, dots as underscores: `report.json:full_prefix_ms.median`
+    and `summary:full_prefix_ms_median` are both `full_prefix_ms_median`."""
+    return metric.partition(":")[2].replace(".", "_") if ":" in metric else metric
+
+
+def is_copy(row: Mapping[str, Any], of: Mapping[str, Any]) -> bool:
+    """ROW repeats OF (whose values are the same): the same name in the same stage, or the name
+    nested under a prefix (`parts.model.metrics.<name>`) anywhere."""
+    name, other = bare_name(row["metric"]), bare_name(of["metric"])
+    same_stage = (row["stage"], row["role_path"]) == (of["stage"], of["role_path"])
+    return (same_stage and name == other) or name.endswith("_" + other)
+
+
+def without_copies(rows: list[dict[str, Any]], references: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """ROWS in their order, leaving out each row that repeats a REFERENCE or a row kept before it;
+    key metrics (names without a source) and shorter names are kept first."""
+    kept: dict[str, list[dict[str, Any]]] = {}  # by the values on both sides, as JSON
+    for row in references:
+        kept.setdefault(json.dumps([row["a"], row["b"]]), []).append(row)
+    chosen: set[int] = set()
+    for row in sorted(rows, key=lambda row: (":" in row["metric"], len(row["metric"]))):
+        same_values = kept.setdefault(json.dumps([row["a"], row["b"]]), [])
+        if not any(is_copy(row, other) for other in same_values):
+            same_values.append(row)
+            chosen.add(id(row))
+    return [row for row in rows if id(row) in chosen]
