@@ -21,9 +21,7 @@ from test_workflow import REPO, copy_workflow, snakemake
 from gptlineage.workflow_support import STAGE_NAMES, config_error, gpus
 
 PROFILE = "profiles/slurm"
-PROFILES = {
-    name: yaml.safe_load((REPO / f"profiles/{name}/config.yaml").read_text()) for name in ("default", "slurm")
-}
+PROFILES = {name: yaml.safe_load((REPO / f"profiles/{name}/config.yaml").read_text()) for name in ("default", "slurm")}
 
 
 def default_config() -> dict:

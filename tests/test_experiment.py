@@ -162,9 +162,11 @@ def test_a_malformed_or_missing_report_is_a_note_on_the_page(chain):
         ]
         (artifact.path / "report.json").write_text(json.dumps({"cases": cases}), encoding="utf-8")
     parts = [f"prompt_suite={chain / 'prompt_suite'}", f"cache_check={chain / 'small_data'}"]
-    output = chain / "experiment"
-    assert main(["experiment", *(flag for part in parts for flag in ("--part", part)), "--output", str(output)]) == 0
+    output = chain / "lr_high" / "sft_stage2"  # a sweep's deliverable, named by its experiment
+    flags = [flag for part in parts for flag in ("--part", part)]
+    assert main(["experiment", *flags, "--name", "lr_high", "--output", str(output)]) == 0
     page = (output / "index.html").read_text(encoding="utf-8")
+    assert "<title>Experiment: lr_high</title>" in page and manifest(output)["parameters"]["name"] == "lr_high"
     assert "report.json has no valid exact_match" in page and "small_data has no report.json" in page
     assert page.count('<td class="verdict good"') == 1 and page.count('<td class="verdict bad"') == 1
     assert "five\nor six" in page and '<td class="verdict muted" title="not judged">' in page
@@ -178,6 +180,7 @@ def test_a_malformed_or_missing_report_is_a_note_on_the_page(chain):
         (["--part", "a=x", "--part", "a=y"], "--part names a role twice"),
         ([], "--part is required"),
         (["--part", "a=nowhere"], "--part a=nowhere: not an artifact (no manifest.json)"),
+        (["--part", "a=x", "--name", " "], "--name must not be empty"),
     ],
 )
 def test_a_bad_part_is_one_line(tmp_path, capsys, monkeypatch, parts, message):

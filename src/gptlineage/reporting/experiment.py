@@ -46,6 +46,9 @@ class ExperimentConfig:
         (), "ROLE=PATH of one result of the experiment (repeatable); the first is the headline model"
     )
     output: Path = setting(help="artifact directory to write (index.html, summary.json)")
+    name: str | None = setting(
+        None, "the experiment's name on its page (default: the output directory's name; a sweep's is its own)"
+    )
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -57,6 +60,8 @@ class ExperimentConfig:
                 raise SettingError("part", f"must be ROLE=PATH with a lowercase role, got {text!r}")
         if len(set(roles)) != len(roles):
             raise SettingError("part", f"names a role twice: {', '.join(sorted(roles))}")
+        if self.name is not None and not self.name.strip():
+            raise SettingError("name", "must not be empty")
 
     def parts(self) -> dict[str, Path]:
         return {text.partition("=")[0]: Path(text.partition("=")[2]) for text in self.part}
@@ -135,8 +140,10 @@ def write_experiment(config: ExperimentConfig) -> Path:
         "stages": summary_stages(lineage["stages"]),
         "exact_match_by_family": {family["name"]: family["score"] for family in panel["prompt_suite"]["families"]},
     }
-    with ArtifactWriter(config.output, command=NAME, parameters={"roles": list(parts)}, inputs=dict(parts)) as artifact:
-        name = artifact.output.name
+    # A name given is recorded (it is on the page); the default, the output's name, is a path and is not.
+    parameters: dict[str, Any] = {"roles": list(parts), **({"name": config.name} if config.name else {})}
+    with ArtifactWriter(config.output, command=NAME, parameters=parameters, inputs=dict(parts)) as artifact:
+        name = config.name or artifact.output.name
         page = render_page(
             "experiment.html.j2",
             title=f"Experiment: {name}",
