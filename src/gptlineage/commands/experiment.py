@@ -1,8 +1,10 @@
-"""Write the experiment's deliverable: the lineage report and headline numbers of every result.
+"""Write the experiment's deliverable: its page and the headline numbers of every result.
 
 Its inputs are the final model and every result made from the chain, so the workflow's target
-`results/sft_stage2` (this artifact) builds the whole experiment; `index.html` is the lineage
-report of all of them and `summary.json` their key metrics.
+`results/sft_stage2` (this artifact) builds the whole experiment; `index.html` opens with the
+results (stage losses, the prompt suite's answers, the checks, the figures) and then shows the
+lineage of all of them, and `summary.json` holds their key metrics. `--name` sets the name on
+the page (a sweep's deliverables all lie in directories called sft_stage2).
 
 Example:
     gptlineage experiment --part model=results/train/sft_stage2 --part prompt_suite=results/prompt_suite \\

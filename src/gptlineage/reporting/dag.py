@@ -27,9 +27,9 @@ LABEL_CHARS = 24
 FILL = {"train": "#dbe8f6", "select-best": "#f6e6d6", "prepare": "#e3f0da", "source": "#ffffff", "missing": "#fbe3e3"}
 
 
-def esc(value: Any) -> str:
-    """Text for HTML or SVG, quotes included (it also goes into attributes); control characters,
-    which XML forbids, written as escapes (ESC -> \\x1b)."""
+def svg_text(value: Any) -> str:
+    """Text for the SVG, quotes included (it also goes into attributes); every control character,
+    which XML forbids, written as an escape (ESC -> \\x1b; a newline too: a label is one line)."""
     return html.escape(printable(value), quote=True)
 
 
@@ -229,12 +229,12 @@ def node_svg(node: GraphNode, x: float, y: float) -> str:
     stroke = "#c0392b" if node.kind == "missing" else "#555"
     kind = {"source": "source input", "missing": "missing artifact"}.get(node.kind, f"[{node.command}]")
     shape = (
-        f'<g class="node {node.kind}"><title>{esc(node.label)} ({esc(kind)})</title>'
+        f'<g class="node {node.kind}"><title>{svg_text(node.label)} ({svg_text(kind)})</title>'
         f'<rect x="{x:.1f}" y="{y:.1f}" width="{NODE_WIDTH}" height="{NODE_HEIGHT}" rx="6" fill="{fill}" '
         f'stroke="{stroke}"{dash}/>'
         f'<text x="{x + NODE_WIDTH / 2:.1f}" y="{y + 19:.1f}" text-anchor="middle" font-size="13" '
-        f'font-weight="600">{esc(clipped(node.label))}</text>'
+        f'font-weight="600">{svg_text(clipped(node.label))}</text>'
         f'<text x="{x + NODE_WIDTH / 2:.1f}" y="{y + 36:.1f}" text-anchor="middle" font-size="11" '
-        f'fill="#444">{esc(kind)}</text></g>'
+        f'fill="#444">{svg_text(kind)}</text></g>'
     )
     return f'<a href="#{node.anchor}">{shape}</a>' if node.anchor else shape

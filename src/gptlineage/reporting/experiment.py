@@ -1,6 +1,11 @@
 """The experiment's deliverable: one artifact whose inputs are the final model and every result
-made from the chain (the data chapter, the evaluations, the figures), holding the lineage report
-of all of them as `index.html` and their headline numbers as `summary.json`.
+made from the chain (the data chapter, the evaluations, the figures), holding the page of all of
+them as `index.html` and their headline numbers as `summary.json`.
+
+The page (`templates/experiment.html.j2`) opens with the results: each training stage's losses,
+the prompt suite's exact match and every answer, the matched comparison, the cache check and
+benchmark, the figures (`gptlineage.reporting.results`); the lineage graph and every artifact's
+provenance follow (`gptlineage.reporting.page`).
 
 The workflow's final target, `results/sft_stage2`, is this artifact, so asking for it builds the
 whole experiment, and `gptlineage lineage verify results/sft_stage2` checks every byte of it.
@@ -19,10 +24,13 @@ from typing import Any
 
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import write_json_atomic
-from gptlineage.lineage.artifact import ArtifactWriter, read_manifest
+from gptlineage.lineage.artifact import SCHEMA, ArtifactWriter, artifact_id, read_manifest
+from gptlineage.lineage.identity import environment_identity
 from gptlineage.lineage.table import stage_metrics
-from gptlineage.lineage.walk import Node, verified_lineage
-from gptlineage.reporting.page import page_html
+from gptlineage.lineage.tree import lexical
+from gptlineage.lineage.walk import Node, resolve_artifact, verified_lineage
+from gptlineage.reporting.page import lineage_context, render_page
+from gptlineage.reporting.results import results_panel
 from gptlineage.settings import SettingError, check_settings, setting
 
 NAME = "experiment"
@@ -38,6 +46,9 @@ class ExperimentConfig:
         (), "ROLE=PATH of one result of the experiment (repeatable); the first is the headline model"
     )
     output: Path = setting(help="artifact directory to write (index.html, summary.json)")
+    name: str | None = setting(
+        None, "the experiment's name on its page (default: the output directory's name; a sweep's is its own)"
+    )
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -49,6 +60,8 @@ class ExperimentConfig:
                 raise SettingError("part", f"must be ROLE=PATH with a lowercase role, got {text!r}")
         if len(set(roles)) != len(roles):
             raise SettingError("part", f"names a role twice: {', '.join(sorted(roles))}")
+        if self.name is not None and not self.name.strip():
+            raise SettingError("name", "must not be empty")
 
     def parts(self) -> dict[str, Path]:
         return {text.partition("=")[0]: Path(text.partition("=")[2]) for text in self.part}
@@ -77,20 +90,69 @@ def part_summary(role: str, path: Path) -> dict[str, Any]:
     }
 
 
+def key_numbers(metrics: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
+    """What the parts table shows of a part: its key metrics without the wall time, or, for a
+    command with none (export-hf), the numbers at the top of its summary."""
+    shown = {key: value for key, value in metrics.items() if key != "wall_s"}
+    if shown or not isinstance(manifest.get("summary"), dict):
+        return shown
+    return {k: v for k, v in manifest["summary"].items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def planned_id(artifact: ArtifactWriter) -> str:
+    """The id the artifact being written will have: it covers only what is known once the writer
+    has started (command, parameters, inputs, code, environment), not the files, so the page can
+    state it."""
+    return artifact_id(
+        {
+            "schema": SCHEMA,
+            "command": {"name": artifact.command},
+            "parameters": artifact.parameters,
+            "inputs": artifact.input_entries,
+            "code": artifact.code,
+            "environment": environment_identity(artifact.device),
+        }
+    )
+
+
+def summary_stages(stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The training stages as summary.json records them (no page anchors or notes)."""
+    return [{key: value for key, value in stage.items() if key not in ("anchor", "note")} for stage in stages]
+
+
 def write_experiment(config: ExperimentConfig) -> Path:
-    """Write the deliverable: the lineage report of every part and their headline numbers."""
+    """Write the deliverable: its page (results, then the lineage of every part) and headline numbers."""
     parts = config.parts()
     for role, path in parts.items():
         if not (path / "manifest.json").exists():
             raise GptlineageError(f"--part {role}={path}: not an artifact (no manifest.json)")
     nodes = merged_lineage(parts)
+    lineage = lineage_context(nodes, root=Path(config.output).absolute().parent)
+    located = {role: lexical(resolve_artifact(path)) for role, path in parts.items()}  # as the nodes' paths
+    panel = results_panel(located, nodes, lineage["anchors"])
+    part_summaries = {role: part_summary(role, path) for role, path in parts.items()}
+    for part in panel["parts"]:
+        part["metrics"] = key_numbers(part_summaries[part["role"]]["metrics"], read_manifest(parts[part["role"]]))
     summary = {
         "schema": SUMMARY_SCHEMA,
-        "parts": {role: part_summary(role, path) for role, path in parts.items()},
+        "parts": part_summaries,
         "artifacts_upstream": len(nodes),
+        "stages": summary_stages(lineage["stages"]),
+        "exact_match_by_family": {family["name"]: family["score"] for family in panel["prompt_suite"]["families"]},
     }
-    with ArtifactWriter(config.output, command=NAME, parameters={"roles": list(parts)}, inputs=dict(parts)) as artifact:
+    # A name given is recorded (it is on the page); the default, the output's name, is a path and is not.
+    parameters: dict[str, Any] = {"roles": list(parts), **({"name": config.name} if config.name else {})}
+    with ArtifactWriter(config.output, command=NAME, parameters=parameters, inputs=dict(parts)) as artifact:
+        name = config.name or artifact.output.name
+        page = render_page(
+            "experiment.html.j2",
+            title=f"Experiment: {name}",
+            name=name,
+            id=planned_id(artifact),
+            panel=panel,
+            **lineage,
+        )
         artifact.summary = summary
         write_json_atomic(artifact.path / "summary.json", summary)
-        (artifact.path / "index.html").write_text(page_html(nodes), encoding="utf-8")
+        (artifact.path / "index.html").write_text(page, encoding="utf-8")
     return config.output

@@ -3,63 +3,61 @@
 Example:
     gptlineage lineage report results/sft_stage2 --output results/lineage_report
 
-The page (index.html) needs nothing but a browser: CSS is inline, the lineage graph is an
-inline SVG (`gptlineage.reporting.dag`), the loss and profile figures of training runs are
-SVG data URIs drawn by `gptlineage.reporting.plots`, and there is no JavaScript. For each artifact it
-shows the command line, parameters, inputs (ids and hashes), files (sha256), run times, the
-recorded summary and, for training runs, key metrics. The report directory is itself an
-artifact whose input is the reported artifact, and the same lineage gives the same bytes.
+The page (index.html) needs nothing but a browser: it is rendered from Jinja2 templates
+(`templates/lineage.html.j2`, each artifact by `_artifact.html.j2`) with autoescape, CSS is
+inline, the lineage graph is an inline SVG (`gptlineage.reporting.dag`), the loss and profile
+figures of training runs are SVG data URIs drawn by `gptlineage.reporting.plots`, and there is no
+JavaScript. For each artifact it shows the command line, parameters and summary (collapsible,
+indented JSON), inputs (ids and hashes), files (sha256), run times and, for training runs, key
+metrics; above them, the training stages of the lineage in chain order. Every recorded string
+passes `visible` (control characters as escapes, newlines kept) before the template escapes it.
+The report directory is itself an artifact whose input is the reported artifact, and the same
+lineage gives the same bytes. `gptlineage experiment` renders the same sections under its
+results panel (`gptlineage.reporting.experiment`).
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import shlex
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup
+
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.lineage.walk import Node, input_artifact_dir, refuse_inside, verified_lineage
-from gptlineage.reporting.dag import Graph, dag_svg, esc, lineage_graph
+from gptlineage.reporting.dag import Graph, dag_svg, lineage_graph
+from gptlineage.reporting.html import pretty_json, render, svg_data_uri, trusted_svg, visible
 from gptlineage.reporting.plots import is_number, loss_points, loss_svg, profile_svg, read_metrics, read_trace_summary
+from gptlineage.reporting.results import training_stages
 from gptlineage.training.layout import RunDir
 
 REPORT_FILE = "index.html"
+OPEN_FILES_UP_TO = 12  # a longer file list starts collapsed
 
 
-# ---------------------------------------------------------------- HTML pieces
+def shown(value: Any) -> Any:
+    """VALUE with every string made visible (controls as escapes, newlines kept), through dicts,
+    lists and tuples; markup the project made itself (the graph) is left as it is."""
+    if isinstance(value, Markup):
+        return value
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, Mapping):
+        return {key: shown(inner) for key, inner in value.items()}
+    if isinstance(value, list | tuple):
+        return [shown(inner) for inner in value]
+    return value
 
 
-def code(value: Any) -> str:
-    return f"<code>{esc(value)}</code>"
-
-
-def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """An HTML table; cells are HTML already (escape them first)."""
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def definitions(pairs: Iterable[tuple[str, str]]) -> str:
-    return "<dl>" + "".join(f"<dt>{esc(key)}</dt><dd>{value}</dd>" for key, value in pairs) + "</dl>"
-
-
-def json_block(value: Any) -> str:
-    return f"<pre>{esc(json.dumps(value, indent=2, ensure_ascii=False))}</pre>"
-
-
-def svg_image(svg: bytes, alt: str) -> str:
-    """A figure as a data URI: its ids and styles stay inside the image, away from the page's."""
-    return (
-        f'<img class="figure" alt="{esc(alt)}" src="data:image/svg+xml;base64,{base64.b64encode(svg).decode("ascii")}">'
-    )
+def render_page(template: str, **values: Any) -> str:
+    """TEMPLATE rendered with VALUES made visible; the template's autoescape does the rest."""
+    return render(template, **shown(values))
 
 
 def duration(started: Any, finished: Any) -> str:
@@ -95,121 +93,110 @@ def key_metrics(points: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
     return rows
 
 
-def training_html(node: Node) -> str:
+def training_context(node: Node) -> dict[str, Any] | None:
     """Key metrics and figures of a training run; a figure that cannot be drawn becomes a note."""
     run = RunDir(node.path)
     if not run.metrics.is_file():
-        return ""
-    parts = ["<h3>Training</h3>"]
+        return None
+    name = node.path.name
+    training: dict[str, Any] = {"metrics": [], "figures": [], "notes": []}
     try:
         points = read_metrics(run.metrics)
-        parts.append(table(["metric", "value"], [(esc(k), esc(v)) for k, v in key_metrics(points)]))
-        parts.append(svg_image(loss_svg(points, f"{node.path.name}: loss"), f"loss of {node.path.name}"))
+        training["metrics"] = key_metrics(points)
+        training["figures"].append({"src": svg_data_uri(loss_svg(points, f"{name}: loss")), "alt": f"loss of {name}"})
     except GptlineageError as error:
-        parts.append(f'<p class="note">no loss plot: {esc(error)}</p>')
+        training["notes"].append(f"no loss plot: {error}")
     if run.trace_summary.is_file():
         try:
-            summary = read_trace_summary(run.trace_summary)
-            parts.append(svg_image(profile_svg(summary, node.path.name), f"time per phase of {node.path.name}"))
+            svg = profile_svg(read_trace_summary(run.trace_summary), name)
+            training["figures"].append({"src": svg_data_uri(svg), "alt": f"time per phase of {name}"})
         except GptlineageError as error:
-            parts.append(f'<p class="note">no profile: {esc(error)}</p>')
-    return "\n".join(parts)
+            training["notes"].append(f"no profile: {error}")
+    return training
 
 
-def inputs_html(node: Node, graph: Graph) -> str:
+def input_rows(node: Node, graph: Graph) -> list[dict[str, Any]]:
+    """Each input: its role and path, the artifact it came from (a link) or "source", id and hash."""
     rows = []
     for entry in node.manifest.get("inputs", []):
         upstream = input_artifact_dir(node.path, entry)
-        if upstream is None:
-            origin = "source"
-        else:
-            target = graph.nodes.get(str(upstream))
-            name = esc(upstream.name)
-            origin = f'<a href="#{target.anchor}">{name}</a>' if target and target.anchor else f"{name} (missing)"
-            if graph.edges.get((str(upstream), str(node.path))):
-                origin += ' <span class="bad">replaced since</span>'
-        digest = entry.get("sha256") or entry.get("tree_sha256") or ""
-        rows.append((esc(entry["role"]), code(entry["path"]), origin, code(entry.get("artifact_id", "")), code(digest)))
-    if not rows:
-        return "<h3>Inputs</h3><p>none</p>"
-    return "<h3>Inputs</h3>" + table(["role", "path", "from", "artifact id", "sha256"], rows)
+        target = graph.nodes.get(str(upstream)) if upstream is not None else None
+        rows.append(
+            {
+                "role": entry["role"],
+                "path": entry["path"],
+                "source": upstream is None,
+                "name": upstream.name if upstream is not None else "",
+                "anchor": target.anchor if target else None,
+                "replaced": upstream is not None and graph.edges.get((str(upstream), str(node.path)), False),
+                "id": entry.get("artifact_id", ""),
+                "sha256": entry.get("sha256") or entry.get("tree_sha256") or "",
+            }
+        )
+    return rows
 
 
-def files_html(manifest: dict[str, Any]) -> str:
-    files = manifest.get("files", [])
-    rows = [(code(entry["path"]), f"{entry['bytes']:,}", code(entry["sha256"])) for entry in files]
-    opened = " open" if len(files) <= 12 else ""
-    return (
-        f"<h3>Files</h3><details{opened}><summary>{len(files)} files, "
-        f"{sum(entry['bytes'] for entry in files):,} bytes</summary>"
-        + table(["path", "bytes", "sha256"], rows)
-        + "</details>"
-    )
-
-
-def artifact_html(node: Node, graph: Graph, root: Path) -> str:
+def artifact_context(node: Node, graph: Graph, root: Path) -> dict[str, Any]:
+    """What an artifact's section shows, from its manifest and, for a training run, its metrics."""
     manifest = node.manifest
     run = manifest.get("run", {})
     code_id = manifest.get("code", {})
-    anchor = graph.nodes[str(node.path)].anchor
-    git = f"{run.get('git_commit') or '-'}{' (dirty)' if run.get('git_dirty') else ''}"
-    facts = definitions(
-        [
-            ("path", code(os.path.relpath(node.path, root))),
-            ("id", code(manifest["id"])),
-            ("command line", code(shlex.join(manifest["command"]["argv"]))),
-            ("started", esc(run.get("started_utc"))),
-            (
-                "finished",
-                f"{esc(run.get('finished_utc'))} ({duration(run.get('started_utc'), run.get('finished_utc'))})",
-            ),
-            ("host", esc(run.get("host"))),
-            ("git commit", code(git)),
-            (
-                "code",
-                f"{esc(code_id.get('package'))} {esc(code_id.get('version'))}, "
-                f"{esc(code_id.get('module'))} closure sha256 {code(code_id.get('closure_sha256'))}",
-            ),
-            ("environment", esc(", ".join(f"{k} {v}" for k, v in manifest.get("environment", {}).items()))),
-        ]
-    )
-    return "\n".join(
-        [
-            f'<section class="artifact" id="{anchor}">',
-            f'<h2>{esc(node.path.name)} <span class="command">[{esc(manifest["command"]["name"])}]</span></h2>',
-            facts,
-            f"<h3>Parameters</h3><p>sha256 {code(manifest.get('parameters_sha256'))}</p>",
-            json_block(manifest.get("parameters")),
-            inputs_html(node, graph),
-            files_html(manifest),
-            "<h3>Summary</h3>" + json_block(manifest.get("summary")),
-            training_html(node),
-            "</section>",
-        ]
-    )
+    files = manifest.get("files", [])
+    return {
+        "name": node.path.name,
+        "anchor": graph.nodes[str(node.path)].anchor,
+        "command": manifest["command"]["name"],
+        "path": os.path.relpath(node.path, root),
+        "id": manifest["id"],
+        "argv": shlex.join(manifest["command"]["argv"]),
+        "started": str(run.get("started_utc")),
+        "finished": str(run.get("finished_utc")),
+        "duration": duration(run.get("started_utc"), run.get("finished_utc")),
+        "host": str(run.get("host")),
+        "git": f"{run.get('git_commit') or '-'}{' (dirty)' if run.get('git_dirty') else ''}",
+        "code": f"{code_id.get('package')} {code_id.get('version')}, {code_id.get('module')}",
+        "closure": str(code_id.get("closure_sha256")),
+        "environment": ", ".join(f"{k} {v}" for k, v in manifest.get("environment", {}).items()),
+        "parameters_sha256": str(manifest.get("parameters_sha256")),
+        "parameters": pretty_json(manifest.get("parameters")),
+        "summary": pretty_json(manifest.get("summary")),
+        "inputs": input_rows(node, graph),
+        "files": files,
+        "files_bytes": sum(entry["bytes"] for entry in files),
+        "files_open": len(files) <= OPEN_FILES_UP_TO,
+        "training": training_context(node),
+    }
 
 
 # ---------------------------------------------------------------- the page
 
-STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 72rem;
-       padding: 0 1rem; color: #222; line-height: 1.45; }
-h1 { font-size: 1.6rem; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2rem; margin-top: 2.5rem; }
-h3 { font-size: 1.05rem; margin: 1.2rem 0 .4rem; }
-.command { color: #666; font-weight: normal; font-size: .9em; }
-code, pre { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .85em; }
-code { overflow-wrap: anywhere; }
-pre { background: #f6f6f6; padding: .6rem; overflow-x: auto; max-height: 24rem; }
-table { border-collapse: collapse; margin: .3rem 0; font-size: .9rem; }
-th, td { border: 1px solid #ddd; padding: .2rem .5rem; text-align: left; vertical-align: top; }
-th { background: #f0f0f0; }
-dl { display: grid; grid-template-columns: max-content 1fr; gap: .15rem 1rem; }
-dt { color: #555; } dd { margin: 0; }
-.dag { max-width: 100%; height: auto; font-family: system-ui, sans-serif; }
-.dag a:hover rect { stroke-width: 2.5; }
-.figure { max-width: 100%; height: auto; display: block; margin: .6rem 0; }
-.note { color: #8a5a00; } .bad { color: #c0392b; font-weight: 600; }
-"""
+
+def lineage_context(nodes: list[Node], root: Path | None = None) -> dict[str, Any]:
+    """What the lineage part of a page shows for verified NODES: the graph, the training stages in
+    chain order, a table of contents and each artifact's section. Paths are shown relative to ROOT
+    (default: the folder of the first node)."""
+    graph = lineage_graph(nodes)
+    root = nodes[0].path.parent if root is None else root
+    anchors = {key: node.anchor for key, node in graph.nodes.items() if node.anchor}
+    return {
+        "count": len(nodes),
+        "sources": sum(1 for node in graph.nodes.values() if node.kind == "source"),
+        "missing": [node.label for node in graph.nodes.values() if node.kind == "missing"],
+        "graph": trusted_svg(dag_svg(graph)),
+        "stages": training_stages(nodes, anchors),
+        "anchors": anchors,
+        "contents": [
+            {
+                "name": node.path.name,
+                "anchor": anchors[str(node.path)],
+                "command": node.manifest["command"]["name"],
+                "id": node.manifest["id"][:12],
+                "finished": str(node.manifest.get("run", {}).get("finished_utc")),
+            }
+            for node in nodes
+        ],
+        "artifacts": [artifact_context(node, graph, root) for node in nodes],
+    }
 
 
 def report_html(path: str | Path) -> str:
@@ -218,45 +205,15 @@ def report_html(path: str | Path) -> str:
 
 
 def page_html(nodes: list[Node]) -> str:
-    """The page for verified NODES (the reported artifact first)."""
-    graph = lineage_graph(nodes)
+    """The lineage page for verified NODES (the reported artifact first)."""
     target = nodes[0]
-    root = target.path.parent  # paths are shown relative to the reported artifact's folder
-    contents = table(
-        ["artifact", "command", "id", "finished"],
-        [
-            (
-                f'<a href="#{graph.nodes[str(node.path)].anchor}">{esc(node.path.name)}</a>',
-                esc(node.manifest["command"]["name"]),
-                code(node.manifest["id"][:12]),
-                esc(node.manifest.get("run", {}).get("finished_utc")),
-            )
-            for node in nodes
-        ],
-    )
-    sources = sum(1 for node in graph.nodes.values() if node.kind == "source")
-    missing = [node.label for node in graph.nodes.values() if node.kind == "missing"]
-    warning = f'<p class="bad">missing input artifacts: {esc(", ".join(missing))}</p>' if missing else ""
-    return "\n".join(
-        [
-            "<!DOCTYPE html>",
-            '<html lang="en"><head><meta charset="utf-8">',
-            '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            f"<title>Lineage of {esc(target.path.name)}</title>",
-            f"<style>{STYLE}</style></head><body>",
-            f"<header><h1>Lineage of <code>{esc(target.path.name)}</code></h1>",
-            f"<p>{len(nodes)} artifact{'s' if len(nodes) != 1 else ''} and {sources} source input{'s' if sources != 1 else ''}; "
-            f"artifact id {code(target.manifest['id'])}.</p>"
-            f"{warning}</header>",
-            '<section id="graph"><h2>Graph</h2><p>Inputs above, results below; a box links to its section '
-            "(dashed: a source file or a missing artifact; a red edge: the input was replaced since it was used).</p>",
-            dag_svg(graph),
-            "</section>",
-            f'<section id="contents"><h2>Artifacts</h2>{contents}</section>',
-            *(artifact_html(node, graph, root) for node in nodes),
-            "</body></html>",
-            "",
-        ]
+    name = target.path.name
+    return render_page(
+        "lineage.html.j2",
+        title=f"Lineage of {name}",
+        target=name,
+        target_id=target.manifest["id"],
+        **lineage_context(nodes),
     )
 
 

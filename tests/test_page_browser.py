@@ -1,0 +1,119 @@
+"""The experiment page as a browser renders it: headless Chromium loads it from file:// and
+reports what it laid out (every <pre> on as many lines as its text, no line wider than its box,
+each figure decoded, the results panel before the graph, no escape where a newline was).
+
+With the environment variable CI set, a missing Chromium fails these tests instead of skipping
+them (`.ci/run` installs Debian's chromium when it is absent)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from html import unescape
+from pathlib import Path
+
+import pytest
+from test_experiment import build_deliverable
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+# Appended to a copy of the page (the page itself has no script): opens every <details>, then
+# writes what the browser laid out into an <output> that --dump-dom returns.
+PROBE = """<script>
+window.addEventListener("load", () => {
+  document.querySelectorAll("details").forEach((d) => { d.open = true; });
+  const box = (id) => document.getElementById(id).getBoundingClientRect().top;
+  const pres = [...document.querySelectorAll("pre")].map((pre) => {
+    const style = getComputedStyle(pre);
+    return { lines: pre.textContent.split("\\n").length, scrollHeight: pre.scrollHeight,
+             lineHeight: parseFloat(style.lineHeight) || 1.2 * parseFloat(style.fontSize),
+             scrollWidth: pre.scrollWidth, clientWidth: pre.clientWidth, start: pre.textContent.slice(0, 60) };
+  });
+  const images = [...document.images].map((img) => ({ width: img.naturalWidth, alt: img.alt }));
+  const figures = [...document.querySelectorAll("#results figure")].map((f) => ({
+    decoded: f.querySelector("img").naturalWidth > 0, caption: f.querySelector("figcaption").innerText }));
+  const cases = [...document.querySelectorAll("table.cases tbody tr")].map((row) => row.innerText);
+  const out = document.createElement("output");
+  out.id = "measured";
+  out.textContent = JSON.stringify({
+    pres, images, figures, cases, resultsTop: box("results"), graphTop: box("graph"),
+    text: document.body.innerText });
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def find_chromium() -> str:
+    """The Chromium binary; without one the calling test skips, or fails when CI is set."""
+    found = next((shutil.which(name) for name in BROWSERS if shutil.which(name)), None)
+    if found:
+        return found
+    message = "no chromium on PATH (apt-get install -y --no-install-recommends chromium)"
+    if os.environ.get("CI"):
+        pytest.fail(message + " (CI is set: the browser tests must run)")
+    pytest.skip(message)
+
+
+def browser(chromium: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
+    command = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0"]
+    command += [f"--user-data-dir={profile / 'profile'}", "--window-size=1280,2000", *args]
+    env = {**os.environ, "HOME": str(profile)}
+    return subprocess.run(command, capture_output=True, text=True, timeout=180, env=env, check=False)
+
+
+def browser_dom(chromium: str, page: Path, profile: Path) -> tuple[str, list[str]]:
+    """The DOM Chromium built from PAGE, and its console errors."""
+    done = browser(chromium, profile, "--dump-dom", page.resolve().as_uri())
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout, [line for line in done.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    return find_chromium()
+
+
+@pytest.fixture(scope="module")
+def deliverable(tiny_chain, tmp_path_factory) -> Path:
+    return build_deliverable(tmp_path_factory.mktemp("deliverable"), tiny_chain)
+
+
+@pytest.fixture(scope="module")
+def measured(chromium, deliverable, tmp_path_factory) -> dict:
+    probe = deliverable.parent / "probe.html"  # beside the page, not inside the artifact
+    probe.write_text((deliverable / "index.html").read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"))
+    dom, console = browser_dom(chromium, probe, tmp_path_factory.mktemp("chromium"))
+    assert not console, console
+    found = re.search(r'<output id="measured">(.*?)</output>', dom, re.S)
+    assert found, "the probe did not run"
+    return json.loads(unescape(found.group(1)))
+
+
+def test_every_json_block_shows_all_its_lines_uncut(measured):
+    assert len(measured["pres"]) >= 2 * 4  # parameters and summary of each artifact
+    for pre in measured["pres"]:
+        assert pre["lines"] > 1, pre  # indented JSON, one key a line
+        assert pre["scrollHeight"] >= (pre["lines"] - 0.5) * pre["lineHeight"], pre  # laid out line by line
+        assert pre["scrollWidth"] <= pre["clientWidth"], pre  # no line runs past the box
+    assert "\\x0a" not in measured["text"]
+
+
+def test_the_results_panel_comes_first_with_its_figures_and_every_prompt(measured, deliverable):
+    assert measured["resultsTop"] < measured["graphTop"]
+    assert measured["figures"] and all(figure["decoded"] for figure in measured["figures"])
+    assert any(figure["caption"].startswith("The whole chain") for figure in measured["figures"])
+    assert measured["images"] and all(image["width"] > 0 for image in measured["images"])  # every SVG decodes
+    report = json.loads((deliverable.parent.parent / "prompt_suite/report.json").read_text())
+    assert len(measured["cases"]) == len(report["cases"])
+    assert any("Say <script>alert(1)</script> and \\x1b[31mred" in row for row in measured["cases"])  # shown, not run
+    assert any("Free text\nover two lines" in row for row in measured["cases"])
+
+
+def test_the_page_renders_to_a_screenshot(chromium, deliverable, tmp_path):
+    shot = tmp_path / "page.png"
+    done = browser(chromium, tmp_path, f"--screenshot={shot}", (deliverable / "index.html").resolve().as_uri())
+    assert done.returncode == 0, done.stderr[-2000:]
+    header = shot.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(header[16:20], "big") == 1280
