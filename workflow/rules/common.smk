@@ -191,6 +191,12 @@ def training_runs(wildcards):
     return [artifact(stage.train)(wildcards) for stage in TRAINING_STAGES]
 
 
+def experiment_name(wildcards):
+    """--name for a named experiment's deliverable (the default's page takes its directory's name)."""
+    name = experiment_of(wildcards).name
+    return f"--name {name}" if name else ""
+
+
 def plot_runs(wildcards, input):
     """--run PATH for each training run the figures draw."""
     return " ".join(f"--run {run}" for run in input.runs)

@@ -94,5 +94,6 @@ rule:
         "../../envs/reporting.yaml"
     params:
         parts=parts_flags,
+        name=experiment_name,
     shell:
-        "gptlineage experiment {params.parts} --output {output} > {log} 2>&1"
+        "gptlineage experiment {params.parts} {params.name} --output {output} > {log} 2>&1"
