@@ -15,7 +15,7 @@ from snakemake.utils import update_config
 
 from gptlineage import cli
 from gptlineage.settings import default_text, setting_fields
-from gptlineage.workflow_support import SLICES, command_slice, config_error, load
+from gptlineage.workflow_support import EXPERIMENTS_KEY, SLICES, command_slice, config_error, load
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -50,6 +50,8 @@ def test_the_command_of_each_slice_shows_every_setting_with_its_default(name, ca
 @pytest.mark.parametrize("profile_name", ["default", "paper"])
 def test_every_config_key_is_a_setting_of_its_command(profile_name):
     config = profile(profile_name)
+    experiments = config.pop(EXPERIMENTS_KEY, {})  # a sweep's named experiments (tests/test_sweeps.py)
+    assert experiments == {}  # the profiles run the one default experiment
     assert set(config) == set(SLICES)  # every stage has a slice, and nothing else is there
     for name, config_slice in config.items():
         known = {field.name for field, _ in setting_fields(load(SLICES[name].settings))}

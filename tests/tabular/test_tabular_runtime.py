@@ -214,20 +214,37 @@ def trainlog_text(title: str, steps: int, values: list[float], notes: list[str])
     return json.dumps(document, indent=2) + "\n"
 
 
-def test_default_runs_are_byte_identical(tmp_path, monkeypatch, capsys):
+def same_trainlog(path: Path, expected: str) -> None:
+    """The trainlog equals the golden one, its float32 losses to 1e-6 relative: float32 kernels
+    differ in the last bits between CPUs (AMD EPYC with AVX-512 and Intel Xeon give 0.0279076695
+    and 0.0279076658 for data-csv's final loss); the golden digits were taken on one of them."""
+    got, want = json.loads(path.read_text()), json.loads(expected)
+    got_values, want_values = got["series"][0].pop("values"), want["series"][0].pop("values")
+    assert got == want
+    assert got_values == pytest.approx(want_values, rel=1e-6)
+
+
+def test_default_runs_match_the_golden_trainlogs_and_a_rerun_gives_the_same_bytes(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["small-data", "--output", "results/small_data"]) == 0
     assert main(["data-csv", "--output", "results/data_csv"]) == 0
     assert main(["data-npy", "--output", "results/data_npy"]) == 0
+    assert main(["data-csv", "--output", "results/data_csv_again"]) == 0
     capsys.readouterr()
     csv, npy = tmp_path / "results" / "data_csv", tmp_path / "results" / "data_npy"
     assert (csv / "transcript.txt").read_text() == CSV_TRANSCRIPT
     npy_transcript = (npy / "transcript.txt").read_text()
     assert npy_transcript.startswith(CSV_TRANSCRIPT.split("csv_path")[0].replace("CSV loader", "NPY loader"))
     assert npy_transcript.endswith(NPY_TRANSCRIPT_TAIL)
-    assert (csv / "trainlog.json").read_text() == trainlog_text(
-        "small regression (CSV)", 30, [0.44465771317481995, 0.02790766954421997], CSV_NOTES
+    same_trainlog(
+        csv / "trainlog.json",
+        trainlog_text("small regression (CSV)", 30, [0.44465771317481995, 0.02790766954421997], CSV_NOTES),
     )
-    assert (npy / "trainlog.json").read_text() == trainlog_text(
-        "small regression (NPY)", 20, [0.44465771317481995, 0.04911097139120102], ["steps=20", *CSV_NOTES[1:5]]
+    same_trainlog(
+        npy / "trainlog.json",
+        trainlog_text(
+            "small regression (NPY)", 20, [0.44465771317481995, 0.04911097139120102], ["steps=20", *CSV_NOTES[1:5]]
+        ),
     )
+    again = tmp_path / "results" / "data_csv_again"
+    assert (again / "trainlog.json").read_bytes() == (csv / "trainlog.json").read_bytes()  # same machine: same bytes
