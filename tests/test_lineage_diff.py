@@ -214,6 +214,11 @@ def test_the_diff_of_two_deliverables_opens_with_the_changed_setting(deliverable
 def test_a_deliverables_copies_of_its_parts_metrics_are_left_out(deliverables):
     result = diff(deliverables["a"], deliverables["b"])
     assert not [row for row in result["metrics"] if row["metric"].startswith("summary:parts.")]
+    # The deliverable's exact match by family is the prompt suite's: shown once, at the prompt suite.
+    family = [
+        (row["role_path"], row["metric"]) for row in result["metrics"] if "by_family.capital.rate" in row["metric"]
+    ]
+    assert family == [("prompt_suite", "report.json:exact_match_by_family.capital.rate")]
     rows = [(row["stage"], row["role_path"], row["metric"]) for row in result["metrics"]]
     assert len(rows) == len(set(rows))
     final = [row for row in result["metrics"] if row["metric"] == "final_val_loss"]

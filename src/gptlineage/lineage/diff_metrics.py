@@ -72,21 +72,24 @@ def bare_name(metric: str) -> str:
 
 
 def is_copy(row: Mapping[str, Any], of: Mapping[str, Any]) -> bool:
-    """ROW repeats OF (whose values are the same): the same name in the same stage, or the name
-    nested under a prefix (`parts.model.metrics.<name>`) anywhere."""
+    """ROW repeats OF (whose values are the same): the same name in the same stage, the name nested
+    under a prefix (`parts.model.metrics.<name>`) anywhere, or, in the top artifact (a deliverable
+    summing up its parts), a nested name another stage has (`exact_match_by_family.capital.rate`)."""
     name, other = bare_name(row["metric"]), bare_name(of["metric"])
     same_stage = (row["stage"], row["role_path"]) == (of["stage"], of["role_path"])
-    return (same_stage and name == other) or name.endswith("_" + other)
+    summed_up = row["role_path"] == "." and of["role_path"] != "." and "." in row["metric"].partition(":")[2]
+    return ((same_stage or summed_up) and name == other) or name.endswith("_" + other)
 
 
 def without_copies(rows: list[dict[str, Any]], references: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
     """ROWS in their order, leaving out each row that repeats a REFERENCE or a row kept before it;
-    key metrics (names without a source) and shorter names are kept first."""
+    key metrics (names without a source), then the stages' own numbers before the top artifact's,
+    shorter names first, are kept."""
     kept: dict[str, list[dict[str, Any]]] = {}  # by the values on both sides, as JSON
     for row in references:
         kept.setdefault(json.dumps([row["a"], row["b"]]), []).append(row)
     chosen: set[int] = set()
-    for row in sorted(rows, key=lambda row: (":" in row["metric"], len(row["metric"]))):
+    for row in sorted(rows, key=lambda row: (":" in row["metric"], row["role_path"] == ".", len(row["metric"]))):
         same_values = kept.setdefault(json.dumps([row["a"], row["b"]]), [])
         if not any(is_copy(row, other) for other in same_values):
             same_values.append(row)

@@ -119,10 +119,10 @@ def stage_metrics(artifact_dir: Path, manifest: Mapping[str, Any], *, extras: bo
             used.add((source, key))
     metrics["wall_s"] = wall_seconds(manifest)
     if extras:
-        shown = {(key.rsplit(".", 1)[-1], sources[source][key]) for source, key in used}
+        shown = {(key, json.dumps(sources[source][key])) for source, key in used}
         for source, values in sources.items():
             for key, value in values.items():
-                repeated = source != "summary" and (key.rsplit(".", 1)[-1], value) in shown  # a report's copy
+                repeated = source != "summary" and (key, json.dumps(value)) in shown  # a report's copy, same key
                 if (source, key) not in used and not repeated and not key.endswith((".learning_rate", ".duration_ms")):
                     metrics[f"{source}:{key}"] = value
     return metrics

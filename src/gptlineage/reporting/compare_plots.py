@@ -8,7 +8,7 @@ Example:
 Each run has one colour: its training loss a thin line, its validation loss a thicker dashed
 line with dots, so that B's curve drawn over A's where they coincide stays visible (A's line is
 the wider one). The drawing conventions (fixed hash salt, text as text, no date) are those of
-`gptlineage.reporting.plots`, so the same points give the same bytes.
+`gptlineage.reporting.figures`, so the same points give the same bytes.
 """
 
 from __future__ import annotations
@@ -19,13 +19,15 @@ from typing import Any
 from matplotlib import rc_context
 
 from gptlineage.errors import GptlineageError
-from gptlineage.reporting.plots import (
+from gptlineage.reporting.figures import (
     DETERMINISTIC_RC,
+    integer_steps,
+    light_grid,
+    loss_label,
     loss_points,
     new_figure,
     set_loss_limits,
     svg_bytes,
-    wants_log_scale,
 )
 
 OVERLAY_SIZE = (1000, 440)
@@ -71,9 +73,10 @@ def overlay_svg(stage: str, runs: Sequence[tuple[str, Sequence[dict[str, Any]]]]
         axes.set_xlim(0, last * 1.02)  # a little air: the last dots are not cut by the frame
         set_loss_limits(axes, losses)
         axes.set_xlabel("step")
-        axes.set_ylabel("loss" + (" (log scale)" if wants_log_scale(losses) else ""))
+        axes.set_ylabel(loss_label(losses))
+        integer_steps(axes)
         axes.set_title(f"{stage}: loss of {', '.join(label for label, _ in series)}")
-        axes.grid(True, color="#e5e5e5", linewidth=0.8)
+        light_grid(axes)
         axes.legend(loc="best", frameon=True, framealpha=0.9, edgecolor="#dddddd", ncols=len(series))
         figure.tight_layout()
         return svg_bytes(figure)
