@@ -128,14 +128,14 @@ def merged(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
 
 def own_jobs(default: dict[str, Any], config: dict[str, Any]) -> frozenset[str]:
     """The jobs whose work differs: a slice changed, or a job upstream differs."""
-    graph = upstream_jobs(config)
+    graph, default_graph = upstream_jobs(config), upstream_jobs(default)
     differs: dict[str, bool] = {}
 
     def changed(job: str) -> bool:
         if job not in differs:
             name = job_slice(job)
             own = name is not None and (config.get(name) or {}) != (default.get(name) or {})
-            differs[job] = own or graph[job] != upstream_jobs(default)[job] or any(map(changed, graph[job]))
+            differs[job] = own or graph[job] != default_graph[job] or any(map(changed, graph[job]))
         return differs[job]
 
     return frozenset(job for job in graph if changed(job))
