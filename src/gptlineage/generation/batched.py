@@ -36,7 +36,7 @@ from gptlineage.generation.decoding import (
     sample_token,
 )
 from gptlineage.model.gpt import GPT
-from gptlineage.model.kvcache import KVCache, cached_hidden, fused_qkv
+from gptlineage.model.kvcache import KVCache, cached_hidden
 
 BATCH_ROWS = 64  # prompts decoded together at most; their float32 logits at GPT-2's vocabulary: 12.9 MB
 Stop = Callable[[list[int]], bool]
@@ -58,9 +58,9 @@ def choose_tokens(
 
 
 @torch.inference_mode()
-def last_logits(model: GPT, cache: KVCache, ids: torch.Tensor, pads: torch.Tensor, qkv: list) -> torch.Tensor:
+def last_logits(model: GPT, cache: KVCache, ids: torch.Tensor, pads: torch.Tensor) -> torch.Tensor:
     """Next-token logits [B, V] after the last column of ids [B, t]."""
-    return model.logits(cached_hidden(model, cache, ids, pads=pads, qkv=qkv)[:, -1])
+    return model.logits(cached_hidden(model, cache, ids, pads=pads)[:, -1])
 
 
 def generate_rows(
@@ -72,9 +72,8 @@ def generate_rows(
     pads = torch.tensor([width - len(prompt) for prompt in prompts], device=device)  # [B]
     ids = torch.tensor([[0] * (width - len(p)) + list(p) for p in prompts], device=device)  # [B, width]
     cache = KVCache.for_model(model, batch=len(prompts), capacity=width + settings.generate)
-    qkv = fused_qkv(model)
     began = time.perf_counter()
-    logits = last_logits(model, cache, ids, pads, qkv)  # [B, V]
+    logits = last_logits(model, cache, ids, pads)  # [B, V]
     prefilled = time.perf_counter()
     histories, new = [list(p) for p in prompts], [[] for _ in prompts]
     reasons, finished = ["length"] * len(prompts), [prefilled] * len(prompts)
@@ -102,7 +101,7 @@ def generate_rows(
             pads = pads.index_select(0, rows)
         active = [active[row] for row in going]
         step = torch.tensor([[new[r][-1]] for r in active], device=device)  # [B', 1]
-        logits = last_logits(model, cache, step, pads, qkv)
+        logits = last_logits(model, cache, step, pads)
     return [
         Generation(tuple(tokens), reason, prefilled - began, done - prefilled)
         for tokens, reason, done in zip(new, reasons, finished)

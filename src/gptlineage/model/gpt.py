@@ -29,7 +29,9 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -154,20 +156,35 @@ class CausalSelfAttention(nn.Module):
         b, t, w = x.shape
         return x.view(b, t, self.heads, w // self.heads).transpose(1, 2)  # [B, H, T, D]
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cache: LayerCache | None = None, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Attention over x [B, T, W]. With `cache` (decoding), x holds only the new positions: their
+        keys and values are appended to the cached rows, and the queries see every cached key that
+        `mask` allows (None: all of them, right for one new query after the cache)."""
         b, t, w = x.shape  # [B, T, W]
-        # q, k and v are computed here and nowhere else: a KV cache would append k and v
-        # to the cached ones at this point. (It would then also need an explicit mask,
-        # since is_causal=True aligns the mask to the top-left when T_q != T_k.)
         q = self._split_heads(self.query(x))  # [B, H, T, D]
         k = self._split_heads(self.key(x))  # [B, H, T, D]
         v = self._split_heads(self.value(x))  # [B, H, T, D]
         # softmax(q·kᵀ / sqrt(D) with future keys masked) · v; the default scale is 1/sqrt(D).
-        y = F.scaled_dot_product_attention(
-            q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
-        )  # [B, H, T, D]
+        if cache is None:
+            y = F.scaled_dot_product_attention(
+                q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
+            )  # [B, H, T, D]
+        else:
+            # is_causal=True would align its mask to the top-left corner, wrong once the cache holds
+            # earlier positions: the caller's mask places query i at its absolute position.
+            keys, values = cache.append(k, v)  # [B, H, cached+T, D]
+            y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)  # [B, H, T, D]
         y = y.transpose(1, 2).reshape(b, t, w)  # heads side by side again: [B, T, W]
         return self.resid_dropout(self.proj(y))
+
+
+class LayerCache(Protocol):
+    """One layer's cached keys and values (`gptlineage.model.kvcache` keeps them)."""
+
+    def append(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store new rows [B, H, t, D]; return every row so far [B, H, n+t, D]."""
 
 
 # ---------------------------------------------------------------- block and model
@@ -198,8 +215,10 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.width, eps=config.layer_norm_eps)
         self.mlp = MLP(config)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x))  # [B, T, W]
+    def forward(
+        self, x: torch.Tensor, cache: LayerCache | None = None, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), cache, mask)  # [B, T, W]
         x = x + self.mlp(self.ln_2(x))  # [B, T, W]
         return x
 
@@ -255,18 +274,23 @@ class GPT(nn.Module):
                 draw = torch.empty(param.shape, dtype=torch.float32).normal_(0.0, std, generator=generator)
                 param.copy_(draw)
 
-    def embed(self, idx: torch.Tensor) -> torch.Tensor:
-        """Token plus position embeddings of ids [B, T] -> [B, T, W]."""
-        t = idx.shape[1]
-        if t > self.config.context:
-            raise ValueError(f"sequence length {t} exceeds the model's context {self.config.context}")
-        positions = torch.arange(t, device=idx.device)  # [T]
+    def embed(self, idx: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Token plus position embeddings of ids [B, T] -> [B, T, W], at positions 0..T-1 unless
+        `positions` ([T] or [B, T]) says otherwise (a decoder continuing its cache)."""
+        if positions is None:
+            t = idx.shape[1]
+            if t > self.config.context:
+                raise ValueError(f"sequence length {t} exceeds the model's context {self.config.context}")
+            positions = torch.arange(t, device=idx.device)  # [T]
         return self.drop(self.wte(idx) + self.wpe(positions))  # [B, T, W] + [T, W]
 
-    def transform(self, x: torch.Tensor) -> torch.Tensor:
-        """The blocks and the final LayerNorm: embeddings [B, T, W] -> hidden states [B, T, W]."""
-        for block in self.blocks:
-            x = block(x)
+    def transform(
+        self, x: torch.Tensor, caches: Sequence[LayerCache] | None = None, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The blocks and the final LayerNorm: embeddings [B, T, W] -> hidden states [B, T, W].
+        With `caches` (one per block), x holds new positions after the cached ones; see `CausalSelfAttention`."""
+        for layer, block in enumerate(self.blocks):
+            x = block(x) if caches is None else block(x, caches[layer], mask)
         return self.ln_f(x)
 
     def hidden(self, idx: torch.Tensor) -> torch.Tensor:

@@ -1,15 +1,18 @@
 """Key/value-cached decoding: each token passes through the model once, and later tokens reuse its keys and values.
 
-The full-prefix reference (`generate.FullPrefixDecoder`) runs the whole prefix again for every
+The full-prefix reference (`generation.decoding.FullPrefixDecoder`) runs the whole prefix again for every
 new token, recomputing every earlier key and value. Here each layer keeps the key and value
 rows of every position consumed so far, and a forward pass over new tokens [B, t] computes
 only their rows:
 
     positions      start .. start+t−1, where start = the cache length (learned absolute positions)
-    per block      q, k, v = split(ln_1(x) @ [Wq; Wk; Wv]ᵀ)     [B, H, t, D], one fused product
+    per block      q, k, v = ln_1(x) @ Wq, Wk, Wv               [B, H, t, D]
                    K, V = cache[layer] ++ (k, v)                [B, H, start+t, D]
                    y = softmax(q·Kᵀ/√D + mask) · V              mask only when t > 1
     logits         ln_f(x) @ wteᵀ
+
+The blocks are the model's own (`GPT.transform` with one `LayerCache` per block): this module
+keeps the rows and builds the positions and the mask, and computes nothing a block computes.
 
 One new query (t = 1) sits after every cached key, so it may attend to all of them and
 needs no mask. A prefill (t > 1) needs an explicit mask: query i sits at absolute position
@@ -38,19 +41,55 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 
 from gptlineage.errors import GptlineageError
-from gptlineage.model.gpt import GPT, Block, CausalSelfAttention
+from gptlineage.model.gpt import GPT
+
+
+class LayerCache:
+    """One layer's key and value rows, [B, H, capacity, D] each, filled from column 0 up.
+
+    Buffers are allocated once at full capacity: appending writes into them instead of
+    concatenating, so a step costs no copy of the earlier rows.
+    """
+
+    def __init__(self, shape: tuple[int, int, int, int], dtype: torch.dtype, device: str | torch.device) -> None:
+        # torch.empty: rows past the length are never read, so they need no zeroing.
+        self._keys = torch.empty(shape, dtype=dtype, device=device)
+        self._values = torch.empty(shape, dtype=dtype, device=device)
+        self.length = 0
+
+    def append(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store rows [B, H, t, D] after the cached ones; return all rows [B, H, n+t, D] (views)."""
+        start, t = self.length, keys.shape[2]
+        capacity = self._keys.shape[2]
+        if start + t > capacity:
+            raise GptlineageError(
+                f"key/value cache: {start} cached plus {t} new positions exceed context length {capacity}"
+            )
+        self._keys[:, :, start : start + t] = keys
+        self._values[:, :, start : start + t] = values
+        self.length = start + t
+        return self.keys, self.values
+
+    def keep(self, rows: torch.Tensor) -> None:
+        """Keep only the batch rows `rows` [B'] (indices, in the new order)."""
+        self._keys, self._values = self._keys.index_select(0, rows), self._values.index_select(0, rows)
+
+    @property
+    def keys(self) -> torch.Tensor:
+        """The cached keys [B, H, n, D] (a view; do not modify)."""
+        return self._keys[:, :, : self.length]
+
+    @property
+    def values(self) -> torch.Tensor:
+        """The cached values [B, H, n, D] (a view; do not modify)."""
+        return self._values[:, :, : self.length]
 
 
 class KVCache:
-    """Per-layer key and value rows, [B, H, capacity, D] each, filled from position 0 up.
-
-    Buffers are allocated once at full capacity (the model's context): appending writes
-    into them instead of concatenating, so a step costs no copy of the earlier rows.
-    For gpt2-small in float32 the two tables take 2·12·12·1024·64·4 bytes = 72 MiB.
-    """
+    """Every layer's `LayerCache`, [B, H, capacity, D] each. For gpt2-small in float32 at
+    capacity 1024 the tables take 2·12·12·1024·64·4 bytes = 72 MiB."""
 
     def __init__(
         self,
@@ -63,12 +102,8 @@ class KVCache:
         dtype: torch.dtype = torch.float32,
         device: str | torch.device = "cpu",
     ) -> None:
-        shape = (batch, heads, capacity, head_dim)
         self.capacity = capacity
-        # torch.empty: rows past a layer's length are never read, so they need no zeroing.
-        self._keys = [torch.empty(shape, dtype=dtype, device=device) for _ in range(layers)]
-        self._values = [torch.empty(shape, dtype=dtype, device=device) for _ in range(layers)]
-        self._lengths = [0] * layers
+        self.layers = [LayerCache((batch, heads, capacity, head_dim), dtype, device) for _ in range(layers)]
 
     @classmethod
     def for_model(cls, model: GPT, batch: int = 1, capacity: int | None = None) -> KVCache:
@@ -87,36 +122,28 @@ class KVCache:
 
     def lengths(self) -> list[int]:
         """How many positions each layer holds (all equal between forward passes)."""
-        return list(self._lengths)
+        return [layer.length for layer in self.layers]
 
     def __len__(self) -> int:
         """Positions consumed: the length of layer 0, which is the first to advance."""
-        return self._lengths[0] if self._lengths else 0
+        return self.layers[0].length if self.layers else 0
 
     def append(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store rows [B, H, t, D] after the layer's cached ones; return all rows [B, H, n+t, D] (views)."""
-        start, t = self._lengths[layer], keys.shape[2]
-        if start + t > self.capacity:
-            raise GptlineageError(
-                f"key/value cache: {start} cached plus {t} new positions exceed context length {self.capacity}"
-            )
-        self._keys[layer][:, :, start : start + t] = keys
-        self._values[layer][:, :, start : start + t] = values
-        self._lengths[layer] = start + t
-        return self.keys(layer), self.values(layer)
+        """`LayerCache.append` of layer `layer`."""
+        return self.layers[layer].append(keys, values)
 
     def keep(self, rows: torch.Tensor) -> None:
         """Keep only the batch rows `rows` [B'] (indices, in the new order): finished sequences leave."""
-        self._keys = [table.index_select(0, rows) for table in self._keys]
-        self._values = [table.index_select(0, rows) for table in self._values]
+        for layer in self.layers:
+            layer.keep(rows)
 
     def keys(self, layer: int) -> torch.Tensor:
         """The layer's cached keys [B, H, n, D] (a view; do not modify)."""
-        return self._keys[layer][:, :, : self._lengths[layer]]
+        return self.layers[layer].keys
 
     def values(self, layer: int) -> torch.Tensor:
         """The layer's cached values [B, H, n, D] (a view; do not modify)."""
-        return self._values[layer][:, :, : self._lengths[layer]]
+        return self.layers[layer].values
 
 
 def prefill_mask(start: int, t: int, device: torch.device) -> torch.Tensor:
@@ -139,46 +166,6 @@ def padded_mask(start: int, t: int, pads: torch.Tensor) -> torch.Tensor:
     return ((key <= query) & (real | (key == query)))[:, None]  # [B, 1, t, S]
 
 
-def fused_qkv(model: GPT) -> list[torch.Tensor]:
-    """Per layer the query, key and value weights stacked [3W, W]: one matrix-vector product instead of three."""
-    with torch.no_grad():
-        return [torch.cat([b.attn.query.weight, b.attn.key.weight, b.attn.value.weight]) for b in model.blocks]
-
-
-def weights_key(model: GPT) -> tuple[tuple[int, int], ...]:
-    """Where the q/k/v weights live and how often they were changed in place: a stale fused copy shows here."""
-    return tuple(
-        (weight.data_ptr(), weight._version)
-        for block in model.blocks
-        for weight in (block.attn.query.weight, block.attn.key.weight, block.attn.value.weight)
-    )
-
-
-def cached_attention(
-    attn: CausalSelfAttention, qkv: torch.Tensor, x: torch.Tensor, cache: KVCache, layer: int, mask: torch.Tensor | None
-) -> torch.Tensor:
-    """The attention sublayer for new rows x [B, t, W] with fused weights qkv [3W, W], extending the layer's cache."""
-    b, t, w = x.shape
-    heads = attn.heads
-    # [B, t, 3W] -> three [B, H, t, D] views; the cache copies k and v into its own rows.
-    q, k, v = F.linear(x, qkv).view(b, t, 3, heads, w // heads).permute(2, 0, 3, 1, 4)
-    keys, values = cache.append(layer, k, v)  # [B, H, start+t, D]
-    y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)  # [B, H, t, D]
-    y = y.transpose(1, 2).reshape(b, t, w)  # [B, t, W]
-    return F.linear(y, attn.proj.weight, attn.proj.bias)  # eval mode: the residual dropout is the identity
-
-
-def layer_norm(module: torch.nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
-    """`module(x)` without the module call's overhead (tens of microseconds a step at batch 1)."""
-    return F.layer_norm(x, module.normalized_shape, module.weight, module.bias, module.eps)
-
-
-def mlp(block: Block, x: torch.Tensor) -> torch.Tensor:
-    """`block.mlp(x)` in eval mode, as plain functions: W -> 4W -> tanh GELU -> W."""
-    fc, proj = block.mlp.fc, block.mlp.proj
-    return F.linear(F.gelu(F.linear(x, fc.weight, fc.bias), approximate="tanh"), proj.weight, proj.bias)
-
-
 @torch.inference_mode()
 def cached_hidden(
     model: GPT,
@@ -186,14 +173,12 @@ def cached_hidden(
     ids: torch.Tensor,
     *,
     pads: torch.Tensor | None = None,
-    qkv: list[torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Final-LayerNorm output [B, t, W] for new ids [B, t] that follow the cached columns.
 
     Gives what `model.hidden(all ids)[:, start:]` gives (up to rounding), computing only the
     new rows. Dropout is skipped: decoding is evaluation. `pads` [B] left-pads row r by
     pads[r] columns: its tokens sit at positions column − pads[r] and never see the padding.
-    `qkv` is `fused_qkv(model)`, made here when not given.
     """
     start, t = len(cache), ids.shape[1]
     if t == 0:
@@ -209,12 +194,7 @@ def cached_hidden(
     else:
         # A padding column takes position 0; its row never reads it.
         positions, mask = (columns[None] - pads[:, None]).clamp(min=0), padded_mask(start, t, pads)
-    qkv = fused_qkv(model) if qkv is None else qkv
-    x = model.wte(ids) + model.wpe(positions)  # [B, t, W], a new tensor: the adds below may write into it
-    for layer, block in enumerate(model.blocks):
-        x += cached_attention(block.attn, qkv[layer], layer_norm(block.ln_1, x), cache, layer, mask)  # [B, t, W]
-        x += mlp(block, layer_norm(block.ln_2, x))  # [B, t, W]
-    return layer_norm(model.ln_f, x)
+    return model.transform(model.embed(ids, positions), cache.layers, mask)  # [B, t, W]
 
 
 class CachedDecoder:
@@ -231,15 +211,13 @@ class CachedDecoder:
         self.model = model
         self.device = model.output_weight.device
         self.cache = KVCache.for_model(model)
-        self._qkv: list[torch.Tensor] = []
-        self._qkv_key: tuple = ()
 
     def __len__(self) -> int:
         return len(self.cache)
 
     def _logits(self, ids: Sequence[int]) -> torch.Tensor:
         batch = torch.tensor([list(ids)], dtype=torch.long, device=self.device)  # [1, t]
-        hidden = cached_hidden(self.model, self.cache, batch, qkv=self._qkv)  # [1, t, W]
+        hidden = cached_hidden(self.model, self.cache, batch)  # [1, t, W]
         with torch.inference_mode():
             return self.model.logits(hidden[0, -1])  # only the last row's logits: [V]
 
@@ -247,9 +225,6 @@ class CachedDecoder:
         if not ids:
             raise ValueError("prefill needs at least one token")
         self.cache = KVCache.for_model(self.model)
-        key = weights_key(self.model)
-        if key != self._qkv_key:  # the weights changed since the last prefill (or this is the first)
-            self._qkv, self._qkv_key = fused_qkv(self.model), key
         return self._logits(ids)
 
     def advance(self, token: int) -> torch.Tensor:
