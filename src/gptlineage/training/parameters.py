@@ -2,6 +2,9 @@
 
 Loading never executes code: the file holds tensors and string metadata only, and every
 tensor's name, shape, dtype and tie is checked against the model before anything is applied.
+The metadata also records the model's shape (`model_shape`: context, vocab, width, heads,
+layers, LayerNorm epsilon), so a file loaded into a model of another shape, even one whose
+tensors happen to fit (other heads, another epsilon), is refused naming the field.
 Writes go through a temporary name, fsynced, then renamed, so a killed save never leaves a
 file that looks complete; the header is rewritten with sorted keys so equal tensors give
 equal bytes (and equal sha256).
@@ -25,6 +28,9 @@ from safetensors.torch import save_file
 from gptlineage.errors import GptlineageError
 
 PARAMETERS_SCHEMA = "gptlineage.parameters.v1"
+# The model's shape as the metadata records it: GPTConfig's fields that decide what the weights mean.
+SHAPE_FIELDS = ("context", "vocab", "width", "heads", "layers", "layer_norm_eps")
+SHAPE_KEY = "model_shape"
 
 
 # --------------------------------------------------------------------------- safetensors files
@@ -135,9 +141,48 @@ def save_parameters(path: str | Path, model: torch.nn.Module) -> Path:
     tensors = _tensors_to_store(state, aliases)
     dtypes = sorted({str(tensor.dtype).removeprefix("torch.") for tensor in tensors.values()})
     metadata = {"schema": PARAMETERS_SCHEMA, "dtype": ",".join(dtypes), "aliases": json.dumps(aliases, sort_keys=True)}
+    shape = model_shape(model)
+    if shape is not None:
+        metadata[SHAPE_KEY] = json.dumps(shape, sort_keys=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_safetensors(path, tensors, metadata)
     return path
+
+
+def model_shape(model: torch.nn.Module) -> dict[str, int | float] | None:
+    """The shape fields of a model's `config` (a GPTConfig), or None for a module without one."""
+    config = getattr(model, "config", None)
+    if config is None or not all(hasattr(config, name) for name in SHAPE_FIELDS):
+        return None
+    return {name: getattr(config, name) for name in SHAPE_FIELDS}
+
+
+def recorded_shape(path: Path, metadata: Mapping[str, str] | None) -> dict[str, object] | None:
+    """The model shape a parameter file records (None for files written before it was recorded)."""
+    text = (metadata or {}).get(SHAPE_KEY)
+    if text is None:
+        return None
+    try:
+        shape = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise GptlineageError(f"{path}: the {SHAPE_KEY} metadata is not valid JSON ({error})") from None
+    if not isinstance(shape, dict) or sorted(shape) != sorted(SHAPE_FIELDS):
+        raise GptlineageError(f"{path}: the {SHAPE_KEY} metadata must hold exactly {', '.join(SHAPE_FIELDS)}")
+    return shape
+
+
+def _check_shape(path: Path, metadata: Mapping[str, str] | None, model: torch.nn.Module) -> None:
+    """The file's recorded shape must be the model's, field by field."""
+    recorded, wanted = recorded_shape(path, metadata), model_shape(model)
+    if recorded is None or wanted is None:
+        return
+    for name in SHAPE_FIELDS:
+        if recorded[name] != wanted[name]:
+            flag = "--" + name.replace("_", "-")
+            raise GptlineageError(
+                f"{path}: the parameters were saved from a model with {name} {recorded[name]!r}; "
+                f"this model has {name} {wanted[name]!r} ({flag})"
+            )
 
 
 def _file_aliases(path: Path, metadata: Mapping[str, str] | None) -> dict[str, str]:
@@ -196,6 +241,7 @@ def read_parameters(path: str | Path, model: torch.nn.Module) -> dict[str, torch
     expected = model.state_dict()
     with open_safetensors(path) as handle:
         aliases = _file_aliases(path, handle.metadata())
+        _check_shape(path, handle.metadata(), model)
         stored_names = set(handle.keys())
         for alias, target in aliases.items():
             if target not in stored_names:
