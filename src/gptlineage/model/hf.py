@@ -43,6 +43,7 @@ from safetensors.torch import save_file
 
 from gptlineage.corpus.tokenizer import EOT_ID  # GPT-2's <|endoftext|>, Hugging Face's default bos/eos
 from gptlineage.errors import GptlineageError
+from gptlineage.files import permit_as_umask
 from gptlineage.model.gpt import GPT, GPTConfig
 
 if TYPE_CHECKING:  # transformers is heavy; import it only where an object of it is built
@@ -239,6 +240,7 @@ def write_hf_directory(model: GPT, directory: str | Path) -> dict[str, Any]:
     temporary = directory / f".{WEIGHTS_FILE}.tmp-{os.getpid()}"
     # format=pt is what from_pretrained checks in the metadata of a safetensors file.
     save_file(tensors, str(temporary), metadata={"format": "pt"})
+    permit_as_umask(temporary)  # safetensors writes 0600
     os.replace(temporary, directory / WEIGHTS_FILE)
     return {"config": values, "hf_parameters": sum(t.numel() for t in tensors.values())}
 

@@ -26,6 +26,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from gptlineage.errors import GptlineageError
+from gptlineage.files import permit_as_umask
 
 PARAMETERS_SCHEMA = "gptlineage.parameters.v1"
 # The model's shape as the metadata records it: GPTConfig's fields that decide what the weights mean.
@@ -62,9 +63,11 @@ def _sort_header(path: Path) -> None:
 
 
 def write_safetensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
-    """Write a safetensors file through a temporary name, fsynced, then renamed into place."""
+    """Write a safetensors file through a temporary name, fsynced, then renamed into place, with the
+    mode the umask gives (0644 under the usual 022)."""
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     save_file(tensors, str(temporary), metadata=metadata)
+    permit_as_umask(temporary)
     _sort_header(temporary)
     fsync_path(temporary)
     os.replace(temporary, path)
