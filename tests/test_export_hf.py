@@ -74,7 +74,10 @@ def load_exported(directory):
 
 def test_export_writes_a_directory_from_pretrained_loads_offline(exported):
     _model, directory, _parameters = exported
-    assert {p.name for p in directory.iterdir()} == {"config.json", "model.safetensors", "manifest.json"}
+    # A vocabulary of 300 cannot take GPT-2's tokenizer: no tokenizer files, the rest as always.
+    expected = {"config.json", "model.safetensors", "manifest.json", "generation_config.json", "README.md"}
+    assert {p.name for p in directory.iterdir()} == expected
+    assert "No tokenizer" in (directory / "README.md").read_text()
     config = json.loads((directory / "config.json").read_text())
     assert config["model_type"] == "gpt2"
     assert {k: config[k] for k in ("vocab_size", "n_positions", "n_embd", "n_layer", "n_head")} == {

@@ -3,7 +3,9 @@
 The directory holds config.json (a GPT2Config with our dimensions, tanh GELU "gelu_new", our
 LayerNorm epsilon, no dropout, tied embeddings) and model.safetensors (float32, Hugging Face's
 tensor names, Conv1D weights transposed, the q/k/v projections fused into c_attn with a zero
-bias; see `gptlineage.model.hf`). Before the artifact is published the directory is loaded back
+bias; see `gptlineage.model.hf`); the tokenizer (GPT-2's, built offline from the shipped ranks,
+when the model's vocabulary holds it), generation_config.json, a chat template and a model card
+README.md with the lineage (see `gptlineage.generation.hf_card`). Before the artifact is published the directory is loaded back
 through transformers and its logits on a fixed probe sequence are compared with ours; a
 difference above 1e-4 fails the export.
 
@@ -17,7 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gptlineage.generation.hf_card import describe_json, write_hub_files
 from gptlineage.generation.source import ModelSource, load_model, model_artifact, recorded_settings
+from gptlineage.lineage.artifact import read_manifest
+from gptlineage.lineage.hashing import sha256_file
 from gptlineage.model.gpt import count_parameters
 from gptlineage.model.hf import PROBE_TOLERANCE, check_export, write_hf_directory
 from gptlineage.settings import check_settings, setting
@@ -43,9 +48,36 @@ def export_hf(config: ExportConfig, command: str) -> dict[str, Any]:
     with model_artifact(config, command, parameters) as artifact:
         written = write_hf_directory(model, artifact.path)
         difference = check_export(model, artifact.path)
+        hub = write_hub_files(model, artifact.path, lineage_of(config.model, count_parameters(model)))
         artifact.summary = {
             "parameters": count_parameters(model),
             "hf_parameters": written["hf_parameters"],
             "probe_max_abs_logit_difference": difference,
+            **hub,
         }
     return artifact.summary
+
+
+CARD_FACTS = 12  # summary values the model card lists at most
+
+
+def lineage_of(source: ModelSource, parameters: int) -> dict[str, Any]:
+    """What the model card says of where the model came from: the training run's id, summary and inputs."""
+    if source.run is None:
+        path = source.load_params
+        facts = {"parameters": f"{parameters:,}", "parameter file sha256": sha256_file(path) if path else "random"}
+        return {"title": f"gptlineage model {path.name if path else 'random'}", "facts": facts, "inputs": []}
+    manifest = read_manifest(source.run)
+    facts = {
+        "training artifact id": manifest["id"],
+        "command": manifest["command"]["name"],
+        "parameters": f"{parameters:,}",
+    }
+    summary = manifest.get("summary") or {}
+    scalars = [(k, v) for k, v in summary.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)]
+    facts.update((key, describe_json(value)) for key, value in scalars[:CARD_FACTS])
+    inputs = [
+        f"{entry['role']}: {entry.get('artifact_id') or entry.get('sha256') or entry.get('tree_sha256')}"
+        for entry in manifest["inputs"]
+    ]
+    return {"title": f"gptlineage model {source.run.name}", "facts": facts, "inputs": inputs}

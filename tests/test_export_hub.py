@@ -1,0 +1,100 @@
+"""`export-hf` writes what a Hugging Face user needs: a tokenizer that encodes as tiktoken does (offline),
+a generation config, a chat template rendering our transcript, and a model card with the lineage;
+`pipeline("text-generation")` given greedy settings then gives `gptlineage generate`'s tokens."""
+
+from __future__ import annotations
+
+import json
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers reads these when imported: never the network
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import numpy as np
+import pytest
+
+from gptlineage.cli import main
+from gptlineage.corpus.dialogue import encode_dialogue
+from gptlineage.corpus.shards import ShardWriter
+from gptlineage.corpus.tokenizer import gpt2_encoding
+from gptlineage.generation.chat import Turn, chat_prompt
+from tests.conftest import TINY_TRAIN
+
+transformers = pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+
+MULTILINGUAL = (
+    "Hello world! Héllo wörld — 日本語のテキスト, русский текст, ελληνικά, emoji 🤖🎉,  two spaces\n\n\ttab 1234567"
+)
+# GPT-2's whole vocabulary at a width of 8: a model that trains in a second yet takes GPT-2's tokenizer.
+GPT2_VOCAB = ["--vocab", "50257", "--width", "8", "--heads", "2", "--context", "32"]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """A three-step training run over GPT-2's vocabulary, and its export."""
+    root = tmp_path_factory.mktemp("hub")
+    (root / "corpus").mkdir()
+    tokens = np.random.default_rng(0).integers(0, 50257, 4000).astype(np.uint16)
+    for name, part in (("train.bin", tokens[:3000]), ("val.bin", tokens[3000:])):
+        with ShardWriter(root / "corpus" / name, vocab_size=50257) as writer:
+            writer.write(part)
+    train = ["train", *TINY_TRAIN, *GPT2_VOCAB, "--data", str(root / "corpus"), "--steps", "3"]
+    assert main([*train, "--output", str(root / "run")]) == 0
+    assert main(["export-hf", "--run", str(root / "run"), "--output", str(root / "export")]) == 0
+    return root
+
+
+def test_the_export_holds_tokenizer_generation_config_chat_template_and_card(exported):
+    export = exported / "export"
+    names = {path.name for path in export.iterdir()}
+    assert {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "README.md"} <= names
+    run_id = json.loads((exported / "run" / "manifest.json").read_text())["id"]
+    card = (export / "README.md").read_text()
+    assert run_id in card and "pipeline_tag: text-generation" in card
+    config = transformers.GenerationConfig.from_pretrained(export)
+    assert (config.eos_token_id, config.pad_token_id, config.top_k, config.temperature) == (50256, 50256, 40, 0.8)
+    summary = json.loads((export / "manifest.json").read_text())["summary"]
+    assert summary["tokenizer"] is True and summary["model_card"] is True
+
+
+def test_auto_tokenizer_encodes_as_tiktoken_offline(exported):
+    tokenizer = transformers.AutoTokenizer.from_pretrained(exported / "export")
+    encoding = gpt2_encoding()
+    ids = tokenizer(MULTILINGUAL)["input_ids"]
+    assert ids == encoding.encode_ordinary(MULTILINGUAL)
+    assert tokenizer.decode(ids) == MULTILINGUAL == encoding.decode(ids)
+    assert len(tokenizer) == 50257 and tokenizer.eos_token_id == 50256
+
+
+def test_the_chat_template_renders_our_transcript(exported):
+    tokenizer = transformers.AutoTokenizer.from_pretrained(exported / "export")
+    encoding = gpt2_encoding()
+    system, turns, message = "Be brief.", [Turn(" Hi there\t", "Hello!")], "What is 2+2? "
+    messages = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": turns[0].message},
+        {"role": "assistant", "content": turns[0].answer},
+        {"role": "user", "content": message},
+    ]
+    asked = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    assert asked == encoding.decode(chat_prompt(encoding, system, turns, message))
+    dialogue = [*messages, {"role": "assistant", "content": "4"}]
+    trained, _mask = encode_dialogue(dialogue, encoding, index=0)
+    assert tokenizer.apply_chat_template(dialogue, tokenize=False) == encoding.decode(trained.tolist())
+
+
+def test_pipeline_greedy_gives_generates_tokens(exported, capsys):
+    prompt, new = "To be, or not to be", 12
+    ours = exported / "ours"
+    greedy = ["--top-k", "1", "--repetition-penalty", "0", "--generate", str(new)]
+    assert main(["generate", "--run", str(exported / "run"), "--prompt", prompt, *greedy, "--output", str(ours)]) == 0
+    capsys.readouterr()
+    expected = json.loads((ours / "generation.json").read_text())["outputs"][0]["tokens"]
+    generate = transformers.pipeline("text-generation", model=str(exported / "export"), device="cpu")
+    result = generate(prompt, do_sample=False, max_new_tokens=new, return_tensors=True)
+    tokens = [int(t) for t in result[0]["generated_token_ids"]]  # the prompt's ids, then the new ones
+    prompt_ids = gpt2_encoding().encode_ordinary(prompt)
+    assert tokens[: len(prompt_ids)] == prompt_ids
+    assert tokens[len(prompt_ids) :] == expected and len(expected) > 0
