@@ -37,8 +37,9 @@ def code(command_module):
 
     The command module and everything it imports. cli.py is left out on purpose: it only routes
     `gptlineage <command>` to the module, and since it lists every command, adding a command
-    would otherwise rerun every rule."""
-    return [f"src/{path}" for path in module_files(f"gptlineage.commands.{command_module}", Path("src"))]
+    would otherwise rerun every rule. They are `local`: with a default storage provider (an S3
+    store) the package stays in the checkout, only the results move."""
+    return [local(f"src/{path}") for path in module_files(f"gptlineage.commands.{command_module}", Path("src"))]
 
 
 def check_config(config):
@@ -119,11 +120,11 @@ def corpus_inputs(name):
 
     def inputs(wildcards):
         settings = slice_of(wildcards, name)
-        found = {"sources": list(settings.get("input") or []), "code": code("prepare")}
+        found = {"sources": [local(path) for path in settings.get("input") or []], "code": code("prepare")}
         if settings.get("synth_chat"):
             found["chat"] = artifact("synth_chat")(wildcards)
         elif settings.get("hf_dataset") and Path(settings["hf_dataset"]).exists():
-            found["sources"].append(settings["hf_dataset"])  # a local dataset directory
+            found["sources"].append(local(settings["hf_dataset"]))  # a local dataset directory
         return found
 
     return inputs
