@@ -29,6 +29,10 @@ def read_json(path: str | Path, missing: str = "no such file") -> Any:
         raise GptlineageError(f"{path}: cannot read ({error.strerror})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise GptlineageError(f"{path}: not valid JSON ({error})") from None
+    except RecursionError:
+        raise GptlineageError(f"{path}: not usable JSON (nested too deeply)") from None
+    except ValueError as error:  # an integer past Python's digit limit (int_max_str_digits)
+        raise GptlineageError(f"{path}: not usable JSON ({str(error).partition(';')[0]})") from None
 
 
 def write_json_atomic(path: Path, value: Any) -> None:
