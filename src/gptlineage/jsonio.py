@@ -18,7 +18,8 @@ from gptlineage.errors import GptlineageError
 
 
 def read_json(path: str | Path, missing: str = "no such file") -> Any:
-    """Load a JSON file; a missing or broken file is one error line naming it (`missing` says why it matters)."""
+    """Load a JSON file; a missing or broken file is one error line naming it (`missing` says why it matters),
+    and so is one the parser cannot take (nesting past the recursion limit, an integer past Python's digit limit)."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -188,8 +188,8 @@ def chat_loop(
     Each answer is printed as "Assistant: {answer}". The transcript grows turn by turn.
     When the next message no longer fits (transcript + message + `generate` >
     context), one line tells the user so and the conversation restarts from the System line
-    alone; a message too long even for a fresh transcript (or with token ids past `vocab`)
-    is reported and skipped. Turn n
+    alone; a message too long even for a fresh transcript (or with token ids past `vocab`, or
+    not UTF-8 where it was read) is reported and skipped. Turn n
     (counting from 0 over the whole session) samples with seed + n. Returns every turn.
     """
     transcript: list[Turn] = []  # the turns the model currently sees
