@@ -114,7 +114,9 @@ def test_a_finished_row_leaves_the_cache():
 
 def test_every_prompt_must_fit_before_any_is_decoded():
     model = tiny_model(0, 120, 1, 1)
-    with pytest.raises(GptlineageError, match=r"^generation: prompt \(38\) plus requested continuation \(4\)"):
+    with pytest.raises(
+        GptlineageError, match=r"^--generate 4 with a 38-token prompt needs 42 positions; the model has 40 \(context\)$"
+    ):
         generate_batch(model, [[1, 2], [3] * 38], SamplingConfig(generate=4))
     with pytest.raises(GptlineageError, match="^generation: the prompt is empty$"):
         generate_batch(model, [[1], []], SamplingConfig(generate=4))

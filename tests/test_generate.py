@@ -158,7 +158,7 @@ class ScriptedDecoder:
 def test_context_overflow_error(chat_model):
     settings = SamplingConfig(generate=40)
     message = one_line_error(generate_tokens, CachedDecoder(chat_model), list(range(10)), settings, context=48)
-    assert message == "generation: prompt (10) plus requested continuation (40) exceeds context length 48"
+    assert message == "--generate 40 with a 10-token prompt needs 50 positions; the model has 48 (context)"
 
 
 def test_stops_at_eot_and_at_a_new_user_line(encoding):
@@ -235,7 +235,7 @@ def test_chat_loop_restarts_when_the_context_is_full(chat_model, encoding):
     assert len(turns) == 6  # every short message was answered
     restarts = [line for line in out.splitlines() if "context full" in line]
     assert restarts and all("starting a new conversation" in line for line in restarts)
-    assert "exceeds context length 48; message skipped" in out  # too long even for a fresh transcript
+    assert "the model has 48 (context); message skipped" in out  # too long even for a fresh transcript
 
 
 def test_generate_command_chat_loop_on_stdin(monkeypatch, capsys, tmp_path):
@@ -281,7 +281,9 @@ def test_generate_from_a_training_artifact(capsys, tmp_path):
     assert cli.main([*argv, "--width", "16"]) == 1
     assert "--run gives the model dimensions" in capsys.readouterr().err
     assert cli.main(["generate", "--run", str(run), "--prompt", "hello " * 60, "--generate", "4"]) == 1
-    assert "exceeds context length 40" in capsys.readouterr().err
+    assert (
+        "--generate 4 with a 61-token prompt needs 65 positions; the model has 40 (context)" in capsys.readouterr().err
+    )
 
 
 # ---------------------------------------------------------------- the commands
@@ -352,7 +354,10 @@ def test_cache_bench_reports_equal_tokens(capsys, tmp_path):
         )
         == 1
     )
-    assert "prompt (90) plus requested continuation (10) exceeds context length 96" in capsys.readouterr().err
+    assert (
+        "--generate 10 with a 90-token prompt needs 100 positions; the model has 96 (context)"
+        in capsys.readouterr().err
+    )
     assert not (tmp_path / "b0").exists() and not (tmp_path / "b1").exists()
 
 

@@ -75,9 +75,8 @@ def test_sample_settings_are_the_reference_defaults_and_are_checked():
     assert plan(train_config(generate=3, prompt=PROMPT)).prompt_ids == (464, 886, 286, 262)
     with pytest.raises(SettingError, match="^--prompt must not be empty when --generate is positive$"):
         SampleSettings(prompt="", generate=1)
-    too_long = "--generate 13: prompt \\(4\\) plus requested continuation \\(13\\) exceeds context length 16"
-    with pytest.raises(SettingError, match=too_long):
-        plan(train_config(generate=13, prompt=PROMPT))
+    # Longer than the context (16): the sample's full-prefix decoder slides its window.
+    assert plan(train_config(generate=13, prompt=PROMPT)).prompt_ids == (464, 886, 286, 262)
     with pytest.raises(SettingError, match="^--prompt has token id 3616, outside the model's vocabulary of 1024$"):
         plan(train_config(generate=2, vocab=1024))  # the default prompt's " meaning"
 
@@ -105,13 +104,11 @@ def test_train_samples_at_the_end_deterministically_with_the_run_seed(corpus, tm
     assert manifest["parameters"]["resolved"]["layer_norm_eps"] == 1e-5
 
 
-def test_a_sample_that_cannot_fit_is_refused_before_training(corpus, tmp_path, capsys):
-    assert train(corpus, tmp_path / "run", "--generate", "20", "--prompt", PROMPT) == 1
-    err = capsys.readouterr().err
-    assert err == (
-        "error: train: --generate 20: prompt (4) plus requested continuation (20) exceeds context length 16\n"
-    )
-    assert not (tmp_path / "run").exists()
+def test_a_sample_longer_than_the_context_slides_its_window(corpus, tmp_path, capsys):
+    # 4 prompt tokens + 20 new ones on a context-16 model: each token sees the last 16 (as nanoGPT).
+    assert train(corpus, tmp_path / "run", "--generate", "20", "--prompt", PROMPT, "--top-k", "1") == 0
+    (sample,) = json.loads((tmp_path / "run" / "samples.json").read_text())["samples"]
+    assert len(sample["tokens"]) == 20 and "--- completion ---" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------- proved statements

@@ -18,7 +18,8 @@ from gptlineage.errors import GptlineageError
 
 
 def read_json(path: str | Path, missing: str = "no such file") -> Any:
-    """Load a JSON file; a missing or broken file is one error line naming it (`missing` says why it matters)."""
+    """Load a JSON file; a missing or broken file is one error line naming it (`missing` says why it matters),
+    and so is one the parser cannot take (nesting past the recursion limit, an integer past Python's digit limit)."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -29,6 +30,10 @@ def read_json(path: str | Path, missing: str = "no such file") -> Any:
         raise GptlineageError(f"{path}: cannot read ({error.strerror})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise GptlineageError(f"{path}: not valid JSON ({error})") from None
+    except RecursionError:
+        raise GptlineageError(f"{path}: not usable JSON (nested too deeply)") from None
+    except ValueError as error:  # an integer past Python's digit limit (int_max_str_digits)
+        raise GptlineageError(f"{path}: not usable JSON ({str(error).partition(';')[0]})") from None
 
 
 def write_json_atomic(path: Path, value: Any) -> None:

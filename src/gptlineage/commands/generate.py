@@ -5,7 +5,12 @@ random weights (`--random-init`); see `gptlineage.generation.source`. Without --
 --message an interactive chat runs on standard input: `you> ` asks for a message; an empty
 line, `:q` or `:quit` ends it. The transcript is kept until the next message no longer fits
 the context; then one line says so and the conversation restarts from the System line. With
-`--output DIR`, the prompts and outputs are written to DIR/generation.json (an artifact).
+`--output DIR`, the prompts and outputs are written to DIR/generation.json (an artifact); DIR is
+checked before anything is generated. The default (cached) decoder cannot go past the model's
+learned positions: prompt plus --generate must fit the context, or one line says what it needs.
+`--decoder full-prefix` slides instead, as nanoGPT's sampler does: each new token sees the last
+`context` tokens, so any prompt continues for any --generate. Model text printed to the terminal
+has its control characters escaped (ESC as \\x1b); generation.json keeps the real text.
 --prompt and --message may be repeated: the prompts are then decoded together in one batch
 (cached decoder), each output as it would be alone, printed one per line in the order given.
 
@@ -19,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from gptlineage.corpus.tokenizer import gpt2_encoding, tokenizer_identity
 from gptlineage.generation.chat import GenerateConfig, generate_records
@@ -46,15 +50,15 @@ def run(args: argparse.Namespace) -> int:
     config = from_args(GenerateConfig, args)
     model = load_model(config.model)
     check_text_vocabulary(model)
-    records = generate_records(config, model, gpt2_encoding(), stdin=sys.stdin, stdout=sys.stdout)
-    if config.output is not None:
-        write_generation_artifact(config, records)
-    return 0
-
-
-def write_generation_artifact(config: GenerateConfig, records: list[dict[str, Any]]) -> None:
+    if hasattr(sys.stdin, "reconfigure"):  # a chat line that is not UTF-8 is skipped with a note, not a crash
+        sys.stdin.reconfigure(errors="surrogateescape")
+    if config.output is None:
+        generate_records(config, model, gpt2_encoding(), stdin=sys.stdin, stdout=sys.stdout)
+        return 0
     parameters = recorded_settings(config)
+    # The writer checks --output before the session starts: a refusal must not cost a conversation.
     with model_artifact(config, NAME, parameters) as artifact:
+        records = generate_records(config, model, gpt2_encoding(), stdin=sys.stdin, stdout=sys.stdout)
         write_json_atomic(
             artifact.path / "generation.json",
             {
@@ -66,3 +70,4 @@ def write_generation_artifact(config: GenerateConfig, records: list[dict[str, An
         )
         artifact.summary = {"outputs": len(records)}
     print(f"wrote generation: {config.output / 'generation.json'}")
+    return 0

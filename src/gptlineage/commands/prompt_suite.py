@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 
 from gptlineage.corpus.synth_chat import read_prompt_suite
-from gptlineage.generation.prompt_suite import PromptSuiteConfig, suite_report
+from gptlineage.generation.prompt_suite import PromptSuiteConfig, check_suite_text, suite_report
 from gptlineage.generation.source import load_model, model_artifact, recorded_settings
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.settings import add_flags, from_args
@@ -33,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     config = from_args(PromptSuiteConfig, args)
     suite = read_prompt_suite(config.suite)  # a bad suite fails before the model is loaded
+    check_suite_text(config.suite, suite)
     parameters = {**recorded_settings(config), "suite": config.suite_name}
     model = load_model(config.model)
     report = suite_report(config, model, suite, parameters)

@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from gptlineage.corpus.tokenizer import gpt2_encoding
+from gptlineage.devices import check_device_here
+from gptlineage.generation.chat import terminal_text
 from gptlineage.generation.decoding import FullPrefixDecoder, SamplingConfig, generate_tokens
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.artifact import ArtifactWriter
@@ -79,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
     if launched_by_torchrun():  # a rank: the command that launched it checked memory and holds the lock
         return train_here(config, run_plan, outputs, work)
     runtime = config.runtime
+    if runtime.nodes == 1 or node_agent(os.environ):  # this machine runs ranks: refused before torchrun starts
+        check_device_here(runtime.device)
     check_training_memory(config, run_plan, runtime.processes)
     logs = work.parent / f".{outputs.output.name}.ranks"  # each rank's output; kept when one fails
     if runtime.nodes > 1 and node_agent(os.environ):
@@ -175,7 +179,7 @@ def end_of_training_sample(config: TrainConfig, run_plan: Plan, model: GPT) -> d
     generation = generate_tokens(FullPrefixDecoder(model), prompt, settings, context=run_plan.model.context)
     encoding = gpt2_encoding()
     text = encoding.decode(prompt + list(generation.tokens))
-    print(f"\n--- completion ---\n{text}\n------------------")
+    print(f"\n--- completion ---\n{terminal_text(text)}\n------------------")
     return {
         "schema": SAMPLES_SCHEMA,
         "samples": [

@@ -251,7 +251,7 @@ def rollout(
     cached decoder's own greedy choice at that prefix: while it equals token_full at every
     step, the two independent greedy decodings are identical.
     """
-    check_fits(len(ids), count, model.config.context)
+    check_fits(len(ids), count, model.config.context, "--rollout")
     full, cached = FullPrefixDecoder(model, pad_to_context=pad_to_context), CachedDecoder(model)
     reference, candidate = full.prefill(ids), cached.prefill(ids)
     history, steps = list(ids), []
@@ -315,7 +315,7 @@ def cache_check_report(config: CacheCheckConfig, model: GPT) -> dict[str, Any]:
     """The whole check on `model`: report.json's content (raises on a failed comparison)."""
     ids, prompt = prompt_ids(config.prompt, config.seed, model)
     if config.rollout:
-        check_fits(len(ids), config.rollout, model.config.context)  # before any work
+        check_fits(len(ids), config.rollout, model.config.context, "--rollout")  # before any work
     print(f"prompt_tokens={len(ids)}")
     report = prefix_report(model, ids, prompt, config.pad_full_prefix)
     if config.rollout:

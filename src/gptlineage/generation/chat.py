@@ -42,6 +42,7 @@ from gptlineage.generation.decoding import (
     make_decoder,
 )
 from gptlineage.generation.source import ModelSource
+from gptlineage.lineage.checks import printable
 from gptlineage.model.gpt import GPT
 from gptlineage.settings import SettingError, check_settings, setting
 
@@ -50,6 +51,23 @@ EOT_TEXT = "<|endoftext|>"
 USER_TURN = "\nUser:"  # a new user line: the model has finished its answer
 QUIT_COMMANDS = frozenset({":q", ":quit"})
 CHAT_PROMPT = "you> "
+
+
+def not_text(text: str) -> str | None:
+    """Why `text` cannot be written as UTF-8, or None: the first byte that was not UTF-8 where it was
+    read (Python keeps such a byte as a surrogate, U+DC80..U+DCFF) or the first lone surrogate."""
+    for index, char in enumerate(text):
+        code = ord(char)
+        if 0xDC80 <= code <= 0xDCFF:
+            return f"byte 0x{code - 0xDC00:02x} at character {index + 1} is not UTF-8"
+        if 0xD800 <= code <= 0xDFFF:
+            return f"a lone surrogate \\u{code:04x} at character {index + 1} is not text"
+    return None
+
+
+def terminal_text(text: str) -> str:
+    """Model or file text for the terminal: control characters escaped (ESC -> \\x1b), newlines kept."""
+    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 # ---------------------------------------------------------------- completions
@@ -170,8 +188,8 @@ def chat_loop(
     Each answer is printed as "Assistant: {answer}". The transcript grows turn by turn.
     When the next message no longer fits (transcript + message + `generate` >
     context), one line tells the user so and the conversation restarts from the System line
-    alone; a message too long even for a fresh transcript (or with token ids past `vocab`)
-    is reported and skipped. Turn n
+    alone; a message too long even for a fresh transcript (or with token ids past `vocab`, or
+    not UTF-8 where it was read) is reported and skipped. Turn n
     (counting from 0 over the whole session) samples with seed + n. Returns every turn.
     """
     transcript: list[Turn] = []  # the turns the model currently sees
@@ -185,6 +203,10 @@ def chat_loop(
             if not line:
                 stdout.write("\n")  # end of input: finish the prompt line
             return session
+        problem = not_text(message)
+        if problem is not None:  # it could not be kept in the session's record
+            stdout.write(f"this message: {problem}; message skipped\n")
+            continue
         prompt = chat_prompt(encoding, system, transcript, message)
         if len(prompt) + settings.generate > context and transcript:
             stdout.write(
@@ -203,7 +225,7 @@ def chat_loop(
             continue
         completion = complete(decoder, encoding, prompt, settings.for_turn(len(session)), context=context)
         turn = Turn(message.strip(CONTENT_WHITESPACE), answer_text(completion))
-        stdout.write(f"Assistant: {turn.answer}\n")
+        stdout.write(f"Assistant: {terminal_text(turn.answer)}\n")
         stdout.flush()
         transcript.append(turn)
         session.append(turn)
@@ -221,13 +243,23 @@ class GenerateConfig:
     prompt: tuple[str, ...] = setting((), "complete this text once (no chat transcript); repeat for several")
     message: tuple[str, ...] = setting((), "answer this chat message once; repeat for several")
     system: str = setting(DEFAULT_SYSTEM, 'system line of the chat transcript; "" omits it')
-    decoder: str = setting("cached", "key/value-cached or full-prefix logits", choices=DECODERS)
+    decoder: str = setting(
+        "cached",
+        "cached: key/value cache, the prompt plus --generate must fit the context; full-prefix: the whole"
+        " prefix again per token, its last context tokens once it is longer (a sliding window, as nanoGPT)",
+        choices=DECODERS,
+    )
     output: Path | None = setting(None, "also write the prompts and outputs to DIR/generation.json (an artifact)")
 
     def __post_init__(self) -> None:
         check_settings(self)
         if self.prompt and self.message:
             raise SettingError("message", "is not allowed with --prompt")
+        for name, texts in (("prompt", self.prompt), ("message", self.message), ("system", (self.system,))):
+            for text in texts:
+                problem = not_text(text)
+                if problem is not None:  # refused now: the record of the outputs could not hold it
+                    raise SettingError(name, f"{problem}: pass UTF-8 text")
 
 
 def answer_all(config: GenerateConfig, model: GPT, encoding: TextDecoder) -> list[dict[str, Any]]:
@@ -245,7 +277,8 @@ def answer_all(config: GenerateConfig, model: GPT, encoding: TextDecoder) -> lis
     context = model.config.context
     for prompt in prompts:
         check_vocabulary(prompt, model.config.vocab)
-        check_fits(len(prompt), config.sampling.generate, context)
+        if config.decoder == "cached":  # the full-prefix decoder slides a window over longer text
+            check_fits(len(prompt), config.sampling.generate, context)
     if config.decoder == "cached" and len(prompts) > 1:
         completions = complete_batch(model, encoding, prompts, config.sampling)
     else:
@@ -271,7 +304,7 @@ def generate_records(
     if config.prompt or config.message:
         records = answer_all(config, model, encoding)
         for record in records:
-            stdout.write(record["output"] + "\n")
+            stdout.write(terminal_text(record["output"]) + "\n")
         return records
     turns = chat_loop(
         make_decoder(model, config.decoder),

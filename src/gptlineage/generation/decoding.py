@@ -20,7 +20,9 @@ Sampling follows the reference, step by step, for the c-th new token (c = 0, 1, 
 
 Generation stops after `generate` new tokens, at <|endoftext|> (not included), or when a
 caller's stop rule says so (chat stops at a new "\\nUser:" line, see `generation.chat`). The
-prompt plus `generate` must fit in the context.
+cached decoder cannot go past the learned positions: the prompt plus `generate` must fit in the
+context (`check_fits`). The full-prefix decoder slides instead, as nanoGPT's sampler does: each
+step sees the last `context` tokens of the prefix, so it continues any prompt for any length.
 
 Example:
     gptlineage generate --random-init --prompt "Once upon a time" --top-k 1 --generate 8
@@ -47,8 +49,9 @@ from gptlineage.corpus.tokenizer import EOT_ID
 from gptlineage.errors import GptlineageError
 from gptlineage.model.gpt import GPT
 from gptlineage.model.kvcache import CachedDecoder
-from gptlineage.settings import check_settings, setting
+from gptlineage.settings import SEED_RANGE, check_settings, setting
 from gptlineage.splitmix import key_of, sample_nat
+from gptlineage.training.config import MIN_TEMPERATURE
 
 UNIFORM_STEPS = 2**32  # u takes values k / 2**32, as in the reference
 
@@ -69,7 +72,8 @@ class Decoder(Protocol):
 
 
 class FullPrefixDecoder:
-    """The reference decoder: every call evaluates the whole prefix from scratch.
+    """The reference decoder: every call evaluates the whole prefix from scratch, or, once the
+    prefix is longer than the context, its last `context` tokens (a sliding window, as nanoGPT).
 
     With `pad_to_context` the prefix is padded with id 0 to the full context, as the
     reference does; the causal mask keeps the padding out of position len−1, so the logits
@@ -77,6 +81,7 @@ class FullPrefixDecoder:
     """
 
     name = "full-prefix"
+    slides = True  # no length limit: `generate_tokens` does not ask the prompt to fit
 
     def __init__(self, model: GPT, *, pad_to_context: bool = False) -> None:
         model.eval()
@@ -90,10 +95,9 @@ class FullPrefixDecoder:
 
     @torch.inference_mode()
     def _logits(self) -> torch.Tensor:
-        n = len(self.ids)
-        if n > self.model.config.context:
-            raise GptlineageError(f"generation: {n} positions exceed context length {self.model.config.context}")
-        row = self.ids + [0] * (self.model.config.context - n) if self.pad_to_context else self.ids
+        window = self.ids[-self.model.config.context :]
+        n = len(window)
+        row = window + [0] * (self.model.config.context - n) if self.pad_to_context else window
         hidden = self.model.hidden(torch.tensor([row], dtype=torch.long, device=self.device))  # [1, T, W]
         return self.model.logits(hidden[0, n - 1])  # only position n−1 predicts the next token: [V]
 
@@ -128,9 +132,14 @@ class SamplingConfig:
     """How the next token is chosen; the defaults are the reference's chat defaults."""
 
     generate: int = setting(96, "new tokens at most", minimum=0, group="sampling")
-    temperature: float = setting(0.8, "softmax temperature", above=0, group="sampling")
+    temperature: float = setting(
+        0.8,
+        f"softmax temperature, at least {MIN_TEMPERATURE:g} (greedy: --top-k 1)",
+        minimum=MIN_TEMPERATURE,
+        group="sampling",
+    )
     top_k: int = setting(40, "sample among the k largest logits; 1 = greedy, 0 = all", minimum=0, group="sampling")
-    seed: int = setting(1337, "sampling seed; chat turn n uses seed + n", group="sampling")
+    seed: int = setting(1337, "sampling seed; chat turn n uses seed + n (modulo 2**63)", group="sampling")
     repetition_penalty: float = setting(
         1.05, "subtracted from a logit per occurrence of its id in the window", group="sampling"
     )
@@ -143,8 +152,9 @@ class SamplingConfig:
         check_settings(self)  # which also refuses a NaN or infinite temperature or penalty
 
     def for_turn(self, previous_turns: int) -> SamplingConfig:
-        """The settings of a chat turn: the seed advances by one per earlier turn."""
-        return dataclasses.replace(self, seed=self.seed + previous_turns)
+        """The settings of a chat turn: the seed advances by one per earlier turn, wrapping past 2**63 - 1
+        (the largest seed) to 0, so every turn of a session started with a valid seed has one."""
+        return dataclasses.replace(self, seed=(self.seed + previous_turns) % (SEED_RANGE[1] + 1))
 
 
 def penalize_rows_(
@@ -206,7 +216,10 @@ def sample_token(logits: torch.Tensor, settings: SamplingConfig, counter: int) -
     # A stable descending sort lists equal logits by ascending id, so ties are deterministic.
     ordered, position = torch.sort(values[ids], descending=True, stable=True)
     ids = ids[position][:k]
-    probabilities = torch.softmax(ordered[:k] / settings.temperature, dim=0)  # [k], descending
+    scaled = ordered[:k] / settings.temperature
+    if not all_finite(scaled):  # huge logits over a tiny temperature: the limit is the greedy choice
+        return int(ids[0])
+    probabilities = torch.softmax(scaled, dim=0)  # [k], descending
     cumulative = torch.cumsum(probabilities, dim=0)  # [k]
     u = uniform(settings.seed, counter)
     # The first entry whose cumulative probability exceeds u; rounding may leave the total
@@ -229,13 +242,18 @@ class Generation:
     logits: tuple[torch.Tensor, ...] = field(default=(), repr=False)  # per step, when asked for
 
 
-def check_fits(prompt_length: int, continuation: int, context: int) -> None:
-    """The reference's error when prompt plus requested continuation exceed the context."""
+def check_fits(prompt_length: int, continuation: int, context: int, flag: str = "--generate") -> None:
+    """Refuse a prompt plus `continuation` new tokens (the value of `flag`) that the cached decoder cannot hold."""
     if prompt_length + continuation > context:
+        asked = f"{flag} {continuation} with a {prompt_length}-token prompt" if continuation else "the prompt"
         raise GptlineageError(
-            f"generation: prompt ({prompt_length}) plus requested continuation ({continuation}) "
-            f"exceeds context length {context}"
+            f"{asked} needs {prompt_length + continuation} positions; the model has {context} (context)"
         )
+
+
+def slides(decoder: Decoder) -> bool:
+    """Whether `decoder` keeps only the last context tokens (full-prefix) rather than refusing more."""
+    return getattr(decoder, "slides", False)
 
 
 def check_vocabulary(ids: Sequence[int], vocab: int) -> None:
@@ -267,7 +285,8 @@ def generate_tokens(
     """
     if not prompt:
         raise GptlineageError("generation: the prompt is empty")
-    check_fits(len(prompt), settings.generate, context)
+    if not slides(decoder):
+        check_fits(len(prompt), settings.generate, context)
     device = getattr(decoder, "device", torch.device("cpu"))
     history, new, kept = list(prompt), [], []
     if settings.generate == 0:

@@ -32,7 +32,7 @@ from gptlineage.corpus.tokenizer import gpt2_encoding, tokenizer_identity
 from gptlineage.errors import GptlineageError
 from gptlineage.generation import batched
 from gptlineage.generation.cache_check import CacheCheckConfig
-from gptlineage.generation.chat import chat_prompt, complete_batch
+from gptlineage.generation.chat import chat_prompt, complete_batch, not_text
 from gptlineage.generation.decoding import SamplingConfig, check_fits, check_vocabulary
 from gptlineage.generation.source import ModelSource, check_text_vocabulary
 from gptlineage.lineage.checks import printable
@@ -106,6 +106,15 @@ def exact_match_by_family(cases: list[dict[str, Any]]) -> dict[str, dict[str, An
     return {family: exact_match([case for case in cases if case["family"] == family]) for family in families}
 
 
+def check_suite_text(path: Path, suite: dict[str, Any]) -> None:
+    """Refuse, before any work, a case whose text the report could not hold (a lone surrogate, "\\ud800")."""
+    for number, case in enumerate(suite["cases"], start=1):
+        for key in ("prompt", "expected", "family"):
+            problem = not_text(case[key])
+            if problem is not None:
+                raise GptlineageError(f"{path}: case {number}: {key}: {problem}")
+
+
 def answer_groups(prompts: list[list[int]]) -> list[list[int]]:
     """The case indices `generate_batch` decodes together: sorted by prompt length, BATCH_ROWS at a time.
 
@@ -173,7 +182,7 @@ def suite_report(
     by_family = exact_match_by_family(results)
     for family, family_score in by_family.items():
         family_rate = "n/a" if family_score["rate"] is None else f"{family_score['rate']:.4f}"
-        print(f"exact_match[{family}]={family_score['matched']}/{family_score['judged']} rate={family_rate}")
+        print(f"exact_match[{printable(family)}]={family_score['matched']}/{family_score['judged']} rate={family_rate}")
     settings = {**parameters, "system": SYSTEM, "sampling": asdict(config.sampling), "decoder": DECODER}
     return {
         "schema": SCHEMA,

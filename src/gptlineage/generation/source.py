@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from gptlineage.corpus.tokenizer import VOCAB_SIZE
+from gptlineage.devices import check_device_here, check_device_name
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json
 from gptlineage.lineage.artifact import ArtifactWriter, check_member_file, is_artifact_dir, read_manifest
@@ -83,10 +84,11 @@ class ModelSource:
         None, "override the preset's LayerNorm epsilon (not with --run)", above=0, group="model"
     )
     precision: str = setting("float32", "parameter dtype", choices=DECODING_PRECISIONS, group="model")
-    device: str = setting("cpu", "cpu or cuda", group="model")
+    device: str = setting("cpu", "cpu, cuda or cuda:N", group="model")
 
     def __post_init__(self) -> None:
         check_settings(self)
+        check_device_name(self.device)
         if self.random_init and (self.run is not None or self.load_params is not None):
             raise SettingError("random_init", "takes no --run or --load-params")
         if not self.random_init and self.run is None and self.load_params is None:
@@ -166,13 +168,9 @@ def parameters_path(source: ModelSource) -> Path | None:
 
 
 def torch_device(name: str) -> torch.device:
-    """The device called `name`; CUDA must be present when asked for."""
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise GptlineageError(f"--device {name}: CUDA is not available on this machine")
-    try:
-        return torch.device(name)
-    except RuntimeError:
-        raise GptlineageError(f"--device: unknown device {name!r}") from None
+    """The device called `name` (cpu, cuda or cuda:N, checked by the settings); it must be on this machine."""
+    check_device_here(name)
+    return torch.device(name)
 
 
 def load_model(source: ModelSource) -> GPT:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from gptlineage.corpus.layout import CorpusDir
 from gptlineage.corpus.tokenizer import VOCAB_SIZE, gpt2_encoding
+from gptlineage.devices import check_device_name
 from gptlineage.errors import GptlineageError
 from gptlineage.model.gpt import PRECISIONS, PRESETS, GPTConfig, model_config
 from gptlineage.settings import SettingError, check_settings, setting
@@ -174,7 +175,7 @@ class RuntimeSettings:
     precision: str = setting(
         "float32", "float32 (no TF32), float64 or bf16 (autocast)", choices=tuple(PRECISIONS), group="runtime"
     )
-    device: str = setting("cpu", "cpu or cuda", group="runtime")
+    device: str = setting("cpu", "cpu, cuda or cuda:N (one GPU; with --processes: cuda)", group="runtime")
     threads: int = setting(
         0,
         "torch CPU threads per process; 0 = every CPU this job may use, shared among this node's processes",
@@ -216,6 +217,7 @@ class RuntimeSettings:
 
     def __post_init__(self) -> None:
         check_settings(self)
+        check_device_name(self.device)
         if self.processes * self.nodes > 1 and self.device.startswith("cuda:"):
             given = f"--processes {self.processes}" if self.processes > 1 else f"--nodes {self.nodes}"
             raise SettingError(
@@ -223,6 +225,12 @@ class RuntimeSettings:
                 f"{self.device} cannot go with {given}: each process trains on the GPU"
                 " of its local rank; pass --device cuda (and choose the GPUs with CUDA_VISIBLE_DEVICES)",
             )
+
+
+# The smallest sampling temperature accepted (here and by `gptlineage generate`): far below it logits /
+# temperature overflow to infinity and the probabilities become NaN (a logit of 1e3 over 1e-6 is 1e9,
+# far inside float64). Greedy decoding is top-k 1.
+MIN_TEMPERATURE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -233,8 +241,19 @@ class SampleSettings:
     prompt: str = setting(
         "The meaning of verification is", "text the end-of-training sample continues", group="sampling"
     )
-    generate: int = setting(0, "new tokens sampled after training; 0 = no sample", minimum=0, group="sampling")
-    temperature: float = setting(0.8, "softmax temperature of the sample", above=0, group="sampling")
+    generate: int = setting(
+        0,
+        "new tokens sampled after training; 0 = no sample; past the context each token sees the last"
+        " context tokens (a sliding window, as nanoGPT)",
+        minimum=0,
+        group="sampling",
+    )
+    temperature: float = setting(
+        0.8,
+        f"softmax temperature of the sample, at least {MIN_TEMPERATURE:g}",
+        minimum=MIN_TEMPERATURE,
+        group="sampling",
+    )
     top_k: int = setting(40, "sample among the k largest logits; 1 = greedy, 0 = all", minimum=0, group="sampling")
 
     def __post_init__(self) -> None:
@@ -326,13 +345,7 @@ def sample_prompt(sample: SampleSettings, model: GPTConfig) -> tuple[int, ...]:
     outside = [token for token in ids if token >= model.vocab]
     if outside:
         raise SettingError("prompt", f"has token id {outside[0]}, outside the model's vocabulary of {model.vocab}")
-    if len(ids) + sample.generate > model.context:
-        raise SettingError(
-            "generate",
-            f"{sample.generate}: prompt ({len(ids)}) plus requested continuation ({sample.generate})"
-            f" exceeds context length {model.context}",
-        )
-    return ids
+    return ids  # any length: the sample's full-prefix decoder slides over the last `context` tokens
 
 
 def plan(config: TrainConfig) -> Plan:
