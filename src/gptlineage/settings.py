@@ -12,6 +12,8 @@ refused unless the field says `finite=False`), and an integer setting must fit i
 random number generator here accepts. A field
 whose type is itself a settings dataclass is a part: its fields are flags of their own, with
 no prefix, so a config slice stays flat (`pretrain: {steps: 300, preset: cpu-small}`).
+`typed_values` reads a slice's strings as their settings' types first (`from_text`: '4' -> 4),
+as Snakemake's `--config` hands nested values over as text.
 
 Example:
     @dataclass(frozen=True)

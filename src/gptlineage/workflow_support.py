@@ -5,6 +5,9 @@ The workflow (Snakefile and workflow/rules/) writes no setting, default or range
 its own: a config slice is checked by building the settings dataclass of the command its rule
 runs, so a bad key gives the same one line as the command's flag would, before any job starts.
 The stage list is written here once; the rule files generate one rule per stage from it.
+Before the check, `typed_config` reads the strings Snakemake's `--config 'pretrain={steps: 4}'`
+hands over as their settings' types; the check then also refuses a key the rule sets itself
+(`wired_keys`) and a path holding braces (Snakemake's wildcards).
 
 Example:
     >>> flags({"steps": 5, "skip_header": True, "hf_split": ["a", "b"], "hf_config": None})
@@ -13,6 +16,8 @@ Example:
     ['corpus_pretrain', 'corpus_continuation']
     >>> command_slice({"synth_chat": "stage1", "seed": 3}, "corpus_sft_stage1")
     {'seed': 3}
+    >>> typed_slice("pretrain", {"steps": "4", "lr": "1e-3", "start": "null"})
+    {'steps': 4, 'lr': 0.001, 'start': None}
 """
 
 from __future__ import annotations
