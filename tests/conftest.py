@@ -1,4 +1,5 @@
-"""Shared fixtures."""
+"""Shared fixtures. torch is imported only by the fixtures that need it: a test of a command
+that runs without torch (tests/test_family_envs.py) loads none."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 
 def pytest_configure(config):
@@ -48,6 +48,8 @@ def one_thread():
     """Tiny tensors: a second thread only adds synchronisation (and stalls on a busy machine).
 
     Use with `pytestmark = pytest.mark.usefixtures("one_thread")` in a test module."""
+    import torch
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

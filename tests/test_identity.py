@@ -172,3 +172,23 @@ def test_the_lineage_layer_and_command_never_import_torch():
         env={**os.environ, "PYTHONPATH": str(SOURCE_ROOT)},
     )
     assert json.loads(done.stdout) == []
+
+
+def test_a_package_the_environment_lacks_is_recorded_as_null(monkeypatch):
+    """The corpus family's environment has no torch: its version is null, in the record and in the id."""
+    from importlib import metadata
+
+    from gptlineage.lineage import identity
+
+    real = metadata.version
+
+    def version(name):
+        if name == "torch":
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(identity.metadata, "version", version)
+    recorded = identity.environment_identity()
+    assert recorded["torch"] is None and recorded["numpy"] == real("numpy")
+    assert identity.environment_class(recorded)["torch"] is None
+    assert identity.installed_version("numpy") == real("numpy")

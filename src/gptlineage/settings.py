@@ -12,6 +12,8 @@ refused unless the field says `finite=False`), and an integer setting must fit i
 random number generator here accepts. A field
 whose type is itself a settings dataclass is a part: its fields are flags of their own, with
 no prefix, so a config slice stays flat (`pretrain: {steps: 300, preset: cpu-small}`).
+`typed_values` reads a slice's strings as their settings' types first (`from_text`: '4' -> 4),
+as Snakemake's `--config` hands nested values over as text.
 
 Example:
     @dataclass(frozen=True)
@@ -30,6 +32,8 @@ import argparse
 import dataclasses
 import functools
 import math
+import re
+import reprlib
 import types
 import typing
 from collections.abc import Mapping
@@ -125,8 +129,18 @@ def setting_fields(cls: type) -> list[tuple[dataclasses.Field, Any]]:
 # ---------------------------------------------------------------- checking
 
 
+# How much of a bad value an error shows: a YAML alias bomb (a list of lists of lists...,
+# shared by reference) is small in memory but billions of items as text.
+SHOWN = reprlib.Repr()  # Python 3.11's takes no keywords
+SHOWN.maxlevel, SHOWN.maxlist, SHOWN.maxtuple, SHOWN.maxdict, SHOWN.maxset = 2, 4, 4, 4, 4
+SHOWN.maxstring = SHOWN.maxother = 80
+
+
 def describe(value: Any) -> str:
-    return repr(value) if isinstance(value, str) else str(value)
+    """A value as an error message shows it: strings quoted, containers and long text cut short."""
+    if isinstance(value, (str, list, tuple, dict, set, frozenset)):
+        return SHOWN.repr(value)
+    return str(value)
 
 
 def check_value(name: str, annotation: Any, value: Any) -> None:
@@ -198,6 +212,47 @@ def check_settings(instance: Any) -> None:
         check_value(field.name, annotation, value)
         implicit_range(field, annotation, value)
         check_range(field, value)
+
+
+# ---------------------------------------------------------------- reading text as a setting's type
+
+INTEGER_TEXT = re.compile(r"[+-]?\d+")
+NUMBER_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+BOOL_TEXT = {"true": True, "false": False}
+NULL_TEXT = ("null", "~")
+
+
+def from_text(annotation: Any, value: Any) -> Any:
+    """VALUE read as a setting of type ANNOTATION where it is a string that parses unambiguously,
+    else VALUE unchanged (the type check then refuses it in one line).
+
+    Snakemake hands nested `--config` values over as strings (`pretrain={steps: 4}` gives
+    `{"steps": "4"}`): '4' reads as 4 for an integer setting, '0.5' and '1e-4' as floats for a
+    number, 'true' and 'false' (any case) as booleans for a flag, 'null' or '~' as null (which
+    keeps the default) for any setting, a list's items each as its item type. Text settings stay
+    text; 'four' or '4.0' for an integer stays a string and is refused.
+    """
+    if isinstance(value, list) and is_sequence(annotation):
+        return [from_text(typing.get_args(annotation)[0], item) for item in value]
+    if not isinstance(value, str):
+        return value
+    if value in NULL_TEXT:
+        return None
+    if annotation is bool:
+        return BOOL_TEXT.get(value.lower(), value)
+    if annotation is int and INTEGER_TEXT.fullmatch(value):
+        return int(value)
+    if annotation is float and NUMBER_TEXT.fullmatch(value):
+        return float(value)
+    return value
+
+
+def typed_values(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
+    """VALUES with each known setting of `cls` read by `from_text` (unknown keys left as they are)."""
+    types_by_name = {field.name: annotation for field, annotation in setting_fields(cls)}
+    return {
+        key: from_text(types_by_name[key], value) if key in types_by_name else value for key, value in values.items()
+    }
 
 
 # ---------------------------------------------------------------- building from a mapping

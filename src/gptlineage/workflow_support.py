@@ -5,6 +5,9 @@ The workflow (Snakefile and workflow/rules/) writes no setting, default or range
 its own: a config slice is checked by building the settings dataclass of the command its rule
 runs, so a bad key gives the same one line as the command's flag would, before any job starts.
 The stage list is written here once; the rule files generate one rule per stage from it.
+Before the check, `typed_config` reads the strings Snakemake's `--config 'pretrain={steps: 4}'`
+hands over as their settings' types; the check then also refuses a key the rule sets itself
+(`wired_keys`) and a path holding braces (Snakemake's wildcards).
 
 Example:
     >>> flags({"steps": 5, "skip_header": True, "hf_split": ["a", "b"], "hf_config": None})
@@ -13,17 +16,21 @@ Example:
     ['corpus_pretrain', 'corpus_continuation']
     >>> command_slice({"synth_chat": "stage1", "seed": 3}, "corpus_sft_stage1")
     {'seed': 3}
+    >>> typed_slice("pretrain", {"steps": "4", "lr": "1e-3", "start": "null"})
+    {'steps': 4, 'lr': 0.001, 'start': None}
 """
 
 from __future__ import annotations
 
 import importlib
 import shlex
+import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gptlineage.errors import GptlineageError
-from gptlineage.settings import SettingError, from_mapping
+from gptlineage.settings import SettingError, describe, from_mapping, from_text, setting_fields, typed_values
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,9 @@ class Slice:
     supplied: dict[str, Any] = field(default_factory=dict)
     workflow_keys: dict[str, tuple] = field(default_factory=dict)
     resolve: str | None = None  # "module:function" that resolves the built settings (and checks them)
+    # The flags the rule sets itself, each with where it takes it from: a config key of the same
+    # name would be ignored (or passed twice), so the check refuses it.
+    wired: dict[str, str] = field(default_factory=dict)
 
 
 START_POINTS = ("best", "final")
@@ -75,10 +85,38 @@ OUTPUT = {"output": "results/x"}
 MODEL_RUN = {"run": "results/sft_stage2", **OUTPUT}
 # synth_chat: which dataset of the synth_chat artifact a corpus reads (null: the slice names its source).
 CHAT_DATASETS = (None, "stage1", "stage2")
+
+
+def output_of(rule: str) -> str:
+    return f"the {rule} rule's output"
+
+
+FINAL_RUN = {"run": output_of(f"train_{TRAINING_STAGES[-1].name}")}
+# A training stage's corpus paths: --data sets them all (gptlineage.training.config.DATA_ROLES).
+CORPUS_PATHS = ("data", "train_bin", "val_bin", "train_mask", "val_mask", "train_records", "val_records")
+
+
+def training_wired(stage: TrainingStage) -> dict[str, str]:
+    wired = dict.fromkeys(CORPUS_PATHS, output_of(stage.corpus))
+    if stage.previous:
+        wired["load_params"] = f"the {stage.previous} stage's parameters, as start says"
+    return wired
+
+
 SLICES: dict[str, Slice] = {
     "small_data": Slice("small-data", "gptlineage.tabular.regression:SmallDataConfig"),
-    "data_csv": Slice("data-csv", "gptlineage.tabular.tutorial:DataCsvConfig", {"csv": "x.csv"}),
-    "data_npy": Slice("data-npy", "gptlineage.tabular.tutorial:DataNpyConfig", {"x": "x.npy", "y": "y.npy"}),
+    "data_csv": Slice(
+        "data-csv",
+        "gptlineage.tabular.tutorial:DataCsvConfig",
+        {"csv": "x.csv"},
+        wired={"csv": output_of("small_data")},
+    ),
+    "data_npy": Slice(
+        "data-npy",
+        "gptlineage.tabular.tutorial:DataNpyConfig",
+        {"x": "x.npy", "y": "y.npy"},
+        wired=dict.fromkeys(("x", "y"), output_of("small_data")),
+    ),
     "synth_chat": Slice("synth-chat", "gptlineage.corpus.synth_chat:SynthChatConfig"),
     **{
         stage.corpus: Slice(
@@ -94,11 +132,16 @@ SLICES: dict[str, Slice] = {
             # start: the previous stage's best saved checkpoint or its final parameters.
             workflow_keys={"start": START_POINTS if stage.previous else (None,)},
             resolve="gptlineage.training.config:plan",  # batch split, learning rates, preset defaults
+            wired=training_wired(stage),
         )
         for stage in TRAINING_STAGES
     },
-    "cache_check": Slice("cache-check", "gptlineage.generation.cache_check:CacheCheckConfig", MODEL_RUN),
-    "cache_bench": Slice("cache-bench", "gptlineage.generation.cache_bench:CacheBenchConfig", MODEL_RUN),
+    "cache_check": Slice(
+        "cache-check", "gptlineage.generation.cache_check:CacheCheckConfig", MODEL_RUN, wired=FINAL_RUN
+    ),
+    "cache_bench": Slice(
+        "cache-bench", "gptlineage.generation.cache_bench:CacheBenchConfig", MODEL_RUN, wired=FINAL_RUN
+    ),
     # held_out_suite: score the synth_chat artifact's held-out suite (false: the slice's `suite`, or
     # the command's default, the reference's nine prompts).
     "prompt_suite": Slice(
@@ -106,9 +149,13 @@ SLICES: dict[str, Slice] = {
         "gptlineage.generation.prompt_suite:PromptSuiteConfig",
         MODEL_RUN,
         {"held_out_suite": (True, False)},
+        wired=FINAL_RUN,
     ),
     "matched_compare": Slice(
-        "matched-compare", "gptlineage.reporting.matched_compare:MatchedCompareConfig", {"data": "x", **MODEL_RUN}
+        "matched-compare",
+        "gptlineage.reporting.matched_compare:MatchedCompareConfig",
+        {"data": "x", **MODEL_RUN},
+        wired={"data": output_of("corpus_sft_stage1"), "run": output_of("select_best_continuation")},
     ),
 }
 
@@ -170,12 +217,19 @@ def slice_error(name: str, config_slice: Any) -> str | None:
     if config_slice is None:
         config_slice = {}
     if not isinstance(config_slice, dict):
-        return f"invalid config: key {name}: must be a mapping of settings, got {config_slice!r}"
+        return f"invalid config: key {name}: must be a mapping of settings, got {describe(config_slice)}"
     for key, allowed in SLICES[name].workflow_keys.items():
-        if config_slice.get(key) not in allowed:
-            choices = ", ".join("null" if value is None else str(value).lower() for value in allowed)
-            return f"invalid config: key {name}.{key}: must be one of {choices}, got {config_slice.get(key)!r}"
+        value = config_slice.get(key)
+        if not any(type(value) is type(choice) and value == choice for choice in allowed):  # 1 is no `true`
+            choices = ", ".join("null" if choice is None else str(choice).lower() for choice in allowed)
+            return f"invalid config: key {name}.{key}: must be one of {choices}, got {describe(value)}"
+    for key, source in wired_keys(name, config_slice).items():
+        if key in config_slice:
+            return f"invalid config: key {name}.{key}: set by the workflow ({source}); remove it"
     values = command_slice(config_slice, name)
+    message = braces_error(name, values)
+    if message:
+        return message
     supplied = {**SLICES[name].supplied, **wired_inputs(name, config_slice)}
     try:
         settings = from_mapping(load(SLICES[name].settings), {**supplied, **values})
@@ -189,11 +243,74 @@ def slice_error(name: str, config_slice: Any) -> str | None:
     return None
 
 
+# prepare's sources: text settings, but the corpus rule lists them as its input files.
+SOURCE_KEYS = ("input", "hf_dataset")
+
+
+def braces_error(name: str, values: dict[str, Any]) -> str | None:
+    """A path with { or } as one line: Snakemake reads braces in a job's files as wildcards (a
+    WildcardError after the check). Text reaches the command as it is (`message: "What is {x}?"`)."""
+    types_by_name = {field.name: annotation for field, annotation in setting_fields(load(SLICES[name].settings))}
+    for key, value in values.items():
+        annotation = types_by_name.get(key)
+        item_type = typing.get_args(annotation)[0] if typing.get_origin(annotation) is tuple else annotation
+        if item_type is not Path and key not in SOURCE_KEYS:
+            continue
+        if any("{" in str(item) or "}" in str(item) for item in (value if isinstance(value, list) else [value])):
+            return (
+                f"invalid config: key {name}.{key}: a path with {{ or }} (Snakemake reads braces in a job's files"
+                f" as wildcards), got {describe(value)}"
+            )
+    return None
+
+
+def wired_keys(name: str, config_slice: dict[str, Any]) -> dict[str, str]:
+    """The keys a slice may not set, each with where its rule takes the flag from."""
+    wired = {"output": "its rule's directory under results/", **SLICES[name].wired}
+    if config_slice.get("synth_chat"):
+        wired["hf_dataset"] = f"{output_of('synth_chat')}, as synth_chat says"
+    if config_slice.get("held_out_suite") is True:
+        wired["suite"] = f"{output_of('synth_chat')}'s held-out suite, as held_out_suite says"
+    return wired
+
+
 def wired_inputs(name: str, config_slice: dict[str, Any]) -> dict[str, Any]:
     """Placeholders for the flags a rule derives from the slice's workflow keys."""
     if config_slice.get("synth_chat"):
         return {"hf_dataset": f"results/synth_chat/{config_slice['synth_chat']}"}
     return {}
+
+
+def typed_slice(name: str, config_slice: Any) -> Any:
+    """A slice with its string values read as their settings' types (`from_text`): Snakemake's
+    `--config 'pretrain={steps: 4}'` gives the string '4'. A workflow key reads 'true', 'false'
+    and 'null' as YAML does; anything that does not parse stays as it is, for the check to refuse."""
+    if name not in SLICES or not isinstance(config_slice, dict):
+        return config_slice
+    own = SLICES[name].workflow_keys
+    typed = typed_values(load(SLICES[name].settings), config_slice)
+    for key in own:
+        if key in config_slice:
+            # The key's choices decide: a bool choice reads as a flag, a null one reads 'null'.
+            kind = bool if any(isinstance(choice, bool) for choice in own[key]) else str
+            typed[key] = from_text(kind, config_slice[key])
+    return typed
+
+
+def typed_config(config: dict[str, Any]) -> dict[str, Any]:
+    """CONFIG with every slice typed (`typed_slice`), the experiments' overrides too."""
+    typed = {name: typed_slice(name, values) for name, values in config.items()}
+    section = config.get(EXPERIMENTS_KEY)
+    if isinstance(section, dict):
+        typed[EXPERIMENTS_KEY] = {
+            experiment: (
+                {name: typed_slice(name, values) for name, values in overrides.items()}
+                if isinstance(overrides, dict)
+                else overrides
+            )
+            for experiment, overrides in section.items()
+        }
+    return typed
 
 
 def config_error(config: dict[str, Any]) -> str | None:

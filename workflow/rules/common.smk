@@ -10,8 +10,6 @@
 import sys
 from pathlib import Path
 
-from snakemake.exceptions import WorkflowError
-
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # the top-level Snakefile's folder
 from gptlineage.lineage.codedeps import module_files  # noqa: E402  (needs the path above)
 from gptlineage.workflow_support import (  # noqa: E402
@@ -20,6 +18,7 @@ from gptlineage.workflow_support import (  # noqa: E402
     flags,
     gpus,
     training_resources,
+    typed_config,
 )
 from gptlineage.workflow_jobs import (  # noqa: E402
     DELIVERABLE_PARTS,
@@ -44,10 +43,12 @@ def code(command_module):
 
 def check_config(config):
     """Check every config slice (the default's and each experiment's) by building its command's
-    settings, before any job; one line names the bad key."""
+    settings, before any job; one line names the bad key. Strings are first read as their
+    settings' types, in place: `--config 'pretrain={steps: 4}'` hands over the string '4'."""
+    config.update(typed_config(config))
     message = sweep_error(config)
     if message:
-        raise WorkflowError(message)
+        raise SystemExit(message)  # Snakemake prints the one line alone (a WorkflowError adds a traceback)
 
 
 def result(job):

@@ -207,19 +207,33 @@ def gpu_identity(torch: Any, device: str) -> dict[str, Any] | None:
     }
 
 
+def installed_version(distribution: str) -> str | None:
+    """The installed version of a package, or None where this environment has none.
+
+    A rule family's environment holds only what its commands import: the corpus family's
+    (envs/corpus.yaml) has no torch, so its artifacts record `"torch": null`.
+    """
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def environment_identity(device: str = "cpu") -> dict[str, Any]:
     """Library versions, the device the command ran on and its thread count: what can change its numbers.
 
     Versions come from package metadata, so a command that never computes with torch does not
-    pay seconds to import it; `threads` is torch's intra-op thread count when torch is in use,
+    pay seconds to import it; a package the environment lacks is recorded as null (and enters the
+    artifact id as null, like any other version: see `environment_class`); `threads` is torch's
+    intra-op thread count when torch is in use,
     `cpus` the CPUs this job may use (its affinity mask, not the node's count), and `gpu` the
     GPU model, CUDA, cuDNN and driver versions when the command ran on CUDA (else null).
     """
     torch = sys.modules.get("torch")
     return {
         "python": platform.python_version(),
-        "torch": metadata.version("torch"),
-        "numpy": metadata.version("numpy"),
+        "torch": installed_version("torch"),
+        "numpy": installed_version("numpy"),
         "platform": f"{platform.system()}-{platform.machine()}",
         "device": device,
         "threads": torch.get_num_threads() if torch is not None else None,
@@ -235,6 +249,10 @@ def device_kind(device: str) -> str:
 
 def environment_class(environment: dict[str, Any]) -> dict[str, Any]:
     """The part of a recorded environment that enters the artifact id: versions and the device kind.
+
+    A version is the recorded string, or null where the environment lacked the package: the same
+    work in an environment without torch (the corpus family's) and in one with it has two ids, as
+    it would with two torch versions.
 
     Thread and CPU counts, platform and the GPU (its model, driver, CUDA and cuDNN versions) are
     left out: they are recorded, but the same work on another core count or card is still the same
