@@ -79,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     if launched_by_torchrun():  # a rank: the command that launched it checked memory and holds the lock
         return train_here(config, run_plan, outputs, work)
     runtime = config.runtime
-    check_training_memory(config, run_plan, runtime.processes)
+    _, memory_line = check_training_memory(config, run_plan, runtime.processes)
+    print(memory_line, flush=True)
     logs = work.parent / f".{outputs.output.name}.ranks"  # each rank's output; kept when one fails
     if runtime.nodes > 1 and node_agent(os.environ):
         # One node's agent among several a launcher started (each checks its own node's memory); the
