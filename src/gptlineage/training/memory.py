@@ -22,20 +22,33 @@ r = B / (processes x accumulate) rows per micro-batch and N = r x T tokens of it
                     = 3·N·V·a            --loss-chunk 0: the logits, their log-softmax and gradient
     validation      = r_v·T·a·(6·W) + its loss   no gradients, but one piece of B / processes rows
 
-The peak is model state + tied embedding + batch + max(activations + loss, validation). It is
-what this run adds to the process (the Python and torch runtime already loaded are not
-counted), and it is compared with what the machine has free: MemAvailable from /proc/meminfo,
+The peak is model state + tied embedding + batch + max(activations + loss, validation), plus
+P·e for DDP's gradient buckets (a flat copy of the gradients) when there is more than one
+process. That is one process's tensors; the node holds more (`estimate_node`, constants
+measured on CPU in benchmarks/README.md, "Memory of the node"):
+
+    each rank       = its tensors + runtime (Python, torch, torch.distributed: ~330 MiB)
+    --compile       = + inductor's own (~220 MiB) + one C++ compiler per compile thread
+                      (TORCHINDUCTOR_COMPILE_THREADS, else min(32, CPUs); ~220 MiB each: g++,
+                      cc1plus, as) + a quarter of the activations (a compiled graph's own)
+    node            = processes x rank + torchrun (~240 MiB)
+
+A single process is the command that checks: its runtime is already loaded and not counted.
+The node's total is compared with what the machine has free: MemAvailable from /proc/meminfo,
 or less where a cgroup (v2 or v1) limits this process or a SLURM job's memory request does
 (SLURM_MEM_PER_NODE, or SLURM_MEM_PER_CPU x the job's CPUs on this node, less what this process
-already holds: SLURM may enforce it by sampling the job's RSS, without any cgroup), or --max-memory. With processes > 1 on
-one node, each process needs its own share; with --nodes, each node's processes (the rows are
-those of B / (nodes x processes)). On CUDA the model's part is compared with the
-GPU's free memory instead, and only the batch with the host's.
+already holds: SLURM may enforce it by sampling the job's RSS, without any cgroup), or
+--max-memory. With --nodes, each node checks its own processes (the rows are those of
+B / (nodes x processes)). On CUDA the model's part is compared with the GPU's free memory
+instead, and the batches, runtimes and compilers with the host's. A run that fits prints
+`memory: 2 processes x 3.35 GiB (compile +0.28 GiB) + launcher 0.23 GiB = 6.94 GiB of 20.71 GiB
+available (MemAvailable)`.
 
 Example:
     estimate = estimate_training(plan(config), config.runtime)
     estimate.total / GIB                     # about 4.9 for gpt2-small, batch 4, context 1024
-    check_training_memory(config, plan(config), processes=1)   # GptlineageError if it cannot fit
+    estimate_node(plan(config), config.runtime, processes=2).total   # the node: both ranks, torchrun
+    check_training_memory(config, plan(config), processes=1)   # (estimate, line); GptlineageError if it cannot fit
 """
 
 from __future__ import annotations
@@ -125,8 +138,7 @@ def estimate_training(run: Plan, runtime: RuntimeSettings, processes: int = 1) -
 
 # ---------------------------------------------------------------- every process of the node
 
-# Measured on CPU (benchmarks/README.md, "Memory of the node"), rounded up: resident memory that
-# does not grow with the model.
+# Resident memory that does not grow with the model, measured on CPU (benchmarks/README.md), rounded up.
 RUNTIME = 352 * MIB  # a rank: Python, torch, torch.distributed and gptlineage loaded (322 MiB)
 LAUNCHER = 240 * MIB  # torchrun (222 MiB), which starts the ranks and stays for the run
 COMPILE_RUNTIME = 224 * MIB  # dynamo, inductor and sympy loaded, tracing and code generation (up to 205 MiB)
@@ -135,11 +147,10 @@ COMPILE_ACTIVATIONS = 0.25  # a margin for what a compiled graph saves for backw
 
 
 def compile_workers(environment: Mapping[str, str] | None = None) -> int:
-    """Inductor's compiler worker processes per rank: TORCHINDUCTOR_COMPILE_THREADS, else min(32, CPUs)."""
-    environment = os.environ if environment is None else environment
-    threads = environment.get("TORCHINDUCTOR_COMPILE_THREADS", "")
+    """Compiler processes a rank runs at once: TORCHINDUCTOR_COMPILE_THREADS, else min(32, CPUs), as inductor."""
+    threads = (os.environ if environment is None else environment).get("TORCHINDUCTOR_COMPILE_THREADS", "")
     count = int(threads) if threads.isdigit() else min(32, available_cpus())
-    return 0 if count <= 1 else count  # one thread compiles in the rank itself, without a pool
+    return 0 if count <= 1 else count  # one thread: inductor compiles in the rank itself
 
 
 @dataclass(frozen=True)
@@ -178,8 +189,7 @@ class NodeEstimate:
         line += f" + launcher {gib(self.launcher)} GiB" if self.launcher else ""
         return line + f" = {gib(self.total)} GiB"
 
-    def describe(self, has: tuple[int, str] | None) -> str:
-        """The line a run prints before it starts: its estimate against what the machine has."""
+    def describe(self, has: tuple[int, str] | None) -> str:  # the line a run prints before it starts
         return f"memory: {self.breakdown()}{of_available(has)}"
 
 
@@ -346,6 +356,8 @@ def check_training_memory(config: TrainConfig, run: Plan, processes: int = 1) ->
     node = estimate_node(run, runtime, processes)  # each rank's rows: of the whole world
     estimate = node.process
     hint = "lower --batch, raise --accumulate, or shrink the model; pass --max-memory GIB if you know better"
+    if runtime.compile:  # each compile thread runs a compiler process beside the rank
+        hint = hint.replace("; pass", ", or set TORCHINDUCTOR_COMPILE_THREADS lower; pass")
     who = "this run" if processes == 1 else f"this run ({processes} processes)"
     if runtime.nodes > 1:  # what one node needs: its own `processes` ranks
         who = f"this run ({processes} process(es) on each of {runtime.nodes} nodes)"
