@@ -283,7 +283,7 @@ def test_each_node_checks_its_own_processes_with_rows_of_the_whole_world(corpus,
     run = plan(config)
     two_ranks = memory.estimate_training(run, config.runtime, 2)
     assert two_ranks != memory.estimate_training(run, config.runtime, 1)  # half the rows per rank
-    assert memory.check_training_memory(config, run, 1) == two_ranks
+    assert memory.check_training_memory(config, run, 1)[0].process == two_ranks
 
 
 def test_a_failed_rank_of_a_multi_node_run_points_at_the_node_directories(tmp_path):

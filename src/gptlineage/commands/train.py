@@ -83,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
     runtime = config.runtime
     if runtime.nodes == 1 or node_agent(os.environ):  # this machine runs ranks: refused before torchrun starts
         check_device_here(runtime.device)
-    check_training_memory(config, run_plan, runtime.processes)
+    _, memory_line = check_training_memory(config, run_plan, runtime.processes)
+    print(memory_line, flush=True)
     logs = work.parent / f".{outputs.output.name}.ranks"  # each rank's output; kept when one fails
     if runtime.nodes > 1 and node_agent(os.environ):
         # One node's agent among several a launcher started (each checks its own node's memory); the

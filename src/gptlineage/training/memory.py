@@ -22,20 +22,33 @@ r = B / (processes x accumulate) rows per micro-batch and N = r x T tokens of it
                     = 3·N·V·a            --loss-chunk 0: the logits, their log-softmax and gradient
     validation      = r_v·T·a·(6·W) + its loss   no gradients, but one piece of B / processes rows
 
-The peak is model state + tied embedding + batch + max(activations + loss, validation). It is
-what this run adds to the process (the Python and torch runtime already loaded are not
-counted), and it is compared with what the machine has free: MemAvailable from /proc/meminfo,
+The peak is model state + tied embedding + batch + max(activations + loss, validation), plus
+P·e for DDP's gradient buckets (a flat copy of the gradients) when there is more than one
+process. That is one process's tensors; the node holds more (`estimate_node`, constants
+measured on CPU in benchmarks/README.md, "Memory of the node"):
+
+    each rank       = its tensors + runtime (Python, torch, torch.distributed: ~330 MiB)
+    --compile       = + inductor's own (~220 MiB) + one C++ compiler per compile thread
+                      (TORCHINDUCTOR_COMPILE_THREADS, else min(32, CPUs); ~220 MiB each: g++,
+                      cc1plus, as) + a quarter of the activations (a compiled graph's own)
+    node            = processes x rank + torchrun (~240 MiB)
+
+A single process is the command that checks: its runtime is already loaded and not counted.
+The node's total is compared with what the machine has free: MemAvailable from /proc/meminfo,
 or less where a cgroup (v2 or v1) limits this process or a SLURM job's memory request does
 (SLURM_MEM_PER_NODE, or SLURM_MEM_PER_CPU x the job's CPUs on this node, less what this process
-already holds: SLURM may enforce it by sampling the job's RSS, without any cgroup), or --max-memory. With processes > 1 on
-one node, each process needs its own share; with --nodes, each node's processes (the rows are
-those of B / (nodes x processes)). On CUDA the model's part is compared with the
-GPU's free memory instead, and only the batch with the host's.
+already holds: SLURM may enforce it by sampling the job's RSS, without any cgroup), or
+--max-memory. With --nodes, each node checks its own processes (the rows are those of
+B / (nodes x processes)). On CUDA the model's part is compared with the GPU's free memory
+instead, and the batches, runtimes and compilers with the host's. A run that fits prints
+`memory: 2 processes x 3.87 GiB (compile +0.68 GiB) + launcher 0.23 GiB = 7.97 GiB of 20.71 GiB
+available (MemAvailable)` (gpt2-small, context 128, batch 2, --compile, 2 compile threads).
 
 Example:
     estimate = estimate_training(plan(config), config.runtime)
     estimate.total / GIB                     # about 4.9 for gpt2-small, batch 4, context 1024
-    check_training_memory(config, plan(config), processes=1)   # GptlineageError if it cannot fit
+    estimate_node(plan(config), config.runtime, processes=2).total   # the node: both ranks, torchrun
+    check_training_memory(config, plan(config), processes=1)   # (estimate, line); GptlineageError if it cannot fit
 """
 
 from __future__ import annotations
@@ -113,12 +126,86 @@ def estimate_training(run: Plan, runtime: RuntimeSettings, processes: int = 1) -
     tokens = rows * dims.context
     scores = 3 * dims.heads * dims.context if dims.dropout > 0 else 0
     model_state = 4 * parameter_count(dims) * e + 3 * dims.vocab * dims.width * e
+    if processes > 1:  # DDP's gradient buckets: a flat copy of every gradient, all-reduced in place
+        model_state += parameter_count(dims) * e
     batch = run.batch * dims.context * (16 + e) + 40 * run.batch
     training = tokens * a * (dims.layers * (18 * dims.width + scores) + 4 * dims.width)
     training += loss_bytes(tokens, dims, runtime.loss_chunk, a, True)
     val_tokens = max(1, run.batch // processes) * dims.context
     validation = val_tokens * a * 6 * dims.width + loss_bytes(val_tokens, dims, runtime.loss_chunk, a, False)
     return MemoryEstimate(model_state, batch, max(training, validation))
+
+
+# ---------------------------------------------------------------- every process of the node
+
+# Resident memory that does not grow with the model, measured on CPU (benchmarks/README.md), rounded up.
+RUNTIME = 352 * MIB  # a rank: Python, torch, torch.distributed and gptlineage loaded (322 MiB)
+LAUNCHER = 240 * MIB  # torchrun (222 MiB), which starts the ranks and stays for the run
+COMPILE_RUNTIME = 224 * MIB  # dynamo, inductor and sympy loaded, tracing and code generation (up to 205 MiB)
+COMPILE_WORKER = 224 * MIB  # each compile thread's compiler: g++, cc1plus and as on CPU (up to 215 MiB)
+COMPILE_ACTIVATIONS = 0.25  # a margin for what a compiled graph saves for backward beyond the eager activations
+
+
+def compile_workers(environment: Mapping[str, str] | None = None) -> int:
+    """Compiler processes a rank runs at once: TORCHINDUCTOR_COMPILE_THREADS, else min(32, CPUs), as inductor."""
+    threads = (os.environ if environment is None else environment).get("TORCHINDUCTOR_COMPILE_THREADS", "")
+    count = int(threads) if threads.isdigit() else min(32, available_cpus())
+    return 0 if count <= 1 else count  # one thread: inductor compiles in the rank itself
+
+
+@dataclass(frozen=True)
+class NodeEstimate:
+    """What a run adds to its node: `processes` ranks (each its runtime, tensors and compile) and the launcher."""
+
+    process: MemoryEstimate  # one rank's tensors
+    processes: int
+    runtime: int  # one rank's runtime (0 for a single process: the command that checks already holds it)
+    compile_host: int  # one rank's compiler (its libraries and worker processes) under --compile, else 0
+    compile_activations: int  # what a compiled graph keeps beyond the eager activations, else 0
+    launcher: int  # torchrun (0 for a single process)
+
+    @property
+    def compile(self) -> int:
+        return self.compile_host + self.compile_activations
+
+    @property
+    def per_process(self) -> int:
+        return self.process.total + self.runtime + self.compile
+
+    @property
+    def total(self) -> int:
+        return self.processes * self.per_process + self.launcher
+
+    @property
+    def host(self) -> int:
+        """What stays in host memory when the model computes on a GPU."""
+        return self.processes * (self.process.batch + self.runtime + self.compile_host) + self.launcher
+
+    def breakdown(self) -> str:
+        """`2 processes x 3.1 GiB (compile +0.6 GiB) + launcher 0.2 GiB = 6.5 GiB`"""
+        count = f"{self.processes} process{'es' if self.processes > 1 else ''}"
+        line = f"{count} x {gib(self.per_process)} GiB"
+        line += f" (compile +{gib(self.compile)} GiB)" if self.compile else ""
+        line += f" + launcher {gib(self.launcher)} GiB" if self.launcher else ""
+        return line + f" = {gib(self.total)} GiB"
+
+    def describe(self, has: tuple[int, str] | None) -> str:  # the line a run prints before it starts
+        return f"memory: {self.breakdown()}{of_available(has)}"
+
+
+def of_available(has: tuple[int, str] | None) -> str:
+    return f" of {gib(has[0])} GiB available ({has[1]})" if has else " (available memory unknown)"
+
+
+def estimate_node(run: Plan, runtime: RuntimeSettings, processes: int = 1) -> NodeEstimate:
+    """One node's part of the run: `processes` ranks with rows of processes x nodes, torchrun, compile."""
+    process = estimate_training(run, runtime, processes * runtime.nodes)
+    separate = processes * runtime.nodes > 1  # torchrun starts fresh ranks; else this process trains
+    host = activations = 0
+    if runtime.compile:
+        host = COMPILE_RUNTIME + compile_workers() * COMPILE_WORKER
+        activations = int(COMPILE_ACTIVATIONS * process.activations)
+    return NodeEstimate(process, processes, RUNTIME if separate else 0, host, activations, LAUNCHER if separate else 0)
 
 
 # ---------------------------------------------------------------- what the machine has
@@ -261,26 +348,37 @@ def refuse_if_short(needed: int, has: tuple[int, str] | None, what: str, detail:
     )
 
 
-def check_training_memory(config: TrainConfig, run: Plan, processes: int = 1) -> MemoryEstimate:
-    """Refuse (GptlineageError) a run whose estimated peak exceeds the memory available; return the estimate."""
+def check_training_memory(config: TrainConfig, run: Plan, processes: int = 1) -> tuple[NodeEstimate, str]:
+    """Refuse (GptlineageError) a run whose node's estimated peak exceeds the memory available.
+
+    Returns the estimate and its line (`memory: ... of ... GiB available`) for the run to print."""
     runtime = config.runtime
-    estimate = estimate_training(run, runtime, processes * runtime.nodes)  # each rank's rows: of the whole world
+    node = estimate_node(run, runtime, processes)  # each rank's rows: of the whole world
+    estimate = node.process
     hint = "lower --batch, raise --accumulate, or shrink the model; pass --max-memory GIB if you know better"
+    if runtime.compile:  # each compile thread runs a compiler process beside the rank
+        hint = hint.replace("; pass", ", or set TORCHINDUCTOR_COMPILE_THREADS lower; pass")
     who = "this run" if processes == 1 else f"this run ({processes} processes)"
     if runtime.nodes > 1:  # what one node needs: its own `processes` ranks
         who = f"this run ({processes} process(es) on each of {runtime.nodes} nodes)"
-    detail = estimate.describe(run) + (" per process" if processes * runtime.nodes > 1 else "")
+    each = " per process" if processes * runtime.nodes > 1 else ""
     if runtime.device.startswith("cuda"):
         free = cuda_free(runtime.device)
         if runtime.max_memory is not None:
             gpu = available_memory(runtime.max_memory)
         else:
             gpu = None if free is None else (free, "free GPU memory")
-        refuse_if_short(estimate.device, gpu, f"{who} on {runtime.device}", detail, hint)
-        refuse_if_short(processes * estimate.batch, available_memory(), f"{who}'s batches", detail, hint)
-        return estimate
-    refuse_if_short(processes * estimate.total, available_memory(runtime.max_memory), who, detail, hint)
-    return estimate
+        device = estimate.device + node.compile_activations
+        refuse_if_short(device, gpu, f"{who} on {runtime.device}", estimate.describe(run) + each, hint)
+        host = available_memory()
+        parts = f"{processes} process(es)' runtime, compiler and batches, and the launcher"
+        refuse_if_short(node.host, host, f"{who}'s host processes", parts, hint)
+        line = f"memory: {gib(device)} GiB per process on {runtime.device}{of_available(gpu)};"
+        return node, f"{line} host {gib(node.host)} GiB{of_available(host)}"
+    has = available_memory(runtime.max_memory)
+    detail = f"{node.breakdown()}; {estimate.describe(run)}{each}"
+    refuse_if_short(node.total, has, who, detail, hint)
+    return node, node.describe(has)
 
 
 def check_model_memory(dims: GPTConfig, precision: str, source: str, max_memory_gib: float | None = None) -> int:
