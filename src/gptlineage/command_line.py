@@ -97,6 +97,7 @@ class Rebuild:
     def __init__(self, artifact_dir: Path, manifest: Mapping[str, Any], output: Path | None, scratch: Path | None):
         self.artifact_dir = lexical(artifact_dir)
         self.cwd: Path | None = None
+        self.origin: Path | None = None  # where the artifact was written, when its --output was absolute
         self.inputs = [lexical(self.artifact_dir / entry["path"]) for entry in manifest["inputs"]]
         self.output, self.scratch = output, scratch
         self.ran_in = self.artifact_dir.parent
@@ -105,9 +106,12 @@ class Rebuild:
     def located(self, text: str) -> str:
         """A recorded input path as the rebuilt command names it: as it ran (a script), or for a rerun
         the same relative path through a link in the rerun's folder (outputs that print the path
-        come out the same), else absolute."""
+        come out the same), else absolute. An absolute path of a tree moved since is followed
+        to the same place relative to the artifact."""
         where = lexical(self.ran_in / text)
-        if not any(where == path or where in path.parents for path in self.inputs):
+        if not self.is_input(where) and Path(text).is_absolute() and self.origin is not None:
+            where = lexical(self.artifact_dir / os.path.relpath(where, self.origin))
+        if not self.is_input(where):
             raise GptlineageError(f"recorded path {text!r} is not one of the artifact's inputs; refusing to use it")
         if self.output is None:
             return os.path.relpath(where, self.ran_in)
@@ -116,6 +120,9 @@ class Rebuild:
             return str(where)
         self.links[given.parts[0]] = self.ran_in / given.parts[0]
         return text
+
+    def is_input(self, where: Path) -> bool:
+        return any(where == path or where in path.parents for path in self.inputs)
 
     def path_value(self, action: argparse.Action, text: str) -> str | None:
         """The rebuilt value of a path flag, or None to leave the flag out."""
@@ -184,6 +191,9 @@ def rebuilt_command(
     parser, values = parse_recorded(argv)
     paths = Rebuild(artifact_dir, manifest, output, scratch)
     paths.cwd = cwd
+    recorded_output = getattr(values, OUTPUT, None)
+    if recorded_output is not None and Path(recorded_output).is_absolute():
+        paths.origin = lexical(recorded_output)
     steps = list(chosen_actions(parser, values))
     paths.ran_in = ran_in(paths, getattr(values, OUTPUT, None), recorded_paths(steps, values))
     words = ["gptlineage"]
