@@ -48,7 +48,7 @@ def test_data_csv_reproduces_bit_for_bit(data_csv, capsys):
     assert code == 0 and report["reproduced"]
     assert verdicts(report) == {"trainlog.json": IDENTICAL, "transcript.txt": IDENTICAL}
     assert report["rerun_id"] == report["id"] and not report["code"] and not report["parameters"]
-    assert report["ran"]["words"][:2] == ["gptlineage", "data-csv"] and "--steps=30" in report["ran"]["words"]
+    assert report["ran"]["words"][:2] == ["gptlineage", "data-csv"] and "--seed=2026" in report["ran"]["words"]
     assert not [p for p in data_csv.parent.iterdir() if p.name.startswith(".")]  # the rerun is gone
 
 

@@ -224,13 +224,15 @@ def test_d17_debris_of_killed_exports_is_ours_and_removed_and_no_other(tree, cap
 
 
 def rerun_child(rerun_prefix: str) -> int | None:
-    """The pid of the rerun process writing to a folder named RERUN_PREFIX..., from /proc."""
+    """The pid of the rerun process writing to a folder whose name starts RERUN_PREFIX, from /proc."""
     for entry in Path("/proc").iterdir():
         try:
             words = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if entry.name.isdigit() and any(word.startswith(f"--output={rerun_prefix}".encode()) for word in words):
+        if entry.name.isdigit() and any(
+            word.startswith(b"--output=") and rerun_prefix.encode() in word for word in words
+        ):
             return int(entry.name)
     return None
 
@@ -243,7 +245,7 @@ def test_d17_a_killed_reproduce_takes_its_rerun_with_it_and_the_next_one_cleans_
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    prefix = str(results / f".data_csv.reproduce-{HOST_TAG}-{parent.pid}-")
+    prefix = f"/.data_csv.reproduce-{HOST_TAG}-{parent.pid}-"
     deadline = time.monotonic() + 60
     while (child := rerun_child(prefix)) is None and time.monotonic() < deadline and parent.poll() is None:
         time.sleep(0.05)

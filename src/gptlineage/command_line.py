@@ -121,13 +121,24 @@ class Rebuild:
         self.links[given.parts[0]] = self.ran_in / given.parts[0]
         return text
 
+    def output_value(self) -> str:
+        """The artifact's --output: as it ran (a script), or the rerun's folder, named through the
+        links like the inputs when it lies in the same tree (a path an output records relative to
+        its own folder, select-best's `../train/checkpoints/...`, then comes out the same)."""
+        if self.output is None:
+            return os.path.relpath(self.artifact_dir, self.ran_in)
+        relative = Path(os.path.relpath(self.output, self.ran_in))
+        if self.cwd is None or ".." in relative.parts or relative.parts[0] not in self.links:
+            return str(self.output)
+        return relative.as_posix()
+
     def is_input(self, where: Path) -> bool:
         return any(where == path or where in path.parents for path in self.inputs)
 
     def path_value(self, action: argparse.Action, text: str) -> str | None:
         """The rebuilt value of a path flag, or None to leave the flag out."""
         if action.dest == OUTPUT:
-            return str(self.output) if self.output is not None else os.path.relpath(self.artifact_dir, self.ran_in)
+            return self.output_value()
         if action.dest in COPIES:
             return None
         if action.dest in WORK_DIRECTORIES:
@@ -191,14 +202,20 @@ def rebuilt_command(
     parser, values = parse_recorded(argv)
     paths = Rebuild(artifact_dir, manifest, output, scratch)
     paths.cwd = cwd
+
+    def rebuilt(action: argparse.Action) -> list[str]:
+        return option_words(action, getattr(values, action.dest, None), paths)
+
     recorded_output = getattr(values, OUTPUT, None)
     if recorded_output is not None and Path(recorded_output).is_absolute():
         paths.origin = lexical(recorded_output)
     steps = list(chosen_actions(parser, values))
     paths.ran_in = ran_in(paths, getattr(values, OUTPUT, None), recorded_paths(steps, values))
+    # The output last: it is named through the links the inputs made.
+    pieces = [step if isinstance(step, str) or step.dest == OUTPUT else rebuilt(step) for step in steps]
     words = ["gptlineage"]
-    for step in steps:
-        words += [step] if isinstance(step, str) else option_words(step, getattr(values, step.dest, None), paths)
+    for piece in pieces:
+        words += [piece] if isinstance(piece, str) else rebuilt(piece) if isinstance(piece, argparse.Action) else piece
     for name, target in paths.links.items():
         (cwd / name).symlink_to(target)  # type: ignore[operator]  (links are made only with a cwd)
     return words
