@@ -24,6 +24,7 @@ from urllib3 import HTTPResponse
 
 from gptlineage.cli import main
 from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.lineage.identity import invocation
 from gptlineage.lineage.walk import walk
 
 prov_model = pytest.importorskip("prov.model")
@@ -36,13 +37,22 @@ def chain(tmp_path: Path) -> Path:
     source = tmp_path / "source data.csv"
     source.write_text("a,b\n1,2\n")
     first, second = tmp_path / "results" / "first run", tmp_path / "results" / "second"
-    with ArtifactWriter(first, command="make-first", parameters={"n": 1}, inputs={"table": source}) as artifact:
+    # Recorded as gptlineage command lines (the crate's script rebuilds each from its argv).
+    as_command = invocation("gptlineage.commands.data_csv", ["data-csv", "--csv", str(source), "--output", str(first)])
+    with (
+        as_command,
+        ArtifactWriter(first, command="data-csv", parameters={"n": 1}, inputs={"table": source}) as artifact,
+    ):
         (artifact.path / "data 100%.txt").write_text("first\n")
         (artifact.path / "sub").mkdir()
         (artifact.path / "sub" / "é.bin").write_bytes(b"\x00\x01")
-    with ArtifactWriter(
-        second, command="make-second", parameters={"n": 2, "name": "x y"}, inputs={"data": first / "data 100%.txt"}
-    ) as artifact:
+    argv = ["data-csv", "--csv", str(first / "data 100%.txt"), "--output", str(second)]
+    with (
+        invocation("gptlineage.commands.data_csv", argv),
+        ArtifactWriter(
+            second, command="data-csv", parameters={"n": 2, "name": "x y"}, inputs={"data": first / "data 100%.txt"}
+        ) as artifact,
+    ):
         (artifact.path / "model.txt").write_text("second\n")
     return second
 

@@ -14,11 +14,13 @@ import pytest
 from conftest import TINY_TRAIN
 from safetensors.numpy import save_file
 
-from gptlineage.cli import COMMANDS, main
+from gptlineage.cli import main
+from gptlineage.command_line import rebuilt_command
+from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import MANIFEST, SEAL_KEY, manifest_sha256
 from gptlineage.lineage.compare import DIFFERENT, IDENTICAL, TIMING, WITHIN, compare_file, compare_outputs
 from gptlineage.lineage.identity import SOURCE_ROOT
-from gptlineage.lineage.reproduce import rebuild_words, render_reproduce, working_directory
+from gptlineage.lineage.reproduce import render_reproduce
 
 SRC = SOURCE_ROOT  # the package these tests import (the checkout's src/)
 
@@ -46,7 +48,7 @@ def test_data_csv_reproduces_bit_for_bit(data_csv, capsys):
     assert code == 0 and report["reproduced"]
     assert verdicts(report) == {"trainlog.json": IDENTICAL, "transcript.txt": IDENTICAL}
     assert report["rerun_id"] == report["id"] and not report["code"] and not report["parameters"]
-    assert report["ran"]["words"][:2] == ["gptlineage", "data-csv"] and "--steps" in report["ran"]["words"]
+    assert report["ran"]["words"][:2] == ["gptlineage", "data-csv"] and "--seed=2026" in report["ran"]["words"]
     assert not [p for p in data_csv.parent.iterdir() if p.name.startswith(".")]  # the rerun is gone
 
 
@@ -131,7 +133,10 @@ def reseal(directory: Path, change) -> None:
             ["gptlineage", "small-data", "--output", "x"],
             "recorded argv runs 'small-data' but the manifest's command is",
         ),
-        (["gptlineage", "data-csv", "--steps", "30"], "recorded argv has no --output"),
+        (
+            ["gptlineage", "data-csv", "--steps", "30"],
+            "recorded argv does not parse (error: data-csv: the following arguments are required: --output)",
+        ),
     ],
 )
 def test_a_recorded_argv_that_is_not_its_command_is_refused(data_csv, tmp_path, capsys, argv, message):
@@ -154,26 +159,30 @@ def test_a_missing_input_is_one_error_line(data_csv, tmp_path, capsys):
     assert err.count("\n") == 1 and "does not verify (1 problems; first: " in err and "input artifact missing" in err
 
 
-def test_rebuilt_words_replace_the_output_and_leave_out_copies_outside_the_artifact(tmp_path):
-    argv = ["gptlineage", "train", "--steps", "3", "--metrics=m.json", "--output", "results/run"]
-    argv += ["--checkpoint-dir", "ck", "--passport", "p.json", "--save-params", "s.safetensors"]
-    words, recorded = rebuild_words(argv, "train", COMMANDS, tmp_path / "out", tmp_path)
-    assert recorded == "results/run"
-    assert words == [
-        "train",
-        "--steps",
-        "3",
-        "--output",
-        str(tmp_path / "out"),
-        "--checkpoint-dir",
-        str(tmp_path / "checkpoint-dir"),
-    ]
-    with pytest.raises(Exception, match="abbreviates a flag as --out"):
-        rebuild_words(["gptlineage", "train", "--out", "x"], "train", COMMANDS, tmp_path, tmp_path)
+def test_the_rerun_command_is_rebuilt_with_every_path_replaced_and_copies_left_out(tmp_path):
+    argv = ["gptlineage", "train", "--steps", "3", "--metrics=m.json", "--data", "corpus", "--output", "results/run"]
+    argv += ["--checkpoint-dir", "ck", "--passport", "p.json", "--save-params", "s.safetensors", "--compile"]
+    inputs = [{"role": "train", "path": "../../corpus/train.bin"}]
+    manifest = {"command": {"name": "train", "argv": argv}, "inputs": inputs}
     artifact = tmp_path / "work" / "results" / "run"
-    assert working_directory(artifact, "results/run", [], []) == tmp_path / "work"
-    inputs = [tmp_path / "elsewhere" / "corpus" / "train.bin"]
-    assert working_directory(artifact, "/abs/run", ["--data", "corpus"], inputs) == tmp_path / "elsewhere"
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    words = rebuilt_command(manifest, artifact, output=tmp_path / "out", scratch=tmp_path, cwd=cwd)
+    assert words == [
+        "gptlineage",
+        "train",
+        "--steps=3",
+        "--data=corpus",
+        f"--checkpoint-dir={tmp_path / 'checkpoint_dir'}",
+        "--compile",
+        f"--output={tmp_path / 'out'}",
+    ]
+    assert os.readlink(cwd / "corpus") == str(tmp_path / "work" / "corpus")  # the path as it ran, through a link
+    as_ran = rebuilt_command(manifest, artifact)  # the crate's script: where it ran, no copies, no work folder
+    assert as_ran == ["gptlineage", "train", "--steps=3", "--data=corpus", "--compile", "--output=results/run"]
+    manifest["command"]["argv"] = ["gptlineage", "train", "--data", "/etc", "--output", "results/run"]
+    with pytest.raises(GptlineageError, match="recorded path '/etc' is not one of the artifact's inputs"):
+        rebuilt_command(manifest, artifact)
 
 
 def test_compare_json_numbers_timings_and_tolerance(tmp_path):

@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ from gptlineage.lineage.walk import prov_document, show_lines, verify, write_pro
 NAME = "lineage"
 EXAMPLE = "gptlineage lineage show results/data_csv"
 FORMATS = ["prov-json", "ro-crate"]
+PROV_START = b'{\n  "prefix": {'  # how every PROV-JSON file we write begins (json.dump, indent 2)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -108,16 +110,45 @@ def run_action(args: argparse.Namespace) -> int:
     if args.format == "ro-crate":
         if args.output is None:
             raise GptlineageError("--format ro-crate needs --output DIR (the crate is a directory)")
+        from gptlineage.command_line import rebuilt_command
         from gptlineage.lineage.rocrate import export_ro_crate
 
-        print(printable(f"wrote {export_ro_crate(args.path, args.output, sources=not args.no_sources)}"))
+        def command_line(node):  # as it ran: paths relative to the directory it ran in
+            return rebuilt_command(node.manifest, node.path)
+
+        print(printable(f"wrote {export_ro_crate(args.path, args.output, command_line, sources=not args.no_sources)}"))
         return 0
     if args.output is None:
         json.dump(prov_document(args.path), sys.stdout, indent=2)
         print()
     else:
+        clean_stale_json(args.output)
         print(printable(f"wrote {write_prov_json(args.path, args.output)}"))
     return 0
+
+
+def clean_stale_json(output: Path) -> None:
+    """Remove `.<name>.tmp-<pid>` files beside OUTPUT that killed exports left: regular files of
+    this user, named so, whose process is gone and whose bytes begin as a PROV-JSON document does."""
+    import os
+    import re
+
+    from gptlineage.lineage.outputs import process_gone
+
+    pattern = re.compile(rf"\.{re.escape(output.name)}\.tmp-(?P<pid>[0-9]+)")
+    folder = output.absolute().parent
+    for entry in sorted(folder.glob(f".{glob.escape(output.name)}.tmp-*")) if folder.is_dir() else []:
+        match = pattern.fullmatch(entry.name)
+        if not match or int(match["pid"]) == os.getpid() or not process_gone(int(match["pid"])):
+            continue
+        try:
+            with open(entry, "rb") as handle:
+                mine = entry.lstat().st_uid == os.getuid() and entry.is_file() and not entry.is_symlink()
+                mine = mine and handle.read(len(PROV_START)) in (PROV_START, PROV_START[: entry.stat().st_size])
+        except OSError:
+            continue
+        if mine:
+            entry.unlink(missing_ok=True)
 
 
 # diff, table, compare and reproduce: for comparing runs while iterating (lineage/diff.py, runs.py,
@@ -183,10 +214,13 @@ def run_iteration(args: argparse.Namespace) -> int:
         return 0
     if not args.tolerance >= 0:
         raise GptlineageError(f"--tolerance {args.tolerance}: must be a number >= 0")
-    from gptlineage.cli import COMMANDS
+    from gptlineage.command_line import rebuilt_command
     from gptlineage.lineage.reproduce import render_reproduce, reproduce
 
-    report = reproduce(args.path, COMMANDS, tolerance=args.tolerance, with_current_code=args.with_current_code)
+    def rerun_words(manifest, artifact_dir, output, scratch, cwd):  # every output in a temporary folder
+        return rebuilt_command(manifest, artifact_dir, output=output, scratch=scratch, cwd=cwd)
+
+    report = reproduce(args.path, rerun_words, tolerance=args.tolerance, with_current_code=args.with_current_code)
     print(render_reproduce(report, args.form))
     return 0 if report["reproduced"] else 1
 

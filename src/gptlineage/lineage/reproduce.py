@@ -4,31 +4,37 @@ Example:
     gptlineage lineage reproduce results/data_csv
     gptlineage lineage reproduce results/pretrain --with-current-code --tolerance 1e-6
 
-Steps: verify the artifact and everything upstream (`lineage.walk.verify`); rebuild the command
-line from the recorded argv (the argv is data: only a known gptlineage command is run, as
-`python -m gptlineage <words>` without a shell, with --output pointed into a temporary directory
-and train's extra copies --save-params/--metrics/--passport left out); refuse when the code the
-command runs now differs from the recorded closure, unless `with_current_code`; run it from the
-directory the recorded --output was relative to, with the recorded thread count
-(OMP_NUM_THREADS); compare each output file's sha256 with the manifest, and look closer at those
-that differ (see lineage.compare). The temporary directory is removed afterwards.
+Steps: verify the artifact and everything upstream (`lineage.walk.verify`); refuse when the code
+the command runs now differs from the recorded closure, unless `with_current_code`; have the
+caller rebuild the command line from the manifest (`gptlineage.command_line`: the recorded argv
+is data, parsed by the command's own parser and written anew, --output pointed at a temporary
+sibling of the artifact, no recorded word passed on); run it as this package in Python's
+isolated mode (no cwd, no PYTHON* variable on sys.path) from an empty private folder, with the
+recorded thread count (OMP_NUM_THREADS), killed with this process; compare each output file's
+sha256 with the manifest (a Snakemake cache restore's real files), and look closer at those
+that differ (see lineage.compare). The temporary folders are removed afterwards, and a later
+reproduce removes those of one that was killed (name, owner, marker, the process gone).
 """
 
 from __future__ import annotations
 
+import ctypes
+import glob
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from gptlineage.errors import GptlineageError
-from gptlineage.lineage.artifact import INPUT_IDENTITY_KEYS, read_manifest
+from gptlineage.lineage.artifact import INPUT_IDENTITY_KEYS, holds_artifact_manifest, read_manifest
 from gptlineage.lineage.compare import IDENTICAL, compare_outputs
 from gptlineage.lineage.diff import code_changes, mapping_changes
 from gptlineage.lineage.identity import (
@@ -37,91 +43,102 @@ from gptlineage.lineage.identity import (
     environment_class,
     environment_identity,
 )
+from gptlineage.lineage.outputs import HOST_TAG, process_gone, stale_siblings
 from gptlineage.lineage.table import flatten
-from gptlineage.lineage.tree import lexical
+from gptlineage.lineage.tree import artifact_files_root, lexical
 from gptlineage.lineage.walk import resolve_artifact, short, verify
 
-OUTPUT_FLAG = "--output"
-DROPPED_FLAGS = ("--save-params", "--metrics", "--passport")  # train: copies written outside the artifact
-RELOCATED_FLAGS = ("--checkpoint-dir",)  # train: its work directory, moved into the temporary directory
-VALUE_FLAGS = (OUTPUT_FLAG, *DROPPED_FLAGS, *RELOCATED_FLAGS)
+SCRATCH_PREFIX = "gptlineage-reproduce-"
+MARKER = "reproduce.json"  # in the scratch folder: whose it is and where its rerun writes
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal the kernel sends a child when its parent dies
+# The rerun: the package whose code was checked, in isolated mode (no cwd, no PYTHON* variables
+# on sys.path, no user site-packages), started with the rebuilt words only.
+BOOT = "import sys; sys.path.insert(0, sys.argv.pop(1)); from gptlineage.cli import main; sys.exit(main(sys.argv[1:]))"
+ANY_RERUN = re.compile(rf"\..+\.reproduce-{re.escape(HOST_TAG)}-(?P<pid>[0-9]+)-[A-Za-z0-9_]+")
+Rebuilder = Callable[[Mapping[str, Any], Path, Path, Path, Path], list[str]]
 
 
-def rebuild_words(
-    argv: Sequence[Any], command: str, known: Collection[str], output: Path, scratch: Path
-) -> tuple[list[str], str]:
-    """The words after `gptlineage` for the rerun, and the --output value the run recorded."""
-    if len(argv) < 2 or argv[0] != "gptlineage" or not all(isinstance(word, str) and "\0" not in word for word in argv):
-        raise GptlineageError(
-            f"recorded argv {json.dumps(argv)[:80]} is not a gptlineage command line; refusing to run it"
-        )
-    name = argv[1]
-    if name not in known:
-        raise GptlineageError(f"recorded command {name!r} is not a gptlineage command; refusing to run it")
-    if name != command and not (name == "lineage" and len(argv) > 2 and command == f"lineage-{argv[2]}"):
-        raise GptlineageError(
-            f"recorded argv runs {name!r} but the manifest's command is {command!r}; refusing to run it"
-        )
-    words, recorded, index = [name], None, 2
-    while index < len(argv):
-        flag, equals, value = argv[index].partition("=")
-        if (
-            flag.startswith("--")
-            and len(flag) > 3
-            and flag not in VALUE_FLAGS
-            and any(f.startswith(flag) for f in VALUE_FLAGS)
-        ):
-            raise GptlineageError(f"recorded argv abbreviates a flag as {flag}; cannot rebuild it safely")
-        if flag not in VALUE_FLAGS:
-            words.append(argv[index])
-            index += 1
-            continue
-        if not equals:
-            if index + 1 >= len(argv):
-                raise GptlineageError(f"recorded argv ends with {flag} and no value")
-            value = argv[index + 1]
-        index += 1 if equals else 2
-        if flag == OUTPUT_FLAG:
-            recorded = value
-            words += [OUTPUT_FLAG, str(output)]
-        elif flag in RELOCATED_FLAGS:
-            words += [flag, str(scratch / flag.removeprefix("--"))]
-    if recorded is None:
-        raise GptlineageError("recorded argv has no --output; cannot tell where it wrote")
-    return words, recorded
+def make_scratch() -> Path:
+    """A private folder (0700) named for this process, holding the marker that names it ours."""
+    scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{HOST_TAG}-{os.getpid()}-"))
+    (scratch / MARKER).write_text(json.dumps({"pid": os.getpid(), "host": HOST_TAG, "rerun": None}), encoding="utf-8")
+    return scratch
 
 
-def working_directory(artifact_dir: Path, recorded_output: str, words: Sequence[str], inputs: Sequence[Path]) -> Path:
-    """Where the command ran: the artifact's path less the recorded relative --output, else the
-    directory that makes a relative path in the argv name one of the recorded inputs."""
-    output = Path(os.path.normpath(recorded_output))
-    if (
-        not output.is_absolute()
-        and ".." not in output.parts
-        and artifact_dir.parts[-len(output.parts) :] == output.parts
-    ):
-        return Path(*artifact_dir.parts[: -len(output.parts)])
-    for word in words:
-        given = Path(os.path.normpath(word.partition("=")[2] or word))
-        if (word.startswith("-") and "=" not in word) or given.is_absolute() or ".." in given.parts:
-            continue
-        for location in inputs:
-            for candidate in (location, *location.parents):
-                if len(candidate.parts) > len(given.parts) and candidate.parts[-len(given.parts) :] == given.parts:
-                    return Path(*candidate.parts[: -len(given.parts)])
-    return artifact_dir.parent
+def rerun_pattern(name: str, pid: str = "[0-9]+") -> re.Pattern[str]:
+    return re.compile(rf"\.{re.escape(name)}\.reproduce-{re.escape(HOST_TAG)}-(?P<pid>{pid})-[A-Za-z0-9_]+")
 
 
 def rerun_location(artifact_dir: Path, scratch: Path) -> Path:
-    """A temporary sibling of the artifact (`.<name>.reproduce-XXXX`), else a folder in SCRATCH.
+    """A temporary sibling of the artifact (`.<name>.reproduce-<host>-<pid>-XXXX`), else a folder in SCRATCH.
 
     Beside the artifact, paths an output records relative to its own directory (select-best's
-    `../train/checkpoints/...`) come out the same; in a read-only tree they may differ.
+    `../train/checkpoints/...`) come out the same; in a read-only tree they may differ. The
+    scratch marker records it, so a later reproduce removes it if this one is killed.
     """
+    clean_stale_reruns(artifact_dir)
     try:
-        return Path(tempfile.mkdtemp(prefix=f".{artifact_dir.name}.reproduce-", dir=artifact_dir.parent))
+        rerun = Path(
+            tempfile.mkdtemp(
+                prefix=f".{artifact_dir.name}.reproduce-{HOST_TAG}-{os.getpid()}-", dir=artifact_dir.parent
+            )
+        )
     except OSError:
-        return scratch / artifact_dir.name
+        rerun = scratch / artifact_dir.name
+    marker = json.loads((scratch / MARKER).read_text(encoding="utf-8"))
+    (scratch / MARKER).write_text(json.dumps({**marker, "rerun": str(rerun)}), encoding="utf-8")
+    return rerun
+
+
+def remove_rerun(rerun: Path) -> None:
+    """Remove a rerun's folder and the temporary siblings the killed rerun left beside it."""
+    for _, sibling in stale_siblings(rerun):
+        shutil.rmtree(sibling, ignore_errors=True)
+    if rerun.is_dir() and not rerun.is_symlink():
+        shutil.rmtree(rerun, ignore_errors=True)
+
+
+def clean_stale_reruns(artifact_dir: Path | None = None) -> None:
+    """Remove what killed reproduces of this host left: scratch folders of ours (name, owner and
+    marker) with the rerun each names, and reruns beside ARTIFACT_DIR that are empty or an artifact."""
+    pattern = re.compile(rf"{SCRATCH_PREFIX}{re.escape(HOST_TAG)}-(?P<pid>[0-9]+)-[A-Za-z0-9_]+")
+    for entry in sorted(Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*")):
+        match = pattern.fullmatch(entry.name)
+        if match and not entry.is_symlink() and entry.is_dir() and gone(int(match["pid"])):
+            rerun = stale_marker(entry, int(match["pid"]))
+            if rerun is not None:
+                if rerun.name:
+                    remove_rerun(rerun)
+                shutil.rmtree(entry, ignore_errors=True)
+    if artifact_dir is not None:
+        for entry in sorted(artifact_dir.parent.glob(f".{glob.escape(artifact_dir.name)}.reproduce-*")):
+            match = rerun_pattern(artifact_dir.name).fullmatch(entry.name)
+            if (
+                match
+                and not entry.is_symlink()
+                and entry.is_dir()
+                and gone(int(match["pid"]))
+                and (not any(entry.iterdir()) or holds_artifact_manifest(entry))
+            ):
+                remove_rerun(entry)
+
+
+def stale_marker(scratch: Path, pid: int) -> Path | None:
+    """The rerun a dead process's scratch folder names (`Path()`: none yet), or None when the
+    folder is not ours (another owner, no marker, a marker of another process)."""
+    try:
+        marker = json.loads((scratch / MARKER).read_text(encoding="utf-8"))
+        if scratch.lstat().st_uid != os.getuid() or marker["pid"] != pid:
+            return None
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    rerun = Path(marker["rerun"]) if isinstance(marker.get("rerun"), str) else Path()
+    named = ANY_RERUN.fullmatch(rerun.name)
+    return rerun if rerun.is_absolute() and named and int(named["pid"]) == pid else Path()
+
+
+def gone(pid: int) -> bool:
+    return pid != os.getpid() and process_gone(pid)
 
 
 def current_code(code: Mapping[str, Any]) -> list[str]:
@@ -137,21 +154,41 @@ def input_identities(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {entry["role"]: {k: entry[k] for k in INPUT_IDENTITY_KEYS if k in entry} for entry in entries}
 
 
+def parent_death_hook() -> Callable[[], None] | None:
+    """What the rerun's child runs before its program: on Linux the kernel kills it when this
+    process dies (even by SIGKILL), so no rerun outlives the reproduce that started it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def die_with_parent() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before the request took hold
+            os._exit(1)
+
+    return die_with_parent
+
+
 def run_again(words: Sequence[str], cwd: Path, threads: Any, log: Path) -> float:
-    """Run `python -m gptlineage WORDS` in CWD with this package first on the path; seconds taken."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(SOURCE_ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    """Run `gptlineage WORDS` (this package, isolated) in the private folder CWD; seconds taken."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
     if isinstance(threads, int) and threads > 0:
         env["OMP_NUM_THREADS"] = str(threads)  # torch's default thread count, as recorded
     started = time.monotonic()
     with open(log, "w", encoding="utf-8") as handle:
         done = subprocess.run(
-            [sys.executable, "-m", "gptlineage", *words],
+            [sys.executable, "-I", "-c", BOOT, str(SOURCE_ROOT), *words],
             cwd=cwd,
             env=env,
+            stdin=subprocess.DEVNULL,
             stdout=handle,
             stderr=subprocess.STDOUT,
             check=False,
+            preexec_fn=parent_death_hook(),  # set before exec: the child dies with us
         )
     if done.returncode != 0:
         last = (log.read_text(encoding="utf-8", errors="replace").strip().splitlines() or ["(no output)"])[-1]
@@ -160,9 +197,14 @@ def run_again(words: Sequence[str], cwd: Path, threads: Any, log: Path) -> float
 
 
 def reproduce(
-    path: str | Path, known: Collection[str], *, tolerance: float = 0.0, with_current_code: bool = False
+    path: str | Path, rebuild: Rebuilder, *, tolerance: float = 0.0, with_current_code: bool = False
 ) -> dict[str, Any]:
-    """Verify, rerun and compare; the report as a JSON-ready dict (`reproduced` is the verdict)."""
+    """Verify, rerun and compare; the report as a JSON-ready dict (`reproduced` is the verdict).
+
+    REBUILD(manifest, artifact_dir, output, scratch, cwd) gives the rerun's command line and makes
+    the links its relative input paths need in CWD (`gptlineage.command_line.rebuilt_command`):
+    the lineage layer knows no command.
+    """
     artifact_dir = lexical(resolve_artifact(path))
     nodes, problems = verify(artifact_dir)
     if problems:
@@ -175,15 +217,14 @@ def reproduce(
             f" ({len(code)} files: {', '.join(line.split(' ')[0] for line in code[:4])});"
             " rerun with --with-current-code to compare its results anyway"
         )
-    scratch = Path(tempfile.mkdtemp(prefix="gptlineage-reproduce-"))
+    clean_stale_reruns()
+    scratch = make_scratch()
     rerun_dir = rerun_location(artifact_dir, scratch)
     try:
-        words, recorded_output = rebuild_words(
-            manifest["command"]["argv"], manifest["command"]["name"], known, rerun_dir, scratch
-        )
-        inputs = [(artifact_dir / entry["path"]).resolve() for entry in manifest["inputs"]]
-        cwd = working_directory(artifact_dir, recorded_output, words, inputs)
-        seconds = run_again(words, cwd, manifest["environment"].get("threads"), scratch / "rerun.log")
+        cwd = scratch / "cwd"  # inside a 0700 folder: nothing in it but the links REBUILD makes
+        cwd.mkdir(mode=0o700)
+        words = rebuild(manifest, artifact_dir, rerun_dir, scratch, cwd)
+        seconds = run_again(words[1:], cwd, manifest["environment"].get("threads"), scratch / "rerun.log")
         rerun = read_manifest(rerun_dir)
         report = compare_rerun(artifact_dir, manifest, rerun_dir, rerun, tolerance)
     finally:
@@ -192,7 +233,7 @@ def reproduce(
     report.update(
         verified={"artifacts": len(nodes), "files": sum(len(node.manifest["files"]) for node in nodes)},
         code=code,
-        ran={"words": ["gptlineage", *words], "cwd": str(cwd), "seconds": seconds},
+        ran={"words": words, "cwd": str(cwd), "seconds": seconds},
     )
     return report
 
@@ -202,7 +243,7 @@ def compare_rerun(
 ) -> dict[str, Any]:
     """The rerun's parameters, inputs, environment and files against the recorded ones."""
     files = compare_outputs(
-        artifact_dir,
+        artifact_files_root(artifact_dir),  # a restored cache entry's real files, not its links
         {entry["path"]: entry["sha256"] for entry in manifest["files"]},
         rerun_dir,
         {entry["path"]: entry["sha256"] for entry in rerun["files"]},

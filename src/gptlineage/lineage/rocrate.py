@@ -14,6 +14,10 @@ The root Dataset conforms to Process Run Crate 0.5, Workflow Run Crate 0.5 and W
 RO-Crate 1.0 (roc-validator passes all four profiles at REQUIRED: tests/test_lineage_formats.py).
 A property holding one value is written as that value, not a one-element list (RO-Crate 1.1).
 
+Each artifact's command is printed as rebuilt from its manifest (`gptlineage <command>` and
+flags written anew from the parsed values; see gptlineage.command_line), never as the recorded
+words, which no pin covers. A crate is written beside OUTPUT and swapped in (lineage.crate_place).
+
 Files are hard-linked into the crate where the file system allows (a crate then costs no
 space beside its results; treat it as read-only, an edit in place would change the result
 too) and copied otherwise.
@@ -29,9 +33,7 @@ from __future__ import annotations
 
 import json
 import mimetypes
-import os
 import shlex
-import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,11 +44,12 @@ from gptlineage.files import link_or_copy
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.artifact import MANIFEST
 from gptlineage.lineage.checks import is_plain_relative, safe_name
+from gptlineage.lineage.crate_place import METADATA, place_crate
 from gptlineage.lineage.hashing import sha256_file
-from gptlineage.lineage.script import workflow_script
+from gptlineage.lineage.script import CommandLine, workflow_script
+from gptlineage.lineage.tree import artifact_files_root
 from gptlineage.lineage.walk import Node, input_artifact_dir, input_path, refuse_inside, verified_lineage
 
-METADATA = "ro-crate-metadata.json"
 WORKFLOW = "lineage-commands.sh"
 CONTEXT = ["https://w3id.org/ro/crate/1.1/context", "https://w3id.org/ro/terms/workflow-run/context"]
 RO_CRATE = "https://w3id.org/ro/crate/1.1"
@@ -123,13 +126,16 @@ class Crate:
 def add_artifact(crate: Crate, node: Node, folder: str) -> tuple[str, list[str]]:
     """The artifact's folder as a Dataset of its files; returns the Dataset id and the result file ids.
 
-    File hashes are the manifest's: the lineage was verified byte for byte just before.
+    File hashes are the manifest's: the lineage was verified byte for byte just before. The bytes
+    come from where they really lie (a Snakemake cache entry for a restored artifact, whose own
+    directory holds only links), so the crate holds files, never links into the cache.
     """
+    files = artifact_files_root(node.path)
     results = [
-        crate.file(f"{folder}/{entry['path']}", node.path / entry["path"], entry["sha256"], entry["bytes"])
+        crate.file(f"{folder}/{entry['path']}", files / entry["path"], entry["sha256"], entry["bytes"])
         for entry in node.manifest["files"]
     ]
-    manifest = crate.file(f"{folder}/{MANIFEST}", node.path / MANIFEST)
+    manifest = crate.file(f"{folder}/{MANIFEST}", files / MANIFEST)
     crate.entities[manifest]["description"] = "gptlineage manifest: files, command, parameters, inputs, code"
     dataset = crate.dataset(folder, node.path.name, [*results, manifest])
     crate.entities[dataset].update(
@@ -243,14 +249,15 @@ def json_text(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
-def add_action(crate: Crate, node: Node, folders: dict[Path, str], results: list[str]) -> str:
+def add_action(crate: Crate, node: Node, folders: dict[Path, str], results: list[str], line: str) -> str:
+    """The CreateAction of one artifact; LINE is its command line as the crate's script prints it."""
     manifest, run = node.manifest, node.manifest.get("run", {})
     objects = [add_input(crate, node, entry, folders) for entry in manifest["inputs"]]
     action = {
         "@id": f"#run-{manifest['id']}",
         "@type": "CreateAction",
         "name": f"gptlineage {manifest['command']['name']} -> {node.path.name}",
-        "description": shlex.join(manifest["command"]["argv"]),
+        "description": line,
         "identifier": f"urn:gptlineage:artifact:{manifest['id']}",
         "instrument": ref(instrument(crate, manifest)),
         "object": [ref(o) for o in dict.fromkeys(objects + parameter_values(crate, manifest))],
@@ -262,12 +269,14 @@ def add_action(crate: Crate, node: Node, folders: dict[Path, str], results: list
     return crate.add({key: value for key, value in action.items() if value is not None})["@id"]
 
 
-def crate_metadata(nodes: list[Node], folders: dict[Path, str], crate: Crate, script: Path) -> dict[str, Any]:
+def crate_metadata(
+    nodes: list[Node], folders: dict[Path, str], crate: Crate, script: Path, lines: dict[Path, str]
+) -> dict[str, Any]:
     """The whole ro-crate-metadata.json; `crate` collects the payload on the way."""
     # Every artifact's folder first, so an input can name a file of the artifact it came from.
     made = [add_artifact(crate, node, folders[node.path]) for node in nodes]
     datasets = [dataset for dataset, _ in made]
-    actions = [add_action(crate, node, folders, results) for node, (_, results) in zip(nodes, made)]
+    actions = [add_action(crate, node, folders, results, lines[node.path]) for node, (_, results) in zip(nodes, made)]
     tools = [crate.entities[action]["instrument"]["@id"] for action in actions]
     target, runs = nodes[0], [node.manifest.get("run", {}) for node in nodes]
     workflow = crate.file(WORKFLOW, script)
@@ -328,35 +337,30 @@ def compact(entity: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def export_ro_crate(path: str | Path, output: str | Path, sources: bool = True) -> Path:
+def export_ro_crate(path: str | Path, output: str | Path, command_line: CommandLine, sources: bool = True) -> Path:
     """Write the crate directory at OUTPUT (replacing an older crate there) and return the metadata path.
 
-    Only a lineage that verifies is exported; SOURCES False leaves the source inputs' bytes out.
+    Only a lineage that verifies is exported; COMMAND_LINE(node) rebuilds each artifact's command
+    (a recorded command that is not gptlineage's is refused); SOURCES False leaves the source
+    inputs' bytes out.
     """
     output = Path(output).absolute()
     nodes = verified_lineage(path, "RO-Crate")
     refuse_inside(output, nodes, "crate")
     if output.exists() and not (output / METADATA).is_file() and (not output.is_dir() or any(output.iterdir())):
         raise GptlineageError(f"{output}: exists and is not an RO-Crate; refusing to replace it")
-    temporary = output.parent / f".{output.name}.tmp-{os.getpid()}"
-    shutil.rmtree(temporary, ignore_errors=True)
-    temporary.mkdir(parents=True)
-    try:
-        (temporary / WORKFLOW).write_text(workflow_script(nodes), encoding="utf-8")
+    lines = {node.path: shlex.join(command_line(node)) for node in nodes}  # refusals before any write
+
+    def fill(temporary: Path) -> None:
+        (temporary / WORKFLOW).write_text(workflow_script(nodes, command_line), encoding="utf-8")
         crate = Crate(sources)
-        metadata = crate_metadata(nodes, folder_names(nodes), crate, temporary / WORKFLOW)
+        metadata = crate_metadata(nodes, folder_names(nodes), crate, temporary / WORKFLOW, lines)
         for relative, source in crate.payload.items():
             if relative != WORKFLOW:
                 link_or_copy(source, temporary / relative)  # every `relative` passed is_plain_relative
         write_json_atomic(temporary / METADATA, metadata)
-        retired = output.parent / f".{output.name}.old-{os.getpid()}"
-        if output.exists():
-            os.replace(output, retired)
-        os.replace(temporary, output)
-        shutil.rmtree(retired, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise
+
+    place_crate(output, fill)
     return output / METADATA
 
 

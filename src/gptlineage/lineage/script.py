@@ -1,6 +1,8 @@
 """The commands of a lineage as a shell script, each after the ones it needs (upstream first).
 
-The RO-Crate export ships it as the crate's workflow (`lineage-commands.sh`). Example:
+The RO-Crate export ships it as the crate's workflow (`lineage-commands.sh`). Each line is
+`gptlineage <command> <flags>` rebuilt from the manifest by the caller's `command_line`; a
+manifest whose command is not one of gptlineage's is refused. Example:
     gptlineage lineage export results/data_csv --format ro-crate --output results/data_csv.crate
     cat results/data_csv.crate/lineage-commands.sh
 """
@@ -8,8 +10,13 @@ The RO-Crate export ships it as the crate's workflow (`lineage-commands.sh`). Ex
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 
 from gptlineage.lineage.walk import Node, input_artifact_dir
+
+# A node's command line rebuilt from its manifest (`gptlineage.command_line.rebuilt_command`):
+# the recorded argv is data no pin covers, so no word of it is printed as it was recorded.
+CommandLine = Callable[[Node], list[str]]
 
 
 def run_order(nodes: list[Node]) -> list[Node]:
@@ -36,12 +43,12 @@ def run_order(nodes: list[Node]) -> list[Node]:
     return order
 
 
-def workflow_script(nodes: list[Node]) -> str:
-    """The commands, upstream first: the chain as a script to read or rerun."""
+def workflow_script(nodes: list[Node], command_line: CommandLine) -> str:
+    """The commands, upstream first: the chain as a script to read or rerun (shell-quoted)."""
     lines = [
         "#!/bin/sh",
-        "# The gptlineage commands that made this lineage, each after the ones it needs,",
-        "# as recorded in each artifact's manifest (run them from the directory they ran in).",
+        "# The gptlineage commands that made this lineage, each after the ones it needs, rebuilt",
+        "# from each artifact's manifest (run them from the directory they ran in).",
         "set -e",
     ]
-    return "\n".join(lines + [shlex.join(node.manifest["command"]["argv"]) for node in run_order(nodes)]) + "\n"
+    return "\n".join(lines + [shlex.join(command_line(node)) for node in run_order(nodes)]) + "\n"

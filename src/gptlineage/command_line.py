@@ -1,0 +1,259 @@
+"""Rebuild an artifact's gptlineage command line from its manifest, never passing a recorded word on.
+
+`lineage reproduce` reruns the result and the RO-Crate's `lineage-commands.sh` prints it. Example:
+
+    words = rebuilt_command(manifest, Path("results/data_csv"), output=Path("/tmp/x/rerun"))
+    # ['gptlineage', 'data-csv', '--csv=/abs/results/small_data/small_regression.csv',
+    #  '--steps=5', '--output=/tmp/x/rerun']
+
+The recorded argv is data that neither the artifact id nor a pinned content hash covers. It is
+parsed with the recorded command's own parser (the parser the command ran with: an abbreviation
+such as `--o` means what it meant then) and the command line is written anew from the parsed
+values: each flag spelled out in full as `--flag=value`, defaults left out. Every path is
+rebuilt: the artifact's own output is the given one (reproduce: a temporary directory; the
+crate: the artifact's place relative to the directory it ran in), the copies train writes
+outside its artifact (`--save-params`, `--metrics`, `--passport`) are left out, its work
+directory (`--checkpoint-dir`) goes into `scratch` (or is left out), and every other path must
+name one of the artifact's recorded inputs (or a folder holding one), else it is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gptlineage.errors import GptlineageError
+from gptlineage.lineage.tree import lexical
+
+OUTPUT = "output"
+COPIES = ("save_params", "metrics", "passport")  # train: copies outside the artifact, never rewritten
+WORK_DIRECTORIES = ("checkpoint_dir",)  # train: where it keeps resumable state, moved into scratch
+# Text flags that hold paths: "path" (a file or folder), "role=path", or "path-or-name" (a local
+# folder when it exists where the command ran, else a dataset name on the Hugging Face hub).
+PATH_TEXT = {"input": "path", "part": "role=path", "hf_dataset": "path-or-name"}
+SKIPPED = (argparse._HelpAction, argparse._VersionAction)
+
+
+def checked_argv(manifest: Mapping[str, Any], known: Sequence[str]) -> list[str]:
+    """The recorded argv when it is a gptlineage command line of the manifest's command, else one error."""
+    argv, command = manifest["command"]["argv"], manifest["command"]["name"]
+    if (
+        not isinstance(argv, list)
+        or len(argv) < 2
+        or argv[0] != "gptlineage"
+        or not all(isinstance(word, str) and "\0" not in word for word in argv)
+    ):
+        raise GptlineageError(f"recorded argv {str(argv)[:80]} is not a gptlineage command line; refusing to run it")
+    name = argv[1]
+    if name not in known:
+        raise GptlineageError(f"recorded command {name!r} is not a gptlineage command; refusing to run it")
+    if name != command and not (name == "lineage" and len(argv) > 2 and command == f"lineage-{argv[2]}"):
+        raise GptlineageError(
+            f"recorded argv runs {name!r} but the manifest's command is {command!r}; refusing to run it"
+        )
+    return argv
+
+
+def parse_recorded(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """The command's own parser and the values it reads from ARGV (its errors become one line)."""
+    from gptlineage.cli import build_parser
+
+    parser = build_parser(argv[1])
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
+            values = parser.parse_args(list(argv[1:]))
+    except SystemExit:
+        last = (said.getvalue().strip().splitlines() or ["asks for help"])[-1]
+        raise GptlineageError(f"recorded argv does not parse ({last[:160]}); refusing to run it") from None
+    return parser, values
+
+
+def chosen_actions(parser: argparse.ArgumentParser, values: argparse.Namespace) -> Iterator[argparse.Action | str]:
+    """The parser's actions in order, each chosen subcommand as its name followed by its own actions."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            name = getattr(values, action.dest, None)
+            if name is None or name not in action.choices:
+                raise GptlineageError("recorded argv names no subcommand; refusing to run it")
+            yield name
+            yield from chosen_actions(action.choices[name], values)
+        elif not isinstance(action, SKIPPED):
+            yield action
+
+
+def is_path_action(action: argparse.Action) -> bool:
+    return action.type is Path or action.dest in PATH_TEXT or action.dest == OUTPUT
+
+
+class Rebuild:
+    """The paths of one rebuild: where the command ran, what it read, where the rerun writes."""
+
+    def __init__(self, artifact_dir: Path, manifest: Mapping[str, Any], output: Path | None, scratch: Path | None):
+        self.artifact_dir = lexical(artifact_dir)
+        self.cwd: Path | None = None
+        self.origin: Path | None = None  # where the artifact was written, when its --output was absolute
+        self.inputs = [lexical(self.artifact_dir / entry["path"]) for entry in manifest["inputs"]]
+        self.output, self.scratch = output, scratch
+        self.ran_in = self.artifact_dir.parent
+        self.links: dict[str, Path] = {}  # name in the rerun's folder -> the same name where it ran
+
+    def located(self, text: str) -> str:
+        """A recorded input path as the rebuilt command names it: as it ran (a script), or for a rerun
+        the same relative path through a link in the rerun's folder (outputs that print the path
+        come out the same), else absolute. An absolute path of a tree moved since is followed
+        to the same place relative to the artifact."""
+        where = lexical(self.ran_in / text)
+        if not self.is_input(where) and Path(text).is_absolute() and self.origin is not None:
+            where = lexical(self.artifact_dir / os.path.relpath(where, self.origin))
+        if not self.is_input(where):
+            raise GptlineageError(f"recorded path {text!r} is not one of the artifact's inputs; refusing to use it")
+        if self.output is None:
+            return os.path.relpath(where, self.ran_in)
+        given = Path(text)
+        if self.cwd is None or given.is_absolute() or not given.parts or ".." in given.parts:
+            return str(where)
+        self.links[given.parts[0]] = self.ran_in / given.parts[0]
+        return text
+
+    def output_value(self) -> str:
+        """The artifact's --output: as it ran (a script), or the rerun's folder, named through the
+        links like the inputs when it lies in the same tree (a path an output records relative to
+        its own folder, select-best's `../train/checkpoints/...`, then comes out the same)."""
+        if self.output is None:
+            return os.path.relpath(self.artifact_dir, self.ran_in)
+        relative = Path(os.path.relpath(self.output, self.ran_in))
+        if self.cwd is None or ".." in relative.parts or relative.parts[0] not in self.links:
+            return str(self.output)
+        return relative.as_posix()
+
+    def is_input(self, where: Path) -> bool:
+        return any(where == path or where in path.parents for path in self.inputs)
+
+    def path_value(self, action: argparse.Action, text: str) -> str | None:
+        """The rebuilt value of a path flag, or None to leave the flag out."""
+        if action.dest == OUTPUT:
+            return self.output_value()
+        if action.dest in COPIES:
+            return None
+        if action.dest in WORK_DIRECTORIES:
+            return None if self.scratch is None else str(self.scratch / action.dest)
+        kind = PATH_TEXT.get(action.dest, "path")
+        if kind == "role=path":
+            role, equals, path = text.partition("=")
+            return f"{role}={self.located(path)}" if equals else self.located(text)
+        if kind == "path-or-name" and not (self.ran_in / text).exists():
+            return text
+        return self.located(text)
+
+
+def value_text(action: argparse.Action, value: Any) -> str:
+    """One parsed value as the text the command's parser reads back to the same value."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float, Path)):
+        raise GptlineageError(f"recorded {action.option_strings or action.dest}: cannot rebuild {value!r}")
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def option_words(action: argparse.Action, value: Any, paths: Rebuild) -> list[str]:
+    """The words of one flag for its parsed VALUE (none when it is the default)."""
+    flag = max(action.option_strings, key=len) if action.option_strings else None
+    if isinstance(action, argparse.BooleanOptionalAction):
+        if value == action.default:
+            return []
+        return [next(o for o in action.option_strings if o.startswith("--no-") == (not value))]
+    if isinstance(action, (argparse._StoreConstAction, argparse._StoreTrueAction, argparse._StoreFalseAction)):
+        return [flag] if value == action.const and value != action.default else []
+    if not isinstance(action, (argparse._StoreAction, argparse._AppendAction)):
+        if value == action.default:
+            return []
+        raise GptlineageError(f"recorded {flag or action.dest}: a kind of flag that cannot be rebuilt")
+    if value is None or (value == action.default and not action.required and not is_path_action(action)):
+        return []
+    items = value if isinstance(value, list) else [value]
+    texts = [value_text(action, item) for item in items]
+    if is_path_action(action):
+        texts = [text for text in (paths.path_value(action, text) for text in texts) if text is not None]
+    if flag is None:  # a positional: a path of ours never starts with "-"
+        return [text if not text.startswith("-") else f"./{text}" for text in texts]
+    return [f"{flag}={text}" for text in texts]
+
+
+def rebuilt_command(
+    manifest: Mapping[str, Any],
+    artifact_dir: Path,
+    *,
+    output: Path | None = None,
+    scratch: Path | None = None,
+    cwd: Path | None = None,
+) -> list[str]:
+    """`gptlineage <command> <flags>` rebuilt from the manifest (see the module's docstring).
+
+    OUTPUT None: the command as it ran, paths relative to the directory it ran in (for a script).
+    CWD: the rerun's empty folder, where a link per relative input path's first part is made.
+    """
+    from gptlineage.cli import COMMANDS
+
+    argv = checked_argv(manifest, list(COMMANDS))
+    parser, values = parse_recorded(argv)
+    paths = Rebuild(artifact_dir, manifest, output, scratch)
+    paths.cwd = cwd
+
+    def rebuilt(action: argparse.Action) -> list[str]:
+        return option_words(action, getattr(values, action.dest, None), paths)
+
+    recorded_output = getattr(values, OUTPUT, None)
+    if recorded_output is not None and Path(recorded_output).is_absolute():
+        paths.origin = lexical(recorded_output)
+    steps = list(chosen_actions(parser, values))
+    paths.ran_in = ran_in(paths, getattr(values, OUTPUT, None), recorded_paths(steps, values))
+    # The output last: it is named through the links the inputs made.
+    pieces = [step if isinstance(step, str) or step.dest == OUTPUT else rebuilt(step) for step in steps]
+    words = ["gptlineage"]
+    for piece in pieces:
+        words += [piece] if isinstance(piece, str) else rebuilt(piece) if isinstance(piece, argparse.Action) else piece
+    for name, target in paths.links.items():
+        (cwd / name).symlink_to(target)  # type: ignore[operator]  (links are made only with a cwd)
+    return words
+
+
+def recorded_paths(steps: Sequence[argparse.Action | str], values: argparse.Namespace) -> list[str]:
+    """The relative paths the recorded command line names (input flags and positionals)."""
+    found = []
+    for step in steps:
+        if isinstance(step, str) or not is_path_action(step) or step.dest == OUTPUT:
+            continue
+        value = getattr(values, step.dest, None)
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, (str, Path)):
+                text = str(item).partition("=")[2] if PATH_TEXT.get(step.dest) == "role=path" else str(item)
+                if text and not Path(text).is_absolute():
+                    found.append(text)
+    return found
+
+
+def ran_in(paths: Rebuild, recorded_output: Any, relative: Sequence[str]) -> Path:
+    """The directory the command ran in: the artifact's path less the recorded relative --output,
+    else the directory that makes a relative path of the command line name one of the inputs."""
+    artifact_dir = paths.artifact_dir
+    output = Path(os.path.normpath(str(recorded_output))) if recorded_output is not None else None
+    if (
+        output is not None
+        and not output.is_absolute()
+        and ".." not in output.parts
+        and artifact_dir.parts[-len(output.parts) :] == output.parts
+    ):
+        return Path(*artifact_dir.parts[: -len(output.parts)])
+    for text in relative:
+        given = Path(os.path.normpath(text))
+        if ".." in given.parts:
+            continue
+        for location in paths.inputs:
+            for candidate in (location, *location.parents):
+                if len(candidate.parts) > len(given.parts) and candidate.parts[-len(given.parts) :] == given.parts:
+                    return Path(*candidate.parts[: -len(given.parts)])
+    return artifact_dir.parent
