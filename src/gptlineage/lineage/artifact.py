@@ -210,6 +210,29 @@ def check_member_file(path: Path, holder: Path | None = None, sha256: str | None
         )
 
 
+def both_forms(path: Path) -> set[Path]:
+    """PATH as named (absolute, `..` folded) and as the OS resolves it, every link followed."""
+    return {Path(os.path.abspath(path)), Path(os.path.realpath(path))}
+
+
+def check_apart(output: Path, inputs: Mapping[str, str | Path]) -> None:
+    """Refuse an output that lies inside another artifact, or that is, holds or lies inside an
+    input or the artifact holding one: replacing it would destroy what the command reads
+    (`select-best --run X --output X`) or change an artifact behind its manifest."""
+    for place in both_forms(output.parent):
+        enclosing = find_artifact_dir(place)
+        if enclosing is not None:
+            raise GptlineageError(f"{output}: inside the artifact {enclosing}; write the output elsewhere")
+    outputs = both_forms(output)
+    for role, given in inputs.items():
+        holder = find_artifact_dir(given)
+        places = both_forms(Path(given)) | (both_forms(holder) if holder is not None else set())
+        for place in places:
+            for out in outputs:
+                if out == place or place in out.parents or out in place.parents:
+                    raise GptlineageError(f"{output}: overlaps the input {role} ({given}); write the output elsewhere")
+
+
 def holds_artifact_manifest(directory: Path) -> bool:
     """True when `directory/manifest.json` is a JSON object of our schema with an id: the only
     kind of directory a command replaces."""
@@ -252,6 +275,7 @@ class ArtifactWriter:
 
     def __enter__(self) -> ArtifactWriter:
         check_output(self.output, holds_artifact_manifest)  # before any work: a refusal costs nothing
+        check_apart(self.output, self.inputs)
         # Inputs and code are hashed before the command runs: the manifest records what was used.
         self.code = code_closure(self.code_module)
         self.input_entries = [describe_input(role, path, self.output) for role, path in self.inputs.items()]
