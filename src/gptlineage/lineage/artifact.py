@@ -33,6 +33,7 @@ verify notices an upstream artifact rerun with other results.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -44,7 +45,7 @@ from typing import Any
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.checks import check_manifest, printable
-from gptlineage.lineage.hashing import sha256_file, sha256_json, sha256_tree
+from gptlineage.lineage.hashing import sha256_file, sha256_json, sha256_tree, tree_file_count
 from gptlineage.lineage.identity import (
     code_closure,
     code_module_for,
@@ -73,6 +74,7 @@ FOREIGN_FILES = SNAKEMAKE_FILES
 # What identifies an input: its role and its content, never where it lies.
 INPUT_IDENTITY_KEYS = ("role", "artifact_id", "sha256", "tree_sha256")
 SEAL_KEY = "manifest_sha256"
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # a full disk, a full quota
 
 
 def identity_payload(manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -187,6 +189,7 @@ def describe_input(role: str, path: str | Path, output_dir: Path) -> dict[str, A
             check_member_file(path, holder, entry["sha256"])
     elif holder is None:
         entry["tree_sha256"] = sha256_tree(path)  # a plain source directory, e.g. a local dataset
+        entry["tree_files"] = tree_file_count(path)  # verify counts before it hashes
     return entry
 
 
@@ -286,17 +289,23 @@ class ArtifactWriter:
 
     def __exit__(self, error_type, error, traceback) -> None:
         if error_type is not None:
-            shutil.rmtree(self.path, ignore_errors=True)
-            remove_created(self.created)
+            self._discard(error)
             return
         try:
             self.manifest = self._build_manifest()
             write_json_atomic(self.path / MANIFEST, self.manifest)
             replace_directory(self.path, self.output)
-        except BaseException:
-            shutil.rmtree(self.path, ignore_errors=True)
-            remove_created(self.created)
+        except BaseException as failure:
+            self._discard(failure)
             raise
+
+    def _discard(self, error: BaseException | None) -> None:
+        """Remove the temporary directory (an older artifact at the output stays as it was); a full
+        disk becomes one error line naming the output."""
+        shutil.rmtree(self.path, ignore_errors=True)
+        remove_created(self.created)
+        if isinstance(error, OSError) and error.errno in NO_SPACE:
+            raise GptlineageError(f"no space left on device writing {self.output}") from None
 
     def _build_manifest(self) -> dict[str, Any]:
         manifest: dict[str, Any] = {

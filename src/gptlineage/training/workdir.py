@@ -42,6 +42,7 @@ def take_lock(work: Path, output: Path) -> int:
     was unlinked meanwhile protects nothing: then the new directory's file is locked instead.
     """
     lock = work / LOCK_FILE
+    check_ours(work, output)
     for _ in range(5):
         try:
             work.mkdir(parents=True, exist_ok=True)
@@ -63,6 +64,23 @@ def take_lock(work: Path, output: Path) -> int:
             pass
         os.close(descriptor)
     raise GptlineageError(f"{lock}: could not lock the work directory (it keeps being removed)")
+
+
+def check_ours(work: Path, output: Path) -> None:
+    """Refuse a work directory that `gptlineage train` did not make: every one of ours holds its
+    lock file from the first instant, so a link, a file or a directory without one is someone
+    else's, and would be emptied by a fresh run."""
+    if work.is_symlink() or (work.exists() and not work.is_dir()):
+        raise GptlineageError(f"{work}: is not a directory made by gptlineage train; move it away to train {output}")
+    try:
+        foreign = work.is_dir() and not (work / LOCK_FILE).is_file() and any(work.iterdir())
+    except OSError as error:
+        raise GptlineageError(f"{work}: cannot be read ({error.strerror})") from None
+    if foreign:
+        raise GptlineageError(
+            f"{work}: exists and was not made by gptlineage train (no {LOCK_FILE} in it); refusing to empty it"
+            f" (move it away to train {output})"
+        )
 
 
 def holds_checkpoints(work: Path) -> bool:
