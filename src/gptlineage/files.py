@@ -55,6 +55,9 @@ def copy_atomic(source: Path, destination: Path) -> None:
         shutil.copyfile(source, temporary)
         shutil.copystat(source, temporary)
         os.replace(temporary, destination)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        raise OSError(error.errno, error.strerror, str(destination)) from None  # the file meant, not the temporary
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise

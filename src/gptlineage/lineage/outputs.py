@@ -144,6 +144,8 @@ def make_temporary(output: Path, created: list[Path]) -> Path:
         temporary.mkdir()
     except OSError as error:
         remove_created(created)
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise GptlineageError(f"no space left on device writing {output}") from None
         raise GptlineageError(
             f"{output}: cannot create {temporary.name} in {output.parent} ({error.strerror})"
         ) from None
