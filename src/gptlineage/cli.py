@@ -105,7 +105,9 @@ def build_parser(chosen: str | None) -> argparse.ArgumentParser:
 def os_error_line(error: OSError) -> str | None:
     """The one line for an error of the machine, not of the program (a full disk, a file the user
     may not read or write); None for any other, which keeps its traceback."""
-    where = printable(error.filename) if error.filename is not None else "a file"
+    # A write that names no file is one to standard output: the package's own file writes go through
+    # ArtifactWriter (which names its output), copy_atomic (its destination) or open() (its file).
+    where = printable(error.filename) if error.filename is not None else "standard output"
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
         return f"no space left on device writing {where}"
     if error.errno in (errno.EACCES, errno.EPERM):
@@ -113,6 +115,12 @@ def os_error_line(error: OSError) -> str | None:
     if error.errno == errno.EROFS:
         return f"{where}: read-only file system"
     return None
+
+
+def flush_output() -> None:
+    """Write out what is buffered for stdout now, so a full disk under `> file` is said here, in one
+    line, rather than at exit with a traceback."""
+    sys.stdout.flush()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Artifacts record these words as their argv and this command module's code closure.
         with invocation(COMMANDS[args.command], argv):
-            return int(args.command_handler(args) or 0)
+            code = int(args.command_handler(args) or 0)
+        flush_output()
+        return code
     except GptlineageError as error:
         sys.stdout.flush()
         print(f"error: {args.command}: {error}", file=sys.stderr)

@@ -10,7 +10,10 @@ Inside the block `out.path` is a temporary sibling (`results/.data_csv.tmp-<host
 the block ends without an exception, the manifest is written and the directory is renamed into
 place; when it raises, the temporary directory is removed, so a failed command leaves no
 artifact and no half-written manifest (an older artifact at the same path stays untouched).
-An existing output is replaced only when it is an artifact (see `gptlineage.lineage.outputs`).
+An existing output is replaced only when it is an artifact (see `gptlineage.lineage.outputs`),
+and never when it is, holds or lies inside one of the command's inputs (or the artifact holding
+one), or lies inside another artifact: `select-best --run X --output X` is one error line.
+A full disk is one line too (`no space left on device writing <output>`), the older artifact intact.
 
 The manifest records: every file (path, bytes, sha256), the command (name and argv), the
 resolved parameters and their hash, each input (role, path, and the id of the artifact
