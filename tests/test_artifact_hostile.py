@@ -214,8 +214,8 @@ REFUSALS = [
         "D23-foreign-work-directory",
         foreign_work_directory,
         (),
-        "error: train: {w}/results/train/.other.work: exists and was not made by gptlineage train (no .lock in it);"
-        " refusing to empty it (move it away to train {w}/results/train/other)",
+        "error: train: {w}/results/train/.other.work: exists and was not made by gptlineage train (no .lock, and files a run"
+        " never writes); refusing to empty it (move it away to train {w}/results/train/other)",
     ),
 ]
 
