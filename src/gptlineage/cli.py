@@ -6,12 +6,15 @@ Example:
 
 Each command module defines NAME, HELP, EXAMPLE, `add_arguments(parser)` and `run(args)`.
 A `GptlineageError` becomes one line on stderr, `error: <command>: <message>`, and exit
-status 1; a bad flag becomes one line and exit status 2. Neither prints a traceback.
+status 1, as does an error of the machine (a full disk, a permission refused: `error: data-csv:
+no space left on device writing results/x`); a bad flag becomes one line and exit status 2.
+None of them prints a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
@@ -19,6 +22,7 @@ from types import ModuleType
 
 from gptlineage import __version__
 from gptlineage.errors import GptlineageError
+from gptlineage.lineage.checks import printable
 from gptlineage.lineage.identity import invocation
 
 # Command modules, imported only when chosen so `gptlineage lineage ...` does not load torch.
@@ -98,6 +102,27 @@ def build_parser(chosen: str | None) -> argparse.ArgumentParser:
     return parser
 
 
+def os_error_line(error: OSError) -> str | None:
+    """The one line for an error of the machine, not of the program (a full disk, a file the user
+    may not read or write); None for any other, which keeps its traceback."""
+    # A write that names no file is one to standard output: the package's own file writes go through
+    # ArtifactWriter (which names its output), copy_atomic (its destination) or open() (its file).
+    where = printable(error.filename) if error.filename is not None else "standard output"
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"no space left on device writing {where}"
+    if error.errno in (errno.EACCES, errno.EPERM):
+        return f"{where}: permission denied"
+    if error.errno == errno.EROFS:
+        return f"{where}: read-only file system"
+    return None
+
+
+def flush_output() -> None:
+    """Write out what is buffered for stdout now, so a full disk under `> file` is said here, in one
+    line, rather than at exit with a traceback."""
+    sys.stdout.flush()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     chosen = next((word for word in argv if word in COMMANDS), None)
@@ -110,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Artifacts record these words as their argv and this command module's code closure.
         with invocation(COMMANDS[args.command], argv):
-            return int(args.command_handler(args) or 0)
+            code = int(args.command_handler(args) or 0)
+        flush_output()
+        return code
     except GptlineageError as error:
         sys.stdout.flush()
         print(f"error: {args.command}: {error}", file=sys.stderr)
@@ -122,6 +149,13 @@ def main(argv: list[str] | None = None) -> int:
         # The reader went away (`gptlineage lineage show ... | head`): stop quietly, as a shell tool does.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE
+    except OSError as error:  # after BrokenPipeError, itself an OSError
+        line = os_error_line(error)
+        if line is None:
+            raise
+        sys.stdout.flush()
+        print(f"error: {args.command}: {line}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

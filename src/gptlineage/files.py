@@ -3,6 +3,11 @@
 Example:
     link_or_copy(Path("results/.pretrain.work/checkpoints/step-50/model.safetensors"),
                  Path("results/pretrain/checkpoints/step-50/model.safetensors"))
+    copy_atomic(Path("results/pretrain/metrics.json"), Path("paper/metrics.json"))
+
+Files of an artifact may be hard links shared with other artifacts (a selected checkpoint, the
+kept checkpoints of a run), so nothing here ever writes into an existing file: a new file is
+written beside the destination and renamed over it.
 """
 
 from __future__ import annotations
@@ -11,9 +16,16 @@ import os
 import shutil
 from pathlib import Path
 
+from gptlineage.errors import GptlineageError
+from gptlineage.lineage.hashing import sha256_file
+
 
 def link_or_copy(source: Path, destination: Path) -> None:
-    """Hard-link `source` to `destination` (no bytes copied), or copy it where links cannot cross devices."""
+    """Hard-link `source` to `destination` (no bytes copied), or copy it where links cannot cross devices.
+
+    A source that is a symbolic link (a results entry Snakemake's cache restored) is resolved
+    first: the file linked is the one whose bytes it serves, never the link itself."""
+    source = Path(os.path.realpath(source))
     destination.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.link(source, destination)
@@ -30,3 +42,33 @@ def permit_as_umask(path: Path) -> None:
     mask = os.umask(0o022)
     os.umask(mask)
     os.chmod(path, 0o666 & ~mask)
+
+
+def link_member(source: Path, destination: Path, sha256: str) -> None:
+    """`link_or_copy`, then check that the bytes now at `destination` hash to `sha256` (what the
+    manifest recorded for the input): a file swapped meanwhile is refused, not passed on."""
+    link_or_copy(source, destination)
+    if sha256_file(destination) != sha256:
+        destination.unlink()
+        raise GptlineageError(f"{source}: changed while it was being copied (its sha256 is not the one recorded)")
+
+
+def temporary_sibling(path: Path) -> Path:
+    """Where a new version of `path` is written before it is renamed over it."""
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+def copy_atomic(source: Path, destination: Path) -> None:
+    """Copy `source` to `destination` through a temporary file and a rename: an existing
+    destination (perhaps a hard link shared with an artifact) is replaced, never written into."""
+    temporary = temporary_sibling(destination)
+    try:
+        shutil.copyfile(source, temporary)
+        shutil.copystat(source, temporary)
+        os.replace(temporary, destination)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        raise OSError(error.errno, error.strerror, str(destination)) from None  # the file meant, not the temporary
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise

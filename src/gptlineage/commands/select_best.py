@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gptlineage.errors import GptlineageError
-from gptlineage.files import link_or_copy
+from gptlineage.files import link_member
 from gptlineage.jsonio import read_json, write_json_atomic
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.training.checkpoints import list_checkpoints
@@ -71,8 +71,11 @@ def run(args: argparse.Namespace) -> int:
         inputs={"checkpoint": chosen, "passport": passport},
     ) as artifact:
         # The run's passport comes along, so `--run results/best_pretrain` gives dimensions and weights.
-        for source, name in ((chosen, PARAMETERS_FILE), (passport, PASSPORT_FILE)):
-            link_or_copy(source, artifact.path / name)
+        # A run restored from Snakemake's cache is a directory of links: the files linked are the
+        # ones they serve, checked against the hashes the manifest records for them.
+        recorded = {entry["role"]: entry["sha256"] for entry in artifact.input_entries}
+        for role, source, name in (("checkpoint", chosen, PARAMETERS_FILE), ("passport", passport, PASSPORT_FILE)):
+            link_member(source, artifact.path / name, recorded[role])
         write_json_atomic(
             artifact.path / "selected-checkpoint.json",
             {

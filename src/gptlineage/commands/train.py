@@ -36,10 +36,12 @@ from typing import Any
 
 from gptlineage.corpus.tokenizer import gpt2_encoding
 from gptlineage.devices import check_device_here
+from gptlineage.errors import GptlineageError
+from gptlineage.files import copy_atomic
 from gptlineage.generation.chat import terminal_text
 from gptlineage.generation.decoding import FullPrefixDecoder, SamplingConfig, generate_tokens
 from gptlineage.jsonio import write_json_atomic
-from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.lineage.artifact import ArtifactWriter, find_artifact_dir
 from gptlineage.model.gpt import GPT
 from gptlineage.settings import add_flags, from_args, work_parameters
 from gptlineage.training.config import Plan, TrainConfig, TrainOutputs, plan, with_corpus_files
@@ -61,6 +63,7 @@ from gptlineage.training.workdir import (
 
 NAME = "train"
 SAMPLES_FILE = "samples.json"
+COPIED = {"--save-params": "parameters", "--metrics": "metrics", "--passport": "passport"}  # flag -> RunDir file
 SAMPLES_SCHEMA = "gptlineage.training-samples.v1"
 EXAMPLE = (
     "gptlineage train --preset quick --data results/corpus_pretrain --steps 4 --eval-every 2 "
@@ -78,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     outputs = from_args(TrainOutputs, args)
     run_plan = plan(config)
     work = work_directory(outputs.output.absolute())
+    check_copies(outputs, work)  # before any training: a bad path costs nothing
     if launched_by_torchrun():  # a rank: the command that launched it checked memory and holds the lock
         return train_here(config, run_plan, outputs, work)
     runtime = config.runtime
@@ -142,14 +146,9 @@ def write_artifact(
         link_checkpoints(checkpoints, artifact.path)
         artifact.summary = training_summary(result)
     written = RunDir(outputs.output)
-    for copy, source in (
-        (outputs.save_params, written.parameters),
-        (outputs.metrics, written.metrics),
-        (outputs.passport, written.passport),
-    ):
-        if copy is not None:
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, copy)
+    for flag, copy in copies(outputs):
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy_atomic(getattr(written, COPIED[flag]), copy)  # a new file renamed over the old: no link is written through
     if not resumes_from(given, work):  # keep what --resume named
         shutil.rmtree(work, ignore_errors=True)
     for what, path in (
@@ -160,6 +159,30 @@ def write_artifact(
     ):
         print(f"wrote {what}: {path}")
     return 0
+
+
+def copies(outputs: TrainOutputs) -> list[tuple[str, Path]]:
+    """(flag, path) of each copy of an artifact file the command was asked to write."""
+    return [(flag, path) for flag in COPIED if (path := getattr(outputs, flag.removeprefix("--").replace("-", "_")))]
+
+
+def check_copies(outputs: TrainOutputs, work: Path) -> None:
+    """Refuse, before training, a copy path that cannot be written or lies inside an artifact (the
+    copy would change it behind its manifest), the output or its work directory."""
+    output = outputs.output.absolute()
+    for flag, path in copies(outputs):
+        full = Path(os.path.abspath(path))
+        if full.is_dir():
+            raise GptlineageError(f"{flag} {path}: is a directory; name the file to write")
+        ancestor = next(parent for parent in full.parents if os.path.lexists(parent))
+        if not ancestor.is_dir():
+            raise GptlineageError(f"{flag} {path}: {ancestor} is not a directory")
+        for place in (full.parent, Path(os.path.realpath(full.parent))):
+            if any(place == inner or inner in place.parents for inner in (output, work)):
+                raise GptlineageError(f"{flag} {path}: inside the output {outputs.output}; write the copy elsewhere")
+            holder = find_artifact_dir(place)
+            if holder is not None:
+                raise GptlineageError(f"{flag} {path}: inside the artifact {holder}; write the copy elsewhere")
 
 
 def end_of_training_sample(config: TrainConfig, run_plan: Plan, model: GPT) -> dict[str, Any]:

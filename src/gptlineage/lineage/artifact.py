@@ -10,7 +10,10 @@ Inside the block `out.path` is a temporary sibling (`results/.data_csv.tmp-<host
 the block ends without an exception, the manifest is written and the directory is renamed into
 place; when it raises, the temporary directory is removed, so a failed command leaves no
 artifact and no half-written manifest (an older artifact at the same path stays untouched).
-An existing output is replaced only when it is an artifact (see `gptlineage.lineage.outputs`).
+An existing output is replaced only when it is an artifact (see `gptlineage.lineage.outputs`),
+and never when it is, holds or lies inside one of the command's inputs (or the artifact holding
+one), or lies inside another artifact: `select-best --run X --output X` is one error line.
+A full disk is one line too (`no space left on device writing <output>`), the older artifact intact.
 
 The manifest records: every file (path, bytes, sha256), the command (name and argv), the
 resolved parameters and their hash, each input (role, path, and the id of the artifact
@@ -33,6 +36,7 @@ verify notices an upstream artifact rerun with other results.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -44,7 +48,7 @@ from typing import Any
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.checks import check_manifest, printable
-from gptlineage.lineage.hashing import sha256_file, sha256_json, sha256_tree
+from gptlineage.lineage.hashing import sha256_file, sha256_json, sha256_tree, tree_file_count
 from gptlineage.lineage.identity import (
     code_closure,
     code_module_for,
@@ -73,6 +77,7 @@ FOREIGN_FILES = SNAKEMAKE_FILES
 # What identifies an input: its role and its content, never where it lies.
 INPUT_IDENTITY_KEYS = ("role", "artifact_id", "sha256", "tree_sha256")
 SEAL_KEY = "manifest_sha256"
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # a full disk, a full quota
 
 
 def identity_payload(manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -187,6 +192,7 @@ def describe_input(role: str, path: str | Path, output_dir: Path) -> dict[str, A
             check_member_file(path, holder, entry["sha256"])
     elif holder is None:
         entry["tree_sha256"] = sha256_tree(path)  # a plain source directory, e.g. a local dataset
+        entry["tree_files"] = tree_file_count(path)  # verify counts before it hashes
     return entry
 
 
@@ -208,6 +214,29 @@ def check_member_file(path: Path, holder: Path | None = None, sha256: str | None
         raise GptlineageError(
             f"{path}: sha256 differs from the manifest of {holder} (changed after it was written); refusing to use it"
         )
+
+
+def both_forms(path: Path) -> set[Path]:
+    """PATH as named (absolute, `..` folded) and as the OS resolves it, every link followed."""
+    return {Path(os.path.abspath(path)), Path(os.path.realpath(path))}
+
+
+def check_apart(output: Path, inputs: Mapping[str, str | Path]) -> None:
+    """Refuse an output that lies inside another artifact, or that is, holds or lies inside an
+    input or the artifact holding one: replacing it would destroy what the command reads
+    (`select-best --run X --output X`) or change an artifact behind its manifest."""
+    for place in both_forms(output.parent):
+        enclosing = find_artifact_dir(place)
+        if enclosing is not None:
+            raise GptlineageError(f"{output}: inside the artifact {enclosing}; write the output elsewhere")
+    outputs = both_forms(output)
+    for role, given in inputs.items():
+        holder = find_artifact_dir(given)
+        places = both_forms(Path(given)) | (both_forms(holder) if holder is not None else set())
+        for place in places:
+            for out in outputs:
+                if out == place or place in out.parents or out in place.parents:
+                    raise GptlineageError(f"{output}: overlaps the input {role} ({given}); write the output elsewhere")
 
 
 def holds_artifact_manifest(directory: Path) -> bool:
@@ -252,6 +281,7 @@ class ArtifactWriter:
 
     def __enter__(self) -> ArtifactWriter:
         check_output(self.output, holds_artifact_manifest)  # before any work: a refusal costs nothing
+        check_apart(self.output, self.inputs)
         # Inputs and code are hashed before the command runs: the manifest records what was used.
         self.code = code_closure(self.code_module)
         self.input_entries = [describe_input(role, path, self.output) for role, path in self.inputs.items()]
@@ -262,17 +292,23 @@ class ArtifactWriter:
 
     def __exit__(self, error_type, error, traceback) -> None:
         if error_type is not None:
-            shutil.rmtree(self.path, ignore_errors=True)
-            remove_created(self.created)
+            self._discard(error)
             return
         try:
             self.manifest = self._build_manifest()
             write_json_atomic(self.path / MANIFEST, self.manifest)
             replace_directory(self.path, self.output)
-        except BaseException:
-            shutil.rmtree(self.path, ignore_errors=True)
-            remove_created(self.created)
+        except BaseException as failure:
+            self._discard(failure)
             raise
+
+    def _discard(self, error: BaseException | None) -> None:
+        """Remove the temporary directory (an older artifact at the output stays as it was); a full
+        disk becomes one error line naming the output."""
+        shutil.rmtree(self.path, ignore_errors=True)
+        remove_created(self.created)
+        if isinstance(error, OSError) and error.errno in NO_SPACE:
+            raise GptlineageError(f"no space left on device writing {self.output}") from None
 
     def _build_manifest(self) -> dict[str, Any]:
         manifest: dict[str, Any] = {

@@ -215,6 +215,7 @@ def check_inputs(shape: Shape, manifest: dict[str, Any]) -> None:
         shape.need(entry, "path", is_relative_path, "a relative path", f"{name}.path")
         for key in ("artifact_id", "content_sha256", "sha256", "tree_sha256"):
             shape.may(entry, key, is_hex64, "64 hex digits", f"{name}.{key}")
+        shape.may(entry, "tree_files", is_count, "a file count (an integer >= 0)", f"{name}.tree_files")
         if "artifact_id" in entry:
             shape.need(entry, "artifact_path", is_relative_path, "a relative path", f"{name}.artifact_path")
         elif "artifact_path" in entry:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +36,25 @@ def sha256_json(value: Any) -> str:
     return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
 
 
+def tree_files(root: Path) -> Iterator[Path]:
+    """The files `sha256_tree` hashes: regular files (or links to them) under ROOT, in no order."""
+    return (path for path in root.rglob("*") if path.is_file())
+
+
+def tree_file_count(directory: str | Path, limit: int | None = None) -> int:
+    """How many files `sha256_tree` would hash; counting stops at LIMIT + 1 (enough to say "more")."""
+    count = 0
+    for _ in tree_files(Path(directory)):
+        count += 1
+        if limit is not None and count > limit:
+            break
+    return count
+
+
 def sha256_tree(directory: str | Path) -> str:
     """Hex sha256 over a directory's files: each relative path and the sha256 of its bytes, sorted."""
     root = Path(directory)
     digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+    for path in sorted(tree_files(root)):
         digest.update(f"{path.relative_to(root).as_posix()}\0{sha256_file(path)}\n".encode())
     return digest.hexdigest()

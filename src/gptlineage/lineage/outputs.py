@@ -1,8 +1,9 @@
 """Where a command writes: the output directory is replaced only when it is ours, and nothing else is touched.
 
 An artifact is built in a temporary sibling `.<name>.tmp-<host>-<pid>` and renamed into place;
-an older artifact moves aside to `.<name>.old-<host>-<pid>` for the instant of the swap. Before
-a run:
+an older artifact is swapped out in one atomic step (renameat2's exchange) and then removed; where
+the system has no such swap it moves aside to `.<name>.old-<host>-<pid>` for the instant of the
+swap. Before a run:
 
 - the output must be absent, an empty directory, or a directory that `replaceable` accepts
   (an artifact of ours); a regular file, a symbolic link, or a directory of anything else is
@@ -20,6 +21,8 @@ Example (what `gptlineage data-csv --output results/data_csv` does through Artif
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import re
 import shutil
@@ -141,16 +144,58 @@ def make_temporary(output: Path, created: list[Path]) -> Path:
         temporary.mkdir()
     except OSError as error:
         remove_created(created)
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise GptlineageError(f"no space left on device writing {output}") from None
         raise GptlineageError(
             f"{output}: cannot create {temporary.name} in {output.parent} ({error.strerror})"
         ) from None
     return temporary
 
 
+def exchange(first: Path, second: Path) -> bool:
+    """Swap two paths in one step (Linux renameat2 RENAME_EXCHANGE); False where the system cannot."""
+    if RENAMEAT2 is None:
+        return False
+    if RENAMEAT2(AT_FDCWD, os.fsencode(first), AT_FDCWD, os.fsencode(second), RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), str(second))
+
+
 def replace_directory(source: Path, destination: Path) -> None:
-    """Move `source` to `destination`, replacing an older artifact there only at the last moment."""
-    retired = sibling(destination, "old")
-    if destination.exists():
-        os.replace(destination, retired)
-    os.replace(source, destination)
-    shutil.rmtree(retired, ignore_errors=True)
+    """Move `source` to `destination`, replacing an older artifact there in one atomic swap, so a
+    reader sees the old artifact or the new one, never neither; two writers racing both succeed
+    (the last one's artifact stays)."""
+    for _ in range(10):
+        if os.path.lexists(destination):
+            if exchange(source, destination):
+                shutil.rmtree(source, ignore_errors=True)  # the older artifact, now at the temporary name
+                return
+            retired = sibling(destination, "old")  # no atomic swap here: the older one steps aside
+            os.replace(destination, retired)
+            os.replace(source, destination)
+            shutil.rmtree(retired, ignore_errors=True)
+            return
+        try:
+            os.rename(source, destination)
+            return
+        except OSError as error:
+            if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise  # another writer put its artifact there first: swap with it instead
+    raise GptlineageError(f"{destination}: other writers keep replacing it; try again")
+
+
+def load_renameat2() -> Callable[..., int] | None:
+    """libc's renameat2, or None (not Linux, or a C library without it)."""
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return function
+
+
+AT_FDCWD, RENAME_EXCHANGE = -100, 2
+RENAMEAT2 = load_renameat2()

@@ -17,6 +17,7 @@ import json
 import math
 import os
 import shutil
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -128,6 +129,11 @@ def stage_metrics(artifact_dir: Path, manifest: Mapping[str, Any], *, extras: bo
     return metrics
 
 
+def say_skipped(error: OSError) -> None:
+    """One line on stderr for a directory the walk cannot read: its artifacts are not in the table."""
+    print(printable(f"skipped {error.filename}: cannot be read ({error.strerror})"), file=sys.stderr)
+
+
 def find_artifacts(roots: Sequence[Path]) -> list[tuple[Path, Path]]:
     """(tree, artifact directory) for every artifact in each tree, in path order.
 
@@ -143,7 +149,8 @@ def find_artifacts(roots: Sequence[Path]) -> list[tuple[Path, Path]]:
             found.append((root.parent, root))
             continue
         inside: list[Path] = []
-        for folder, names, _ in os.walk(root):  # links to directories are listed, never entered
+        # links to directories are listed, never entered; an unreadable directory is said, not hidden
+        for folder, names, _ in os.walk(root, onerror=say_skipped):
             descend = []
             for name in sorted(name for name in names if not name.startswith(".")):
                 directory = Path(folder) / name

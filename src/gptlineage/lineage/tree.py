@@ -76,14 +76,17 @@ def cache_entry(directory: Path) -> Path | None:
     Snakemake restores a cached directory output as a new directory whose every entry is a link
     to the same-named entry of one cache directory; that directory holds the artifact's real
     files and its manifest. Anything else (some entries links, links into several places, names
-    that differ) is not a restored artifact, and verify reports its links as links."""
+    that differ, as resolved physically) is not a restored artifact, and verify reports its links
+    as links."""
     try:
         entries = [entry for entry in os.scandir(directory) if entry.name not in SNAKEMAKE_FILES]
     except OSError:
         return None
     if not entries or not all(entry.is_symlink() for entry in entries):
         return None
-    targets = [lexical(Path(directory) / os.readlink(entry.path)) for entry in entries]
+    # Resolved as the OS resolves them (every link on the way followed), never by folding `..` by
+    # name: `../linked/../../cache/e/f` is read wherever `linked` really leads.
+    targets = [Path(os.path.realpath(entry.path)) for entry in entries]
     roots = {target.parent for target in targets}
     if len(roots) != 1 or any(target.name != entry.name for target, entry in zip(targets, entries)):
         return None

@@ -31,7 +31,7 @@ from gptlineage.lineage.artifact import (
     read_manifest,
 )
 from gptlineage.lineage.checks import printable
-from gptlineage.lineage.hashing import sha256_file, sha256_tree
+from gptlineage.lineage.hashing import sha256_file, sha256_tree, tree_file_count
 from gptlineage.lineage.identity import closure_sha256
 from gptlineage.lineage.tree import artifact_files_root, is_regular_file, lexical, list_tree, unlisted_directories
 
@@ -155,6 +155,34 @@ def manifest_problems(directory: Path, manifest: dict[str, Any]) -> list[str]:
     return problems
 
 
+def file_problems(full: Path, entry: dict[str, Any], size: int) -> list[str]:
+    """A listed file whose size or bytes differ from the manifest, or that cannot be read."""
+    try:
+        if size != entry["bytes"] or sha256_file(full) != entry["sha256"]:
+            return [f"{full}: changed (sha256 differs from the manifest)"]
+    except FileNotFoundError:
+        return [f"{full}: missing"]  # removed while verify ran
+    except OSError as error:
+        return [f"{full}: cannot be read ({error.strerror})"]
+    return []
+
+
+def verify_node(node: Node) -> list[str]:
+    """`verify_artifact`, once more with the new manifest when a writer replaced the artifact
+    while it was being checked: a reader racing a writer reports the old or the new artifact."""
+    manifest = node.manifest
+    for _ in range(3):
+        problems = verify_artifact(node.path, manifest)
+        try:
+            current = read_manifest(node.path)
+        except GptlineageError:
+            return problems
+        if not problems or current == manifest:
+            return problems
+        manifest = current
+    return problems
+
+
 def verify_artifact(directory: Path, manifest: dict[str, Any]) -> list[str]:
     """Problems with one artifact: a tampered manifest; changed or missing files; files, links,
     pipes or directories the manifest does not list. Nothing is followed through a link."""
@@ -165,8 +193,7 @@ def verify_artifact(directory: Path, manifest: dict[str, Any]) -> list[str]:
     for relative, entry in recorded.items():
         full = files_root / relative
         if relative in listing.files:
-            if listing.files[relative] != entry["bytes"] or sha256_file(full) != entry["sha256"]:
-                problems.append(f"{full}: changed (sha256 differs from the manifest)")
+            problems += file_problems(full, entry, listing.files[relative])
         elif not listing.holds(relative):
             problems.append(f"{full}: missing")
     problems += [f"{directory / r}: not in the manifest" for r in listing.files if r not in recorded]
@@ -199,18 +226,43 @@ def verify_input(directory: Path, entry: dict[str, Any]) -> list[str]:
             ]
         if source != upstream and upstream not in source.parents:
             return [f"{source}: input {entry['role']} of {directory.name} lies outside its artifact {upstream}"]
-    if "sha256" in entry:
-        if not source.exists():
-            return [f"{source}: input file missing (needed by {directory.name})"]
-        if not is_regular_file(source):
-            return [f"{source}: input of {directory.name} is not a regular file"]
-        if sha256_file(source) != entry["sha256"]:
-            return [f"{source}: input file changed since {directory.name} used it"]
-    if "tree_sha256" in entry:
-        if not source.is_dir():
-            return [f"{source}: input directory missing (needed by {directory.name})"]
-        if sha256_tree(source) != entry["tree_sha256"]:
-            return [f"{source}: input directory changed since {directory.name} used it"]
+    try:
+        if "sha256" in entry:
+            return source_file_problems(directory, entry, source)
+        if "tree_sha256" in entry:
+            return source_tree_problems(directory, entry, source)
+    except OSError as error:
+        return [f"{source}: input of {directory.name} cannot be read ({error.strerror})"]
+    return []
+
+
+def source_file_problems(directory: Path, entry: dict[str, Any], source: Path) -> list[str]:
+    if not source.exists():
+        return [f"{source}: input file missing (needed by {directory.name})"]
+    if not is_regular_file(source):
+        return [f"{source}: input of {directory.name} is not a regular file"]
+    if sha256_file(source) != entry["sha256"]:
+        return [f"{source}: input file changed since {directory.name} used it"]
+    return []
+
+
+def source_tree_problems(directory: Path, entry: dict[str, Any], source: Path) -> list[str]:
+    """A source directory is hashed only when it is what the manifest says: not the file system's
+    root, not a directory holding the artifact itself, and holding the number of files recorded
+    (counted first, the count stopping one past it). A path read from a manifest is data: a forged
+    `../../../../usr` costs a count, never a hash of the whole tree."""
+    if not source.is_dir():
+        return [f"{source}: input directory missing (needed by {directory.name})"]
+    real = Path(os.path.realpath(source))
+    if real == Path(real.anchor) or real == Path(os.path.realpath(directory)) or real in directory.resolve().parents:
+        return [f"{source}: input directory of {directory.name} holds the artifact itself; not hashed"]
+    expected = entry.get("tree_files")
+    if expected is None:
+        return [f"{source}: input directory of {directory.name} has no recorded file count (tree_files); not hashed"]
+    if tree_file_count(real, limit=expected) != expected:
+        return [f"{source}: input directory changed since {directory.name} used it (another number of files)"]
+    if sha256_tree(real) != entry["tree_sha256"]:
+        return [f"{source}: input directory changed since {directory.name} used it"]
     return []
 
 
@@ -225,7 +277,7 @@ def verify(
     code); the content hash pins the results it produced, measurements such as timings included.
     """
     nodes = list(walk(path))
-    problems = [problem for node in nodes for problem in verify_artifact(node.path, node.manifest)]
+    problems = [problem for node in nodes for problem in verify_node(node)]
     top = nodes[0]
     if expect_content is not None and content_sha256(top.manifest) != expect_content:
         found = content_sha256(top.manifest)

@@ -29,10 +29,11 @@ from gptlineage.training.checkpoints import (
 from gptlineage.training.config import Plan, TrainConfig
 from gptlineage.training.data import data_hashes
 from gptlineage.training.distributed import Distributed
-from gptlineage.training.layout import RunDir
+from gptlineage.training.layout import CHECKPOINTS_DIR, METRICS_LOG_FILE, PROGRESS_FILE, RunDir
 from gptlineage.training.loop import checkpoint_root, resume_config
 
 LOCK_FILE = ".lock"  # inside the work directory; the one entry a fresh run keeps there
+RUN_ENTRIES = (CHECKPOINTS_DIR, METRICS_LOG_FILE, PROGRESS_FILE)  # what else a run writes there
 
 
 def take_lock(work: Path, output: Path) -> int:
@@ -42,6 +43,7 @@ def take_lock(work: Path, output: Path) -> int:
     was unlinked meanwhile protects nothing: then the new directory's file is locked instead.
     """
     lock = work / LOCK_FILE
+    check_ours(work, output)
     for _ in range(5):
         try:
             work.mkdir(parents=True, exist_ok=True)
@@ -63,6 +65,34 @@ def take_lock(work: Path, output: Path) -> int:
             pass
         os.close(descriptor)
     raise GptlineageError(f"{lock}: could not lock the work directory (it keeps being removed)")
+
+
+def written_by_train(name: str) -> bool:
+    """A name a run puts in its work directory (or the temporary file it writes one through)."""
+    return name in RUN_ENTRIES or any(name.startswith(f".{entry}.tmp-") for entry in RUN_ENTRIES)
+
+
+def check_ours(work: Path, output: Path) -> None:
+    """Refuse a work directory that `gptlineage train` did not make: ours holds its lock file from
+    the first instant, or (checkpoints left by a --checkpoint-dir run) only what a run writes there;
+    a link, a file or a directory holding anything else is someone else's, and a fresh run would
+    empty it."""
+    if work.is_symlink() or (work.exists() and not work.is_dir()):
+        raise GptlineageError(f"{work}: is not a directory made by gptlineage train; move it away to train {output}")
+    try:
+        foreign = (
+            work.is_dir()
+            and not (work / LOCK_FILE).is_file()
+            and not all(written_by_train(entry.name) for entry in work.iterdir())
+        )
+    except OSError as error:
+        raise GptlineageError(f"{work}: cannot be read ({error.strerror})") from None
+    if foreign:
+        raise GptlineageError(
+            f"{work}: exists and was not made by gptlineage train (no {LOCK_FILE}, and files a run never writes);"
+            " refusing to empty it"
+            f" (move it away to train {output})"
+        )
 
 
 def holds_checkpoints(work: Path) -> bool:
