@@ -3,6 +3,7 @@
 Example:
     gptlineage lineage verify results/data_csv
     gptlineage lineage verify results/data_csv --expect-id <the 64-hex id you pinned>
+    gptlineage lineage verify /elsewhere/results/sft_stage2 --sources data    # a copied tree, its sources here
     gptlineage lineage export results/sft_stage2 --format ro-crate --output results/sft_stage2.crate [--no-sources]
     gptlineage lineage report results/sft_stage2 --output results/lineage_report
     gptlineage lineage compare before/sft_stage2 results/sft_stage2 --output results/compare
@@ -19,6 +20,7 @@ from pathlib import Path
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import content_sha256
 from gptlineage.lineage.checks import is_hex64, printable
+from gptlineage.lineage.sources import NOT_HERE
 from gptlineage.lineage.walk import prov_document, show_lines, verify, write_prov_json
 
 NAME = "lineage"
@@ -45,6 +47,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=artifact_id_flag,
         metavar="SHA256",
         help="fail unless PATH's artifact holds exactly the files this content_sha256 (64 hex digits) names",
+    )
+    check.add_argument(
+        "--sources",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="look here, by content, for source files a copied or moved tree no longer finds where they "
+        "were recorded (repeatable)",
     )
     export = actions.add_parser("export", help="write the lineage in a standard format")
     export.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
@@ -82,24 +93,35 @@ def run(args: argparse.Namespace) -> int:
         raise GptlineageError(printable(error)) from None
 
 
+def verify_action(args: argparse.Namespace) -> int:
+    """`lineage verify`: every problem on its own line, a source absent here told apart from a change."""
+    for directory in args.sources:
+        if not directory.is_dir():
+            raise GptlineageError(f"--sources {directory}: no such directory")
+    nodes, problems = verify(args.path, args.expect_id, args.expect_content, args.sources)
+    absent = [problem for problem in problems if NOT_HERE in problem]
+    for problem in problems:
+        print(printable(f"{'ABSENT' if problem in absent else 'FAILED'} {problem}"))
+    files = sum(len(node.manifest["files"]) for node in nodes)
+    counts = (
+        f"{len(nodes)} artifacts, {files} files checked, {len(problems)} problem{'' if len(problems) == 1 else 's'}"
+    )
+    if absent:
+        counts += f" ({len(absent)} source{'' if len(absent) == 1 else 's'} not found here: pass --sources DIR)"
+    if problems:
+        sys.stdout.flush()
+        raise GptlineageError(f"{nodes[0].path}: verify FAILED: {counts}")
+    top = nodes[0].manifest
+    print(f"OK: {counts} (id {top['id']}, content_sha256 {content_sha256(top)})")
+    return 0
+
+
 def run_action(args: argparse.Namespace) -> int:
     if args.action == "show":
         print("\n".join(show_lines(args.path)))
         return 0
     if args.action == "verify":
-        nodes, problems = verify(args.path, args.expect_id, args.expect_content)
-        for problem in problems:
-            print(printable(f"FAILED {problem}"))
-        files = sum(len(node.manifest["files"]) for node in nodes)
-        counts = (
-            f"{len(nodes)} artifacts, {files} files checked, {len(problems)} problem{'' if len(problems) == 1 else 's'}"
-        )
-        if problems:
-            sys.stdout.flush()
-            raise GptlineageError(f"{nodes[0].path}: verify FAILED: {counts}")
-        top = nodes[0].manifest
-        print(f"OK: {counts} (id {top['id']}, content_sha256 {content_sha256(top)})")
-        return 0
+        return verify_action(args)
     if args.action == "report":
         from gptlineage.reporting.page import write_report  # matplotlib loads only for the report
 

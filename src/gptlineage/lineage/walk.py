@@ -31,9 +31,10 @@ from gptlineage.lineage.artifact import (
     read_manifest,
 )
 from gptlineage.lineage.checks import printable
-from gptlineage.lineage.hashing import sha256_file, sha256_tree, tree_file_count
+from gptlineage.lineage.hashing import sha256_file
 from gptlineage.lineage.identity import closure_sha256
-from gptlineage.lineage.tree import artifact_files_root, is_regular_file, lexical, list_tree, unlisted_directories
+from gptlineage.lineage.sources import SourceFinder, source_file_problems, source_tree_problems
+from gptlineage.lineage.tree import artifact_files_root, lexical, list_tree, unlisted_directories
 
 
 @dataclass(frozen=True)
@@ -167,12 +168,12 @@ def file_problems(full: Path, entry: dict[str, Any], size: int) -> list[str]:
     return []
 
 
-def verify_node(node: Node) -> list[str]:
+def verify_node(node: Node, sources: SourceFinder) -> list[str]:
     """`verify_artifact`, once more with the new manifest when a writer replaced the artifact
     while it was being checked: a reader racing a writer reports the old or the new artifact."""
     manifest = node.manifest
     for _ in range(3):
-        problems = verify_artifact(node.path, manifest)
+        problems = verify_artifact(node.path, manifest, sources)
         try:
             current = read_manifest(node.path)
         except GptlineageError:
@@ -183,7 +184,7 @@ def verify_node(node: Node) -> list[str]:
     return problems
 
 
-def verify_artifact(directory: Path, manifest: dict[str, Any]) -> list[str]:
+def verify_artifact(directory: Path, manifest: dict[str, Any], sources: SourceFinder | None = None) -> list[str]:
     """Problems with one artifact: a tampered manifest; changed or missing files; files, links,
     pipes or directories the manifest does not list. Nothing is followed through a link."""
     problems = manifest_problems(directory, manifest)
@@ -202,13 +203,14 @@ def verify_artifact(directory: Path, manifest: dict[str, Any]) -> list[str]:
     problems += [f"{directory / r}: a directory that cannot be read" for r in listing.unreadable]
     problems += [f"{directory / r}: a directory not in the manifest" for r in unlisted_directories(listing, recorded)]
     for entry in manifest["inputs"]:
-        problems.extend(verify_input(directory, entry))
+        problems.extend(verify_input(directory, entry, sources or SourceFinder()))
     return problems
 
 
-def verify_input(directory: Path, entry: dict[str, Any]) -> list[str]:
+def verify_input(directory: Path, entry: dict[str, Any], sources: SourceFinder) -> list[str]:
     """Problems with one recorded input: gone, rehashed differently, its artifact replaced, or
-    lying outside the artifact it names."""
+    lying outside the artifact it names. A plain source missing from its recorded place is looked
+    for by content in `sources` (`lineage verify --sources DIR`)."""
     source = input_path(directory, entry)
     upstream = input_artifact_dir(directory, entry)
     if upstream is not None:
@@ -228,46 +230,19 @@ def verify_input(directory: Path, entry: dict[str, Any]) -> list[str]:
             return [f"{source}: input {entry['role']} of {directory.name} lies outside its artifact {upstream}"]
     try:
         if "sha256" in entry:
-            return source_file_problems(directory, entry, source)
+            return source_file_problems(directory, entry, source, sources)
         if "tree_sha256" in entry:
-            return source_tree_problems(directory, entry, source)
+            return source_tree_problems(directory, entry, source, sources)
     except OSError as error:
         return [f"{source}: input of {directory.name} cannot be read ({error.strerror})"]
     return []
 
 
-def source_file_problems(directory: Path, entry: dict[str, Any], source: Path) -> list[str]:
-    if not source.exists():
-        return [f"{source}: input file missing (needed by {directory.name})"]
-    if not is_regular_file(source):
-        return [f"{source}: input of {directory.name} is not a regular file"]
-    if sha256_file(source) != entry["sha256"]:
-        return [f"{source}: input file changed since {directory.name} used it"]
-    return []
-
-
-def source_tree_problems(directory: Path, entry: dict[str, Any], source: Path) -> list[str]:
-    """A source directory is hashed only when it is what the manifest says: not the file system's
-    root, not a directory holding the artifact itself, and holding the number of files recorded
-    (counted first, the count stopping one past it). A path read from a manifest is data: a forged
-    `../../../../usr` costs a count, never a hash of the whole tree."""
-    if not source.is_dir():
-        return [f"{source}: input directory missing (needed by {directory.name})"]
-    real = Path(os.path.realpath(source))
-    if real == Path(real.anchor) or real == Path(os.path.realpath(directory)) or real in directory.resolve().parents:
-        return [f"{source}: input directory of {directory.name} holds the artifact itself; not hashed"]
-    expected = entry.get("tree_files")
-    if expected is None:
-        return [f"{source}: input directory of {directory.name} has no recorded file count (tree_files); not hashed"]
-    if tree_file_count(real, limit=expected) != expected:
-        return [f"{source}: input directory changed since {directory.name} used it (another number of files)"]
-    if sha256_tree(real) != entry["tree_sha256"]:
-        return [f"{source}: input directory changed since {directory.name} used it"]
-    return []
-
-
 def verify(
-    path: str | Path, expect_id: str | None = None, expect_content: str | None = None
+    path: str | Path,
+    expect_id: str | None = None,
+    expect_content: str | None = None,
+    sources: Iterable[str | Path] = (),
 ) -> tuple[list[Node], list[str]]:
     """Rehash PATH and everything upstream; return the artifacts checked and every problem found.
 
@@ -275,9 +250,12 @@ def verify(
     content_sha256: pinned hashes notice a chain whose manifests were edited and re-sealed by
     hand, which every other check accepts. The id pins the work (command, parameters, inputs,
     code); the content hash pins the results it produced, measurements such as timings included.
+    SOURCES are directories where plain sources are looked for by content when a copied or moved
+    tree no longer finds them where they were recorded.
     """
     nodes = list(walk(path))
-    problems = [problem for node in nodes for problem in verify_node(node)]
+    finder = SourceFinder(list(sources))
+    problems = [problem for node in nodes for problem in verify_node(node, finder)]
     top = nodes[0]
     if expect_content is not None and content_sha256(top.manifest) != expect_content:
         found = content_sha256(top.manifest)

@@ -1,0 +1,103 @@
+"""A results tree copied elsewhere verifies: its artifacts by their own hashes, its plain sources by
+content (`lineage verify --sources DIR`); a source that is only absent is told apart from one that changed."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from gptlineage.cli import main
+from gptlineage.errors import GptlineageError
+from gptlineage.lineage.sources import SourceFinder
+from gptlineage.lineage.walk import verify
+
+ARTIFACTS = ("stage1", "best_stage1", "stage2")
+
+
+@pytest.fixture
+def copied(tiny_chain, tmp_path):
+    """The chain's artifacts alone, copied to another folder (the training corpus shards, plain source
+    files, left behind)."""
+    for name in ARTIFACTS:
+        shutil.copytree(tiny_chain / name, tmp_path / "elsewhere" / name)
+    return tmp_path / "elsewhere"
+
+
+def verify_lines(capsys, *argv) -> tuple[int, str]:
+    try:
+        code = main(["lineage", "verify", *argv])
+    except GptlineageError as error:  # main turns errors into a line and an exit code
+        raise AssertionError(error) from None
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_a_copied_tree_reports_its_absent_source_and_still_checks_every_artifact(copied, capsys):
+    code, text = verify_lines(capsys, str(copied / "stage2"))
+    assert code != 0
+    absent = [line for line in text.splitlines() if line.startswith("ABSENT ")]
+    assert absent and all("input file not found here; pass --sources DIR holding it" in line for line in absent)
+    assert not [line for line in text.splitlines() if line.startswith("FAILED ")]
+    assert "3 artifacts" in text and "not found here: pass --sources DIR" in text
+
+
+@pytest.mark.parametrize("where", ["corpus itself", "a folder above it"])
+def test_with_sources_the_copied_tree_verifies(copied, tiny_chain, capsys, where):
+    sources = tiny_chain / "corpus" if where == "corpus itself" else tiny_chain
+    code, text = verify_lines(capsys, str(copied / "stage2"), "--sources", str(sources))
+    assert code == 0, text
+    assert text.startswith("OK: 3 artifacts")
+
+
+def test_a_changed_source_is_still_caught(copied, tiny_chain, capsys):
+    shutil.copytree(tiny_chain / "corpus", copied / "corpus")
+    shard = copied / "corpus" / "val.bin"
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    code, text = verify_lines(capsys, str(copied / "stage2"))
+    assert code != 0
+    assert "FAILED" in text and "input file changed since stage1 used it" in text
+    assert "ABSENT" not in text
+    # The user's --sources holding other bytes does not make it pass.
+    code, _ = verify_lines(capsys, str(copied / "stage2"), "--sources", str(copied / "corpus"))
+    assert code != 0
+
+
+def test_a_missing_sources_directory_is_one_line(copied, capsys):
+    assert main(["lineage", "verify", str(copied / "stage2"), "--sources", str(copied / "nowhere")]) != 0
+    assert capsys.readouterr().err.strip() == f"error: lineage: --sources {copied / 'nowhere'}: no such directory"
+
+
+def test_each_source_file_is_hashed_once_per_command(tmp_path, monkeypatch):
+    from gptlineage.lineage import sources
+
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / name).write_text(name)
+    calls = []
+    real = sources.sha256_file
+    monkeypatch.setattr(sources, "sha256_file", lambda path: calls.append(path) or real(path))
+    finder = SourceFinder([tmp_path])
+    assert finder.find_file(real(tmp_path / "b.txt")) == tmp_path / "b.txt"
+    assert finder.find_file("0" * 64) is None
+    assert sorted(p.name for p in calls) == ["a.txt", "b.txt"]
+
+
+def test_verify_with_sources_in_the_library(copied, tiny_chain):
+    nodes, problems = verify(copied / "stage2", sources=[tiny_chain])
+    assert len(nodes) == 3 and problems == []
+
+
+def test_a_source_directory_is_found_by_its_name_and_tree_hash(tmp_path):
+    from gptlineage.lineage.hashing import sha256_tree, tree_file_count
+
+    dataset = tmp_path / "store" / "deep" / "dataset"
+    dataset.mkdir(parents=True)
+    (dataset / "part-0.arrow").write_bytes(b"rows")
+    entry = {"tree_sha256": sha256_tree(dataset), "tree_files": tree_file_count(dataset, limit=10)}
+    finder = SourceFinder([tmp_path / "store"])
+    assert finder.find_tree(entry, "dataset") == dataset
+    assert finder.find_tree(entry, "other") is None
+    (dataset / "part-0.arrow").write_bytes(b"changed")
+    assert finder.find_tree(entry, "dataset") is None
