@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import socket
+import zipfile
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -114,6 +115,25 @@ def graph_ids(metadata: Path) -> set[str]:
 
 def tree(root: Path) -> set[str]:
     return {path.relative_to(root).as_posix() for path in root.rglob("*") if path.is_file()}
+
+
+def test_ro_crate_zip_is_one_file_ro_crate_py_loads_and_the_same_crate_gives_the_same_bytes(chain, tmp_path):
+    archive = tmp_path / "lineage.crate.zip"
+    argv = ["lineage", "export", str(chain), "--format", "ro-crate", "--zip", "--output", str(archive)]
+    assert main(argv) == 0
+    first = archive.read_bytes()
+    assert main(argv) == 0  # replacing its own zip
+    assert archive.read_bytes() == first
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no build folder left
+    crate = rocrate.ROCrate(archive)  # ro-crate-py reads a zipped crate directly
+    assert crate.mainEntity.id == "lineage-commands.sh"
+    with zipfile.ZipFile(archive) as members:
+        names = members.namelist()
+    assert names == sorted(names) and "second/model.txt" in names
+    foreign = tmp_path / "notes.zip"
+    foreign.write_bytes(b"not a crate")
+    assert main([*argv[:-1], str(foreign)]) != 0
+    assert foreign.read_bytes() == b"not a crate"
 
 
 def test_ro_crate_without_sources_still_loads(chain, tmp_path):

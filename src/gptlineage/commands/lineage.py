@@ -75,6 +75,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="ro-crate: leave the source inputs (files outside the results tree) out; the crate names them by sha256",
     )
+    export.add_argument(
+        "--zip",
+        action="store_true",
+        help="ro-crate: write the crate as one zip file at --output (FILE.zip), to hand over",
+    )
     report = actions.add_parser("report", help="write one self-contained HTML page of PATH and everything upstream")
     report.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
     report.add_argument("--output", type=Path, required=True, help="artifact directory to write (holds index.html)")
@@ -127,8 +132,9 @@ def run_action(args: argparse.Namespace) -> int:
 
         print(printable(f"wrote {write_report(args.path, args.output)}"))
         return 0
-    if args.no_sources and args.format != "ro-crate":
-        raise GptlineageError("--no-sources applies to --format ro-crate only")
+    for flag, given in (("--no-sources", args.no_sources), ("--zip", args.zip)):
+        if given and args.format != "ro-crate":
+            raise GptlineageError(f"{flag} applies to --format ro-crate only")
     if args.format == "ro-crate":
         if args.output is None:
             raise GptlineageError("--format ro-crate needs --output DIR (the crate is a directory)")
@@ -138,7 +144,17 @@ def run_action(args: argparse.Namespace) -> int:
         def command_line(node):  # as it ran: paths relative to the directory it ran in
             return rebuilt_command(node.manifest, node.path)
 
-        print(printable(f"wrote {export_ro_crate(args.path, args.output, command_line, sources=not args.no_sources)}"))
+        def export(folder):
+            return export_ro_crate(args.path, folder, command_line, sources=not args.no_sources)
+
+        if args.zip:
+            from gptlineage.lineage.crate_place import zip_crate
+
+            if args.output.suffix != ".zip":
+                raise GptlineageError(f"--zip: --output {args.output} must name a .zip file")
+            print(printable(f"wrote {zip_crate(args.output.absolute(), export)}"))
+        else:
+            print(printable(f"wrote {export(args.output)}"))
         return 0
     if args.output is None:
         json.dump(prov_document(args.path), sys.stdout, indent=2)

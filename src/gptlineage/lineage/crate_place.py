@@ -2,6 +2,7 @@
 
 Example (what `gptlineage lineage export ... --format ro-crate --output crate` does):
     place_crate(Path("crate").absolute(), lambda folder: (folder / METADATA).write_text("{}"))
+    zip_crate(Path("crate.zip").absolute(), build)   # --zip: the same crate as one file to hand over
 
 The crate is built in `.<name>.tmp-<host>-<pid>` (the names of `lineage.outputs`), which holds
 the marker file PARTIAL until the metadata is written; an older crate moves aside to
@@ -14,9 +15,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+from gptlineage.errors import GptlineageError
 from gptlineage.lineage.outputs import sibling, stale_siblings
 
 METADATA = "ro-crate-metadata.json"
@@ -58,3 +62,40 @@ def place_crate(output: Path, fill: Callable[[Path], None]) -> None:
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise
+
+
+ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest time zip can store: the same crate gives the same bytes
+
+
+def is_crate_zip(path: Path) -> bool:
+    """True for a zip this exporter wrote (it holds the crate's metadata at its top)."""
+    if not zipfile.is_zipfile(path):
+        return False
+    with zipfile.ZipFile(path) as archive:
+        return METADATA in archive.namelist()
+
+
+def zip_crate(output: Path, build: Callable[[Path], object]) -> Path:
+    """Have BUILD write the crate into a temporary directory beside OUTPUT, then store it as one zip
+    at OUTPUT (members sorted, fixed times and modes), written through a temporary name."""
+    if not output.parent.is_dir():
+        raise GptlineageError(f"{output}: its folder {output.parent} does not exist")
+    if output.exists() and not (output.is_file() and is_crate_zip(output)):
+        raise GptlineageError(f"{output}: exists and is not an RO-Crate zip; refusing to replace it")
+    with tempfile.TemporaryDirectory(dir=output.parent, prefix=f".{output.name}.build-") as folder:
+        crate = Path(folder) / "crate"
+        build(crate)
+        partial = sibling(output, "tmp")
+        try:
+            with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+                for path in sorted(p for p in crate.rglob("*") if p.is_file()):
+                    member = zipfile.ZipInfo(path.relative_to(crate).as_posix(), ZIP_TIME)
+                    member.external_attr = 0o644 << 16
+                    member.compress_type = zipfile.ZIP_DEFLATED
+                    with open(path, "rb") as source, archive.open(member, "w") as target:
+                        shutil.copyfileobj(source, target, 1 << 20)
+            os.replace(partial, output)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+    return output
