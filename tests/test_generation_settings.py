@@ -65,10 +65,10 @@ def test_help_shows_every_field_with_its_default(command, capsys, monkeypatch):
 
 def test_per_command_defaults_differ_only_where_declared(capsys, monkeypatch):
     bench = help_text("cache-bench", capsys, monkeypatch)
-    assert "(default: 64)" in bench and "1 = greedy, 0 = all (default: 1)" in bench
+    assert "(default: 64)" in bench and "0 = all (default: 1)" in bench
     assert "chat message of the prompt (default: Hello!)" in bench
     generate = help_text("generate", capsys, monkeypatch)
-    assert "new tokens at most (default: 96)" in generate and "1 = greedy, 0 = all (default: 40)" in generate
+    assert "new tokens at most (default: 96)" in generate and "0 = all (default: 40)" in generate
     check = help_text("cache-check", capsys, monkeypatch)
     assert "--temperature" not in check and "--top-k" not in check and "(default: What is two plus two?)" in check
     suite = help_text("prompt-suite", capsys, monkeypatch)
@@ -146,3 +146,18 @@ def test_artifact_parameters_are_the_resolved_settings(tmp_path):
     )
     assert manifest["parameters"] == recorded_settings(config)
     assert "output" not in manifest["parameters"] and manifest["parameters"]["stop_at_eot"] is False
+
+
+def test_the_sampling_line_says_that_top_k_1_still_applies_the_repetition_penalty(capsys, tmp_path):
+    from gptlineage.cli import main
+    from gptlineage.generation.decoding import SamplingConfig, describe_sampling
+
+    default_greedy = describe_sampling(SamplingConfig(top_k=1))
+    assert default_greedy.startswith(
+        "sampling: greedy (top-k 1), repetition penalty 1.05 per occurrence in the last 64"
+    )
+    assert "no repetition penalty" in describe_sampling(SamplingConfig(top_k=1, repetition_penalty=0))
+    assert describe_sampling(SamplingConfig()).startswith("sampling: top-k 40, temperature 0.8, seed 1337")
+    argv = ["generate", "--random-init", "--preset", "quick", "--prompt", "Hi", "--top-k", "1", "--generate", "2"]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.splitlines()[0] == describe_sampling(SamplingConfig(top_k=1, generate=2))

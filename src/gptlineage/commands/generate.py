@@ -27,6 +27,7 @@ import sys
 
 from gptlineage.corpus.tokenizer import gpt2_encoding, tokenizer_identity
 from gptlineage.generation.chat import GenerateConfig, generate_records
+from gptlineage.generation.decoding import describe_sampling
 from gptlineage.generation.source import (
     check_text_vocabulary,
     load_model,
@@ -50,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     config = from_args(GenerateConfig, args)
     model = load_model(config.model)
     check_text_vocabulary(model)
+    print(describe_sampling(config.sampling), flush=True)  # the header: what --top-k 1 really means
     if hasattr(sys.stdin, "reconfigure"):  # a chat line that is not UTF-8 is skipped with a note, not a crash
         sys.stdin.reconfigure(errors="surrogateescape")
     if config.output is None:

@@ -13,7 +13,9 @@ their minimum beside it:
 
 report.json holds, per timing, {"median", "min", "runs"} in milliseconds.
 
-Sampling defaults to greedy (top-k 1), and then different outputs are an error. The prompt
+Sampling defaults to greedy (top-k 1) over the penalized logits, as generation decodes (the
+repetition penalty, 1.05 by default, applies to both paths alike; `--repetition-penalty 0` for
+plain greedy); the first line printed says which. Greedy, different outputs are an error. The prompt
 is a chat message (default "Hello!") or, with `--prompt-tokens K`, K synthetic ids for size
 sweeps; prompt plus --generate must fit in the context. With `--random-init` (no checkpoint,
 e.g. `--preset gpt2-small` to time GPT-2-small dimensions) generation does not stop at
@@ -40,6 +42,7 @@ from gptlineage.generation.decoding import (
     Generation,
     SamplingConfig,
     check_fits,
+    describe_sampling,
     generate_tokens,
 )
 from gptlineage.generation.source import ModelSource
@@ -54,7 +57,7 @@ WARMUP_RUNS = 1  # untimed runs of each path before the timed ones
 
 @dataclass(frozen=True)
 class BenchSampling(SamplingConfig):
-    """The benchmark's sampling: greedy by default, so both paths must give the same tokens."""
+    """The benchmark's sampling: greedy (over the penalized logits) by default, so both paths must give the same tokens."""
 
     generate: int = setting_like(SamplingConfig, "generate", 64)
     top_k: int = setting_like(SamplingConfig, "top_k", 1)
@@ -170,6 +173,7 @@ def timings(runs: BenchRuns) -> dict[str, dict[str, Any]]:
 def cache_bench_report(config: CacheBenchConfig, model: GPT) -> dict[str, Any]:
     """Run the benchmark, print its lines and return report.json's content; greedy paths must agree."""
     settings = config.sampling
+    print(describe_sampling(settings), flush=True)
     prompt, prompt_info = prompt_ids(config.prompt, settings.seed, model)
     check_fits(len(prompt), settings.generate, model.config.context)
     runs = benchmark(model, prompt, settings, pad_to_context=config.pad_full_prefix, runs=config.timed_runs)

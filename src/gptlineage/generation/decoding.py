@@ -138,10 +138,16 @@ class SamplingConfig:
         minimum=MIN_TEMPERATURE,
         group="sampling",
     )
-    top_k: int = setting(40, "sample among the k largest logits; 1 = greedy, 0 = all", minimum=0, group="sampling")
+    top_k: int = setting(
+        40,
+        "sample among the k largest logits; 1 = greedy over the penalized logits (add --repetition-penalty 0 "
+        "for plain greedy), 0 = all",
+        minimum=0,
+        group="sampling",
+    )
     seed: int = setting(1337, "sampling seed; chat turn n uses seed + n (modulo 2**63)", group="sampling")
     repetition_penalty: float = setting(
-        1.05, "subtracted from a logit per occurrence of its id in the window", group="sampling"
+        1.05, "subtracted from a logit per occurrence of its id in the window (0: off)", group="sampling"
     )
     repetition_window: int = setting(
         64, "tokens the penalty looks back over, prompt included", minimum=0, group="sampling"
@@ -155,6 +161,22 @@ class SamplingConfig:
         """The settings of a chat turn: the seed advances by one per earlier turn, wrapping past 2**63 - 1
         (the largest seed) to 0, so every turn of a session started with a valid seed has one."""
         return dataclasses.replace(self, seed=(self.seed + previous_turns) % (SEED_RANGE[1] + 1))
+
+
+def describe_sampling(settings: SamplingConfig) -> str:
+    """One line saying how tokens are chosen, the repetition penalty included (it applies under --top-k 1 too)."""
+    if settings.top_k == 1:
+        rule = "greedy (top-k 1)"
+    else:
+        rule = f"top-k {settings.top_k or 'all'}, temperature {settings.temperature:g}, seed {settings.seed}"
+    if settings.repetition_penalty and settings.repetition_window:
+        penalty = (
+            f"repetition penalty {settings.repetition_penalty:g} per occurrence in the last "
+            f"{settings.repetition_window} tokens (--repetition-penalty 0: off)"
+        )
+    else:
+        penalty = "no repetition penalty"
+    return f"sampling: {rule}, {penalty}, at most {settings.generate} new tokens"
 
 
 def penalize_rows_(
