@@ -75,6 +75,9 @@ OUTPUT = {"output": "results/x"}
 MODEL_RUN = {"run": "results/sft_stage2", **OUTPUT}
 # synth_chat: which dataset of the synth_chat artifact a corpus reads (null: the slice names its source).
 CHAT_DATASETS = (None, "stage1", "stage2")
+# skip_documents_from: previous_corpus continues the stream after the rows the previous stage's
+# corpus consumed (the rule passes --skip-documents-from with that corpus artifact).
+SKIP_AFTER = (None, "previous_corpus")
 SLICES: dict[str, Slice] = {
     "small_data": Slice("small-data", "gptlineage.tabular.regression:SmallDataConfig"),
     "data_csv": Slice("data-csv", "gptlineage.tabular.tutorial:DataCsvConfig", {"csv": "x.csv"}),
@@ -82,7 +85,12 @@ SLICES: dict[str, Slice] = {
     "synth_chat": Slice("synth-chat", "gptlineage.corpus.synth_chat:SynthChatConfig"),
     **{
         stage.corpus: Slice(
-            "prepare", "gptlineage.corpus.prepare:PrepareConfig", workflow_keys={"synth_chat": CHAT_DATASETS}
+            "prepare",
+            "gptlineage.corpus.prepare:PrepareConfig",
+            workflow_keys={
+                "synth_chat": CHAT_DATASETS,
+                "skip_documents_from": SKIP_AFTER if stage.previous else (None,),
+            },
         )
         for stage in TRAINING_STAGES
     },
@@ -191,9 +199,12 @@ def slice_error(name: str, config_slice: Any) -> str | None:
 
 def wired_inputs(name: str, config_slice: dict[str, Any]) -> dict[str, Any]:
     """Placeholders for the flags a rule derives from the slice's workflow keys."""
+    wired = {}
     if config_slice.get("synth_chat"):
-        return {"hf_dataset": f"results/synth_chat/{config_slice['synth_chat']}"}
-    return {}
+        wired["hf_dataset"] = f"results/synth_chat/{config_slice['synth_chat']}"
+    if config_slice.get("skip_documents_from"):
+        wired["skip_documents_from"] = "results/corpus_previous"
+    return wired
 
 
 def config_error(config: dict[str, Any]) -> str | None:
