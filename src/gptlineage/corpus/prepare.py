@@ -86,7 +86,7 @@ class PrepareConfig:
                 "input", "pass either --input (repeatable) or --hf-dataset, not both and not neither", whole=True
             )
         if self.skip_documents and self.skip_documents_from:
-            raise SettingError("skip_documents_from", "pass either --skip-documents or --skip-documents-from, not both")
+            raise SettingError("skip_documents_from", "and --skip-documents exclude each other: pass one of them")
         if self.messages_column and self.skip_tokens:
             raise SettingError("skip_tokens", "would cut a conversation; use --skip-documents with --messages-column")
         for path in self.input:

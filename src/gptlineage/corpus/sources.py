@@ -44,6 +44,10 @@ def source_inputs(config: PrepareConfig) -> dict[str, Path]:
     if local is not None:
         inputs["dataset"] = local.directory
     if config.skip_documents_from:
+        if not Path(config.skip_documents_from).is_dir():
+            raise GptlineageError(
+                f"--skip-documents-from {config.skip_documents_from}: no such corpus artifact directory"
+            )
         inputs["skip_after"] = Path(config.skip_documents_from)  # recorded by its artifact id
     return inputs
 
