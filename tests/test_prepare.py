@@ -303,7 +303,10 @@ def test_paper_profile_resolves_to_the_reference_hub_calls(monkeypatch):
     assert hub_calls(parsed_config(config, "corpus_pretrain")) == [fineweb]
     continuation = parsed_config(config, "corpus_continuation")
     assert hub_calls(continuation) == [fineweb]
-    assert (continuation.skip_documents, continuation.max_tokens) == (964709, 1530000000)
+    # The skip is the count corpus_pretrain's manifest records (964,709 on the pinned revision),
+    # passed by the rule as --skip-documents-from: no number in the profile.
+    assert (continuation.skip_documents, continuation.max_tokens) == (0, 1530000000)
+    assert config["corpus_continuation"]["skip_documents_from"] == "previous_corpus"
     assert parsed_config(config, "corpus_pretrain").max_tokens == 1020000000
     assert hub_calls(parsed_config(config, "corpus_sft_stage1")) == [
         {

@@ -308,7 +308,7 @@ def test_the_paper_profile_lists_its_jobs(workflow_copy):
     assert done.returncode == 0, done.stderr[-3000:]
     text = done.stdout + done.stderr
     assert "--hf-dataset HuggingFaceTB/smoltalk2" in text and "--hf-config SFT" in text
-    assert "--skip-documents 964709" in text and "--hf-dataset HuggingFaceFW/fineweb-edu" in text
+    assert "--skip-documents-from results/corpus_pretrain" in text and "--hf-dataset HuggingFaceFW/fineweb-edu" in text
 
 
 def test_a_reverted_setting_restores_training_from_snakemakes_cache(tmp_path, monkeypatch):

@@ -70,7 +70,10 @@ def upstream_jobs(config: dict[str, Any]) -> dict[str, tuple[str, ...]]:
     graph: dict[str, tuple[str, ...]] = {"small_data": (), "synth_chat": ()}
     graph["data_csv"] = graph["data_npy"] = ("small_data",)
     for stage in TRAINING_STAGES:
-        graph[stage.corpus] = ("synth_chat",) if (config.get(stage.corpus) or {}).get("synth_chat") else ()
+        corpus = config.get(stage.corpus) or {}
+        graph[stage.corpus] = ("synth_chat",) if corpus.get("synth_chat") else ()
+        if stage.previous and corpus.get("skip_documents_from"):  # continues after the previous corpus
+            graph[stage.corpus] += (f"corpus_{stage.previous}",)
         start: tuple[str, ...] = ()
         if stage.previous:
             previous = next(s for s in TRAINING_STAGES if s.name == stage.previous)

@@ -103,6 +103,9 @@ def training_wired(stage: TrainingStage) -> dict[str, str]:
     return wired
 
 
+# skip_documents_from: previous_corpus continues the stream after the rows the previous stage's
+# corpus consumed (the rule passes --skip-documents-from with that corpus artifact).
+SKIP_AFTER = (None, "previous_corpus")
 SLICES: dict[str, Slice] = {
     "small_data": Slice("small-data", "gptlineage.tabular.regression:SmallDataConfig"),
     "data_csv": Slice(
@@ -120,7 +123,12 @@ SLICES: dict[str, Slice] = {
     "synth_chat": Slice("synth-chat", "gptlineage.corpus.synth_chat:SynthChatConfig"),
     **{
         stage.corpus: Slice(
-            "prepare", "gptlineage.corpus.prepare:PrepareConfig", workflow_keys={"synth_chat": CHAT_DATASETS}
+            "prepare",
+            "gptlineage.corpus.prepare:PrepareConfig",
+            workflow_keys={
+                "synth_chat": CHAT_DATASETS,
+                "skip_documents_from": SKIP_AFTER if stage.previous else (None,),
+            },
         )
         for stage in TRAINING_STAGES
     },
@@ -276,9 +284,12 @@ def wired_keys(name: str, config_slice: dict[str, Any]) -> dict[str, str]:
 
 def wired_inputs(name: str, config_slice: dict[str, Any]) -> dict[str, Any]:
     """Placeholders for the flags a rule derives from the slice's workflow keys."""
+    wired = {}
     if config_slice.get("synth_chat"):
-        return {"hf_dataset": f"results/synth_chat/{config_slice['synth_chat']}"}
-    return {}
+        wired["hf_dataset"] = f"results/synth_chat/{config_slice['synth_chat']}"
+    if config_slice.get("skip_documents_from"):
+        wired["skip_documents_from"] = "results/corpus_previous"
+    return wired
 
 
 def typed_slice(name: str, config_slice: Any) -> Any:

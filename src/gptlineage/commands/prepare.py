@@ -39,8 +39,19 @@ def run(args: argparse.Namespace) -> int:
         args.output, command=NAME, parameters=as_mapping(config), inputs=source_inputs(config)
     ) as artifact:
         artifact.summary = prepare(config, artifact.path)
+        record_local_content(artifact.summary["source"], artifact.input_entries)
     print("\n".join(summary_lines(artifact.summary, args.output, config.dialogue)))
     return 0
+
+
+def record_local_content(source: dict[str, Any], inputs: list[dict[str, Any]]) -> None:
+    """A local dataset folder's identity is its content, as its input entry records it: the tree
+    hash of a plain folder, or the id and content hash of the artifact that holds it."""
+    if source.get("kind") == "local-dataset":
+        entry = next(entry for entry in inputs if entry["role"] == "dataset")
+        source["content"] = {
+            key: entry[key] for key in ("tree_sha256", "artifact_id", "content_sha256") if key in entry
+        }
 
 
 def summary_lines(summary: dict[str, Any], output: Path, dialogue: bool) -> list[str]:

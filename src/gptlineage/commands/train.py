@@ -140,9 +140,11 @@ def write_artifact(
         write_json_atomic(built.metrics, result.metrics.document())
         write_log(built.metrics_log, result.metrics.points)  # the whole history, a resumed run's too
         write_json_atomic(built.passport, passport(given, result, config.checkpoints.resume))
-        tracer.write(built.trace, built.trace_summary)
         if run_plan.prompt_ids:
-            write_json_atomic(artifact.path / SAMPLES_FILE, end_of_training_sample(config, run_plan, result.model))
+            with tracer.phase("generation", tokens=config.sample.generate):
+                sample = end_of_training_sample(config, run_plan, result.model)
+            write_json_atomic(artifact.path / SAMPLES_FILE, sample)
+        tracer.write(built.trace, built.trace_summary)  # after the sample: its phase is traced
         link_checkpoints(checkpoints, artifact.path)
         artifact.summary = training_summary(result)
     written = RunDir(outputs.output)

@@ -19,7 +19,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from gptlineage.corpus.sources import (
     column,
     describe_source,
     document_rows,
+    documents_consumed,
     is_text_file,
     is_validation,
     local_builder,
@@ -69,6 +70,9 @@ class PrepareConfig:
     )
     max_documents: int = setting(0, "stop after this many documents (0 = no limit)", minimum=0, group="limits")
     skip_documents: int = setting(0, "drop this many rows of the interleaved stream first", minimum=0, group="limits")
+    skip_documents_from: str | None = setting(
+        None, "corpus artifact to continue after: skip the rows it consumed (its manifest's count)", group="limits"
+    )
     max_tokens: int = setting(0, "write at most this many tokens (0 = no limit)", minimum=0, group="limits")
     skip_tokens: int = setting(0, "drop this many source tokens first (not for dialogues)", minimum=0, group="limits")
     validation_fraction: float = setting(0.1, "share of documents for validation", above=0.0, below=1.0)
@@ -81,6 +85,8 @@ class PrepareConfig:
             raise SettingError(
                 "input", "pass either --input (repeatable) or --hf-dataset, not both and not neither", whole=True
             )
+        if self.skip_documents and self.skip_documents_from:
+            raise SettingError("skip_documents_from", "and --skip-documents exclude each other: pass one of them")
         if self.messages_column and self.skip_tokens:
             raise SettingError("skip_tokens", "would cut a conversation; use --skip-documents with --messages-column")
         for path in self.input:
@@ -102,6 +108,9 @@ class PrepareConfig:
 def prepare(config: PrepareConfig, output: Path) -> dict[str, Any]:
     """Write the shards of one corpus into `output` and return the manifest summary."""
     source_inputs(config)
+    skip_after = config.skip_documents_from
+    if skip_after:
+        config = replace(config, skip_documents=documents_consumed(config), skip_documents_from=None)
     output.mkdir(parents=True, exist_ok=True)
     if config.dialogue:
         summary = prepare_dialogues(config, output)
@@ -117,6 +126,7 @@ def prepare(config: PrepareConfig, output: Path) -> dict[str, Any]:
         "validation_fraction": config.validation_fraction,
         "record_context": config.record_context if config.dialogue else None,
         **summary,
+        "documents_skipped_after": skip_after,  # the corpus whose consumed rows were skipped, or None
     }
 
 

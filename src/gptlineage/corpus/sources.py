@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
+from gptlineage.corpus.local_datasets import LocalDataset, missing_config_error, resolve_local, saved_streams
 from gptlineage.corpus.local_files import diagnose_local_file, is_json_lines_file, json_lines_rows
 from gptlineage.errors import GptlineageError
+from gptlineage.lineage.artifact import read_manifest
 from gptlineage.progress import Progress
 
 if TYPE_CHECKING:  # the config module imports this one for its input checks
@@ -32,15 +34,55 @@ PARQUET_SUFFIXES = (".parquet",)
 
 
 def source_inputs(config: PrepareConfig) -> dict[str, Path]:
-    """The local files (and local dataset directory) a run reads, by lineage role; each file must exist."""
+    """The local files (and the local dataset folder read) a run reads, by lineage role; each file must exist."""
     inputs = {}
     for index, path in enumerate(config.input):
         if not Path(path).is_file():
             raise GptlineageError(f"{path}: input file does not exist")
         inputs[f"input{index}"] = Path(path)
-    if config.hf_dataset and Path(config.hf_dataset).is_dir():
-        inputs["dataset"] = Path(config.hf_dataset)
+    local = local_dataset(config)
+    if local is not None:
+        inputs["dataset"] = local.directory
+    if config.skip_documents_from:
+        if not Path(config.skip_documents_from).is_dir():
+            raise GptlineageError(
+                f"--skip-documents-from {config.skip_documents_from}: no such corpus artifact directory"
+            )
+        inputs["skip_after"] = Path(config.skip_documents_from)  # recorded by its artifact id
     return inputs
+
+
+STREAM_KEYS = ("dataset", "config", "splits", "files")  # what makes two corpora read one stream
+
+
+def documents_consumed(config: PrepareConfig) -> int:
+    """How many rows of the stream the corpus artifact `--skip-documents-from` names consumed:
+    its documents skipped + read, the count its manifest records; it must have read the same
+    stream (dataset, configuration and splits, or files) as CONFIG."""
+    flag = f"--skip-documents-from {config.skip_documents_from}"
+    manifest = read_manifest(Path(str(config.skip_documents_from)))
+    if manifest["command"].get("name") != "prepare":
+        raise GptlineageError(f"{flag}: a {manifest['command'].get('name')!r} artifact, not a corpus (prepare)")
+    summary = manifest.get("summary") or {}
+    documents = summary.get("documents") or {}
+    counts = [documents.get("skipped"), documents.get("read")]
+    if not all(isinstance(count, int) and not isinstance(count, bool) and count >= 0 for count in counts):
+        raise GptlineageError(f"{flag}: its manifest records no documents.skipped and documents.read counts")
+    theirs = {key: value for key, value in (summary.get("source") or {}).items() if key in STREAM_KEYS}
+    ours = {key: value for key, value in source_description(config).items() if key in STREAM_KEYS}
+    if theirs != ours:
+        raise GptlineageError(
+            f"{flag}: that corpus read another stream ({theirs}), this one reads {describe_source(config)};"
+            " its document count would not say where this one starts"
+        )
+    return counts[0] + counts[1]
+
+
+def local_dataset(config: PrepareConfig) -> LocalDataset | None:
+    """The folder a local --hf-dataset directory is read from (its configuration's), or None for a hub id."""
+    if config.hf_dataset and Path(config.hf_dataset).is_dir():
+        return resolve_local(Path(config.hf_dataset), config.hf_config)
+    return None
 
 
 def is_text_file(path: str) -> bool:
@@ -65,14 +107,14 @@ def is_validation(seed: int, index: int, fraction: float) -> bool:
 def hub_calls(config: PrepareConfig) -> list[dict[str, Any]]:
     """The `datasets.load_dataset` keyword arguments, one call per split, in round-robin order."""
     if config.hf_dataset:
-        revision = None if Path(config.hf_dataset).is_dir() else config.hf_revision
+        local = local_dataset(config)
         return [
             {
-                "path": config.hf_dataset,
-                "name": config.hf_config,
+                "path": str(local.directory) if local else config.hf_dataset,
+                "name": local.config if local else config.hf_config,
                 "split": split,
                 "streaming": True,
-                "revision": revision,
+                "revision": None if local else config.hf_revision,  # a local folder has no revision
             }
             for split in config.hf_split
         ]
@@ -81,6 +123,19 @@ def hub_calls(config: PrepareConfig) -> list[dict[str, Any]]:
 
 
 def source_description(config: PrepareConfig) -> dict[str, Any]:
+    """What was read, for the manifest. A local dataset folder has no revision (the command adds
+    its content hash, the manifest input's tree_sha256); --hf-revision is not used for it."""
+    local = local_dataset(config)
+    if local is not None:
+        return {
+            "kind": "local-dataset",
+            "dataset": config.hf_dataset,
+            "directory": str(local.directory),
+            "layout": local.layout,
+            "config": config.hf_config,
+            "revision": None,
+            "splits": list(config.hf_split),
+        }
     if config.hf_dataset:
         return {
             "kind": "hugging-face",
@@ -105,12 +160,19 @@ def open_streams(config: PrepareConfig) -> deque[Iterator[Any]]:
     logging.getLogger("datasets").setLevel(logging.CRITICAL)
     if config.hf_dataset and looks_local(config.hf_dataset) and not Path(config.hf_dataset).is_dir():
         raise GptlineageError(f"--hf-dataset {config.hf_dataset}: no such local dataset directory")
+    local = local_dataset(config)
+    if local is not None and local.layout != "hub-like":
+        try:
+            return deque(saved_streams(local, config.hf_split))
+        except READ_ERRORS as error:
+            raise source_error(config, error, 0) from None
     streams: deque[Iterator[Any]] = deque()
     for call in hub_calls(config):
         try:
             streams.append(iter(datasets.load_dataset(**call)))
         except READ_ERRORS as error:
-            raise source_error(config, error, 0) from None
+            missing = missing_config_error(local, str(error)) if local else None
+            raise (missing or source_error(config, error, 0)) from None
     return streams
 
 

@@ -138,6 +138,8 @@ def write_experiment(config: ExperimentConfig) -> Path:
         "parts": part_summaries,
         "artifacts_upstream": len(nodes),
         "stages": summary_stages(lineage["stages"]),
+        # The chain's scheduled training tokens, every stage's to the final one's end.
+        "cumulative_scheduled_tokens": lineage["stages"][-1]["cumulative_tokens"] if lineage["stages"] else None,
         "exact_match_by_family": {family["name"]: family["score"] for family in panel["prompt_suite"]["families"]},
     }
     # A name given is recorded (it is on the page); the default, the output's name, is a path and is not.

@@ -85,10 +85,11 @@ def chain_order(nodes: Sequence[Node]) -> list[Node]:
     return sorted(runs, key=lambda node: (trained_before[node.path], node.path.name))
 
 
-def scheduled_tokens(node: Node) -> int | None:
-    """Training tokens the run's passport schedules (steps x tokens an update)."""
+def scheduled_tokens(node: Node, key: str = "schedule.scheduled_training_tokens") -> int | None:
+    """Training tokens the run's passport schedules (steps x tokens an update), or another of its
+    token counts (`chain.cumulative_scheduled_tokens`: the chain's up to this stage's end)."""
     passport, _ = read_report(node.path, node.manifest, "passport.json")
-    return number(dig(passport, "schedule.scheduled_training_tokens"))
+    return number(dig(passport, key))
 
 
 def stage_row(node: Node, anchor: str | None) -> dict[str, Any]:
@@ -99,6 +100,7 @@ def stage_row(node: Node, anchor: str | None) -> dict[str, Any]:
         "anchor": anchor,
         "steps": number(dig(summary, "steps")),
         "tokens": scheduled_tokens(node),
+        "cumulative_tokens": scheduled_tokens(node, "chain.cumulative_scheduled_tokens"),
         "first_val_loss": number(dig(summary, "validation_loss.first.loss")),
         "best_val_loss": number(dig(summary, "validation_loss.best.loss")),
         "best_step": number(dig(summary, "validation_loss.best.step")),

@@ -157,6 +157,10 @@ def save_checkpoint(
         "schema": CHECKPOINT_SCHEMA,
         "completed_step": step,
         "config": dict(resume_config),
+        # What wrote the optimizer state (config holds device and precision): a state saved by
+        # another torch or optimizer class may not load the same way.
+        "torch_version": torch.__version__,
+        "optimizer": f"{type(optimizer).__module__}.{type(optimizer).__qualname__}",
         "files": {name: sha256_file(temporary / name) for name in CHECKPOINT_FILES},
     }
     write_json_atomic(temporary / MANIFEST_FILE, manifest)  # last: a manifest means complete

@@ -15,8 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from gptlineage.errors import GptlineageError
+from gptlineage.jsonio import read_json
+from gptlineage.lineage.artifact import find_artifact_dir, read_manifest
 from gptlineage.lineage.identity import code_identity, environment_identity
 from gptlineage.training.config import DATA_ROLES, TrainConfig
+from gptlineage.training.layout import RunDir
 from gptlineage.training.loop import TrainingResult, objective_name
 from gptlineage.training.metrics import validation_summary
 from gptlineage.training.sampler import validation_seed
@@ -48,6 +51,42 @@ def schedule_block(config: TrainConfig, result: TrainingResult) -> dict[str, Any
     }
 
 
+def tokens_at_start(load_params: Path | None) -> int | None:
+    """The chain's scheduled tokens up to the parameters a run starts from: 0 from scratch; for a
+    training artifact's final parameters its cumulative total; for a selected checkpoint (select-best)
+    the tokens before that run plus its updates up to the chosen step. None when the parameters come
+    with no passport of ours (their training is not known)."""
+    if load_params is None:
+        return 0
+    holder = find_artifact_dir(load_params)
+    if holder is None or not RunDir(holder).passport.is_file():
+        return None
+    started = read_json(RunDir(holder).passport)
+    if not isinstance(started, dict):
+        return None
+    chain, schedule = started.get("chain") or {}, started.get("schedule") or {}
+    before = chain.get("started_from_tokens")
+    manifest = read_manifest(holder)
+    if manifest["command"]["name"] == "select-best":
+        step, per_update = (manifest.get("summary") or {}).get("step"), schedule.get("tokens_per_update")
+        if not (isinstance(before, int) and isinstance(step, int) and isinstance(per_update, int)):
+            return None
+        return before + step * per_update
+    total = chain.get("cumulative_scheduled_tokens")
+    return total if isinstance(total, int) else None
+
+
+def chain_block(config: TrainConfig, result: TrainingResult) -> dict[str, Any]:
+    """This stage's scheduled tokens and the chain's up to its end (the stage it started from included)."""
+    this_stage = result.plan.steps * result.plan.tokens_per_update
+    before = tokens_at_start(config.checkpoints.load_params)
+    return {
+        "started_from_tokens": before,
+        "this_stage_tokens": this_stage,
+        "cumulative_scheduled_tokens": None if before is None else before + this_stage,
+    }
+
+
 def passport(config: TrainConfig, result: TrainingResult, resumed: Path | None = None) -> dict[str, Any]:
     """Dimensions, schedule, data, seeds, runtime and code of one run; `resumed` is the checkpoint it continued."""
     run, runtime, seed = result.plan, config.runtime, config.schedule.seed
@@ -58,6 +97,7 @@ def passport(config: TrainConfig, result: TrainingResult, resumed: Path | None =
         "parameters": result.parameters,
         "objective": objective_name(run),
         "schedule": schedule_block(config, result),
+        "chain": chain_block(config, result),
         "parallelism": {
             "nodes": runtime.nodes,
             "processes": result.world_size,  # all of them: nodes x processes per node
