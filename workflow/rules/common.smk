@@ -131,6 +131,24 @@ def corpus_inputs(name):
     return inputs
 
 
+def continued_corpus_inputs(stage):
+    """A corpus job's inputs, and the previous stage's corpus when the slice says
+    `skip_documents_from: previous_corpus` (this one continues the stream after its rows)."""
+
+    def inputs(wildcards):
+        found = corpus_inputs(stage.corpus)(wildcards)
+        if slice_of(wildcards, stage.corpus).get("skip_documents_from"):
+            found["skip_after"] = artifact(f"corpus_{stage.previous}")(wildcards)
+        return found
+
+    return inputs
+
+
+def skip_flag(wildcards, input):
+    """A params function: --skip-documents-from for a corpus that continues after another."""
+    return f"--skip-documents-from {input.skip_after}" if "skip_after" in input.keys() else ""
+
+
 def chat_dataset(name):
     """A params function: --hf-dataset for a slice that reads a synth_chat dataset (its workflow key)."""
 

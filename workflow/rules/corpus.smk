@@ -20,24 +20,6 @@ rule synth_chat:
         "gptlineage synth-chat {params.cli} --output {output} > {log} 2>&1"
 
 
-def continued_corpus_inputs(stage):
-    """A corpus job's inputs, and the previous stage's corpus when the slice says
-    `skip_documents_from: previous_corpus` (this one continues the stream after its rows)."""
-
-    def inputs(wildcards):
-        found = corpus_inputs(stage.corpus)(wildcards)
-        if slice_of(wildcards, stage.corpus).get("skip_documents_from"):
-            found["skip_after"] = artifact(f"corpus_{stage.previous}")(wildcards)
-        return found
-
-    return inputs
-
-
-def skip_flag(wildcards, input):
-    """A params function: --skip-documents-from for a corpus that continues after another."""
-    return f"--skip-documents-from {input.skip_after}" if "skip_after" in input.keys() else ""
-
-
 for stage in TRAINING_STAGES:
 
     rule:
