@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import TINY_TRAIN
+from test_lineage_cache import restore_like_snakemake
 
 from gptlineage.cli import main
 from gptlineage.lineage.artifact import ArtifactWriter, artifact_id, manifest_sha256
@@ -94,16 +95,6 @@ def snapshot(root: Path) -> dict[str, tuple]:
             else:
                 seen[str(path)] = ("other",)
     return seen
-
-
-def restore_like_snakemake(artifact: Path, cache: Path) -> None:
-    """Snakemake's cache: the output moves into the cache and comes back as a directory of links."""
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(artifact, cache)
-    artifact.mkdir()
-    for entry in cache.iterdir():
-        os.symlink(entry, artifact / entry.name)
-    (artifact / ".snakemake_timestamp").touch()
 
 
 def forge(directory: Path, change: Callable[[dict], None]) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gptlineage.generation.hf_card import describe_json, write_hub_files
+from gptlineage.generation.hf_card import write_hub_files
 from gptlineage.generation.source import ModelSource, load_model, model_artifact, recorded_settings
 from gptlineage.lineage.artifact import read_manifest
 from gptlineage.lineage.hashing import sha256_file
@@ -75,7 +75,7 @@ def lineage_of(source: ModelSource, parameters: int) -> dict[str, Any]:
     }
     summary = manifest.get("summary") or {}
     scalars = [(k, v) for k, v in summary.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)]
-    facts.update((key, describe_json(value)) for key, value in scalars[:CARD_FACTS])
+    facts.update((key, str(value)) for key, value in scalars[:CARD_FACTS])
     inputs = [
         f"{entry['role']}: {entry.get('artifact_id') or entry.get('sha256') or entry.get('tree_sha256')}"
         for entry in manifest["inputs"]

@@ -18,7 +18,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
@@ -114,8 +113,3 @@ def write_hub_files(model: GPT, directory: Path, lineage: dict[str, Any]) -> dic
     write_json_atomic(directory / GENERATION_CONFIG, generation_config(SamplingConfig()))
     (directory / MODEL_CARD).write_text(card_text(lineage, tokenizer), encoding="utf-8")
     return {"tokenizer": tokenizer, "chat_template": tokenizer, "generation_config": True, "model_card": True}
-
-
-def describe_json(value: Any) -> str:
-    """A summary value as the card shows it: numbers and strings as they are, the rest as JSON."""
-    return value if isinstance(value, str) else json.dumps(value)

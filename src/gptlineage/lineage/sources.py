@@ -33,9 +33,6 @@ class SourceFinder:
         self.roots = [Path(root) for root in roots]
         self._file_hashes: dict[str, Path] | None = None
 
-    def __bool__(self) -> bool:
-        return bool(self.roots)
-
     def _regular_files(self) -> Iterator[Path]:
         for root in self.roots:
             if root.is_file() and not root.is_symlink():

@@ -203,7 +203,7 @@ def verify_artifact(directory: Path, manifest: dict[str, Any], sources: SourceFi
     problems += [f"{directory / r}: a directory that cannot be read" for r in listing.unreadable]
     problems += [f"{directory / r}: a directory not in the manifest" for r in unlisted_directories(listing, recorded)]
     for entry in manifest["inputs"]:
-        problems.extend(verify_input(directory, entry, sources or SourceFinder()))
+        problems.extend(verify_input(directory, entry, SourceFinder() if sources is None else sources))
     return problems
 
 
