@@ -29,10 +29,18 @@ Suite (--suite N): the batched prompt-suite answering (`answer_cases`, all promp
 together) against answering the same N synthetic-chat prompts one at a time, outputs checked equal,
 interleaved the same way; the ratio is one-at-a-time time / batched time.
 
+Suite against a batched peer (--suite N --peer hf): our batched decoding (`generate_batch`) against
+Hugging Face `generate` given the same N prompts as one left-padded batch (attention mask, so its
+positions count from each prompt's first token), both greedy with no repetition penalty and the
+same stop rule (<|endoftext|>, or N new tokens); HF keeps finished rows in its batch, padded. The
+new tokens of each prompt (up to its <|endoftext|>) are checked equal; the ratio is HF's time / ours.
+
 Example:
     python benchmarks/decode_throughput.py --config gpt2-small --runs 5
     python benchmarks/decode_throughput.py --config gpt2-small --runs 7 --no-full-prefix --threads 1 --weights-read
     python benchmarks/decode_throughput.py --config cpu-small --suite 40 --runs 3
+    python benchmarks/decode_throughput.py --config cpu-small --suite 140 --peer hf --runs 5
+    python benchmarks/decode_throughput.py --config gpt2-small --suite 32 --peer hf --runs 5
     python benchmarks/decode_throughput.py --config tiny --runs 2 --json out.json    # a smoke test
 """
 
@@ -51,8 +59,9 @@ from pathlib import Path
 import torch
 
 from gptlineage.corpus.synth_chat import prompt_suite
-from gptlineage.corpus.tokenizer import gpt2_encoding
+from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
 from gptlineage.cpus import available_cpus
+from gptlineage.generation.batched import generate_batch
 from gptlineage.generation.chat import chat_prompt, complete, complete_batch
 from gptlineage.generation.decoding import FullPrefixDecoder, SamplingConfig, generate_tokens
 from gptlineage.generation.prompt_suite import SUITE_SAMPLING, SYSTEM
@@ -81,6 +90,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-full-prefix", action="store_true", help="leave out the full-prefix decoder")
     parser.add_argument("--weights-read", action="store_true", help="add the probe that only reads the weights")
     parser.add_argument("--suite", type=int, default=0, help="time the batched prompt suite of N prompts instead")
+    parser.add_argument(
+        "--peer", choices=("one-at-a-time", "hf"), default="one-at-a-time", help="--suite: what the batch races"
+    )
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default 0 = every CPU allotted)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--json", type=Path, help="also write the results here")
@@ -175,6 +187,33 @@ def suite(model: GPT, cases: int, generate: int) -> dict[str, Callable[[], list]
     return {"batched": batched, "one-at-a-time": one_at_a_time}
 
 
+def suite_against_hf(model: GPT, cases: int, generate: int) -> dict[str, Callable[[], list]]:
+    """The suite's prompts decoded as one batch by ours and by HF `generate` (left-padded), both
+    greedy without a repetition penalty; each returns every prompt's new tokens up to <|endoftext|>,
+    each prompt's followed by -1 (so the prompts' boundaries are compared too)."""
+    encoding = gpt2_encoding()
+    prompts = [chat_prompt(encoding, SYSTEM, [], case["prompt"]) for case in prompt_suite(0, cases)]
+    settings = SamplingConfig(generate=generate, top_k=1, temperature=1.0, repetition_penalty=0.0)
+    peer = hf_model(model)
+    device = model.output_weight.device
+    width = max(len(prompt) for prompt in prompts)
+    ids = torch.tensor([[EOT_ID] * (width - len(p)) + p for p in prompts], device=device)  # left-padded
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+
+    def ours() -> list:
+        return [t for generation in generate_batch(model, prompts, settings) for t in (*generation.tokens, -1)]
+
+    @torch.inference_mode()
+    def hf() -> list:
+        out = peer.generate(
+            ids, attention_mask=mask, do_sample=False, max_new_tokens=generate, eos_token_id=EOT_ID, pad_token_id=EOT_ID
+        )
+        rows = out[:, width:].tolist()
+        return [t for row in rows for t in (*(row[: row.index(EOT_ID)] if EOT_ID in row else row), -1)]
+
+    return {"ours-batched": ours, "hf-batched": hf}
+
+
 def summarize(results: dict[str, dict], peer: str, weight_bytes: int = 0) -> dict:
     """Median ms/token per contender, the median per-run ratio peer/contender, and output agreement;
     for the weights-read probe, the read rate of `weight_bytes` a token."""
@@ -183,7 +222,8 @@ def summarize(results: dict[str, dict], peer: str, weight_bytes: int = 0) -> dic
     for name, result in results.items():
         seconds = result["seconds"]
         probe = result["outputs"][0] is None  # the weights-read probe decodes nothing
-        per_run_tokens = max(1, len(reference[0] if probe else result["outputs"][0]))  # new tokens in one run
+        output = reference[0] if probe else result["outputs"][0]
+        per_run_tokens = max(1, sum(token >= 0 for token in output))  # new tokens in one run (-1: a boundary)
         entry = {
             "new_tokens_per_run": per_run_tokens,
             "ms_per_token": statistics.median(seconds) * 1000 / per_run_tokens,
@@ -225,7 +265,9 @@ def main(argv: list[str] | None = None) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     model = model_of(args)
-    if args.suite:
+    if args.suite and args.peer == "hf":
+        contenders, peer = suite_against_hf(model, args.suite, args.generate or SUITE_GENERATE), "hf-batched"
+    elif args.suite:
         contenders, peer = suite(model, args.suite, args.generate or SUITE_GENERATE), "one-at-a-time"
     else:
         args.generate = args.generate or SINGLE_GENERATE

@@ -174,3 +174,15 @@ def test_the_decode_benchmark_runs_at_tiny_dimensions(monkeypatch, tmp_path):
     for probe in (probes["weights-read:torch-sum"], probes["weights-read:numpy-max"]):
         assert probe["outputs_equal"] is None and probe["new_tokens_per_run"] == 8  # hf's tokens: one read each
         assert probe["gb_per_second"] > 0 and probe["ratio"] > 0
+
+
+def test_the_batched_suite_gives_hugging_faces_left_padded_batch_its_tokens(monkeypatch):
+    """Against a batched peer: HF `generate` over the same prompts as one left-padded batch (attention
+    mask), greedy without a penalty, gives every prompt our batched decoding's tokens."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import decode_throughput
+
+    argv = ["--config", "tiny", "--runs", "1", "--warmup", "0", "--suite", "5", "--peer", "hf", "--generate", "6"]
+    summary = decode_throughput.main(argv)
+    assert set(summary) == {"ours-batched", "hf-batched"}
+    assert summary["ours-batched"]["outputs_equal"] and summary["ours-batched"]["new_tokens_per_run"] == 5 * 6
