@@ -17,6 +17,7 @@ import yaml
 
 from gptlineage import registry
 from gptlineage.command_settings import SETTINGS
+from gptlineage.lineage.codedeps import module_files
 from gptlineage.workflow_support import EXPERIMENTS_KEY, SLICES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -170,3 +171,11 @@ print(json.dumps([after_import, "torch" in sys.modules, "gptlineage.command_sett
 def test_the_command_line_and_lineage_help_import_no_torch():
     done = subprocess.run([sys.executable, "-c", NO_TORCH_PROBE], capture_output=True, text=True, check=True)
     assert json.loads(done.stdout.splitlines()[-1]) == [False, False, False]
+
+
+@pytest.mark.parametrize("command", [each for each in registry.COMMANDS if each.family], ids=lambda each: each.name)
+def test_no_command_a_rule_runs_has_the_command_list_in_its_code(command):
+    """Adding a command or changing a help line reruns no rule and changes no artifact id."""
+    files = set(module_files(command.module, REPO / "src"))
+    assert command.module.replace(".", "/") + ".py" in files
+    assert not files & {"gptlineage/registry.py", "gptlineage/cli.py", "gptlineage/parser.py"}

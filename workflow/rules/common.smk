@@ -35,8 +35,9 @@ from gptlineage.corpus.synth_chat import SUITE_FILE  # noqa: E402
 def code(name):
     """The package files that `gptlineage NAME` runs, as paths relative to the workflow.
 
-    The command module and everything it imports. cli.py is left out on purpose: it only routes
-    `gptlineage <command>` to the module, and since it lists every command, adding a command
+    The command module (NAME's in gptlineage.registry) and everything it imports. cli.py and the
+    registry are left out on purpose (no command a rule runs imports them): they only route
+    `gptlineage <command>` to the module, and since they list every command, adding a command
     would otherwise rerun every rule. They are `local`: with a default storage provider (an S3
     store) the package stays in the checkout, only the results move."""
     return [local(f"src/{path}") for path in module_files(command(name).module, Path("src"))]
