@@ -4,7 +4,8 @@ Example:
     gptlineage --help
     gptlineage data-csv --help
 
-The commands are declared in gptlineage.registry; each command module defines EXAMPLE, `add_arguments(parser)` and `run(args)`.
+The commands are declared in gptlineage.registry and the parser is built from it
+(gptlineage.parser); each command module defines EXAMPLE, `add_arguments(parser)` and `run(args)`.
 A `GptlineageError` becomes one line on stderr, `error: <command>: <message>`, and exit
 status 1, as does an error of the machine (a full disk, a permission refused: `error: data-csv:
 no space left on device writing results/x`); a bad flag becomes one line and exit status 2.
