@@ -18,7 +18,8 @@ import yaml
 from snakemake.utils import update_config
 from test_workflow import REPO, copy_workflow, snakemake
 
-from gptlineage.workflow_support import STAGE_NAMES, config_error, gpus
+from gptlineage.registry import TRAINING_STAGES
+from gptlineage.workflow_support import config_error, gpus
 
 PROFILE = "profiles/slurm"
 PROFILES = {name: yaml.safe_load((REPO / f"profiles/{name}/config.yaml").read_text()) for name in ("default", "slurm")}
@@ -169,19 +170,12 @@ def test_each_training_stage_asks_for_one_node_and_one_gpu_per_process(paper_job
     assert pretrain["resources"]["mem_mb"] == "256000" and pretrain["resources"]["runtime"] == "240"
     assert " --processes 8 " in pretrain["shell"] and " --compile " in pretrain["shell"]
     assert pretrain["shell"].startswith("gptlineage train ")  # torchrun is started by the command itself
-    for stage in STAGE_NAMES:
-        job = paper_jobs[f"train_{stage}"]
+    for stage in TRAINING_STAGES:
+        job = paper_jobs[stage.train]
         processes = int(re.search(r"--processes (\d+)", job["shell"]).group(1))
-        assert int(job["resources"]["gpu"]) == processes, stage
+        assert int(job["resources"]["gpu"]) == processes, stage.name
         assert job["resources"]["nodes"] == "1" and job["resources"]["slurm_partition"] == "EDIT-ME-gpu-partition"
-    for rule in (
-        "corpus_pretrain",
-        "corpus_continuation",
-        "corpus_sft_stage1",
-        "corpus_sft_stage2",
-        "export_hf",
-        "plots",
-    ):
+    for rule in (*(stage.corpus for stage in TRAINING_STAGES), "export_hf", "plots"):
         assert paper_jobs[rule]["resources"].get("gpu", "0") == "0", rule
         assert paper_jobs[rule]["resources"]["slurm_partition"] == "EDIT-ME-cpu-partition", rule
 

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 import gptlineage
-from gptlineage.cli import COMMANDS
+from gptlineage import registry
 from gptlineage.lineage.codedeps import import_nodes, module_files
 
 SOURCE_ROOT = Path(gptlineage.__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize("command", sorted(registry.COMMAND_NAMES))
 def test_static_code_inputs_cover_the_modules_a_command_loads(command):
-    module = COMMANDS[command]
+    module = registry.command(command).module
     probe = (
         f"import json, sys, importlib; importlib.import_module({module!r});"
         "print(json.dumps(sorted(m.__file__ for n, m in sys.modules.items()"

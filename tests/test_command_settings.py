@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gptlineage.cli import load_command, main
+from gptlineage import registry
+from gptlineage.cli import main
+from gptlineage.command_settings import settings_class
 from gptlineage.corpus.prepare import PrepareConfig
-from gptlineage.corpus.synth_chat import SynthChatConfig
+from gptlineage.parser import load_command
 from gptlineage.settings import (
     SettingError,
     default_text,
@@ -22,29 +24,17 @@ from gptlineage.settings import (
     from_mapping,
     setting_fields,
 )
-from gptlineage.tabular.regression import SmallDataConfig
-from gptlineage.tabular.tutorial import DataCsvConfig, DataNpyConfig
+from gptlineage.tabular.tutorial import DataCsvConfig
+from gptlineage.workflow_support import SLICES as WORKFLOW_SLICES
 from gptlineage.workflow_support import command_slice, flags, wired_inputs
 
 REPO = Path(__file__).resolve().parent.parent
+# The settings class of each command of the corpus and tabular rule families.
 CONFIGS = {
-    "prepare": PrepareConfig,
-    "synth-chat": SynthChatConfig,
-    "data-csv": DataCsvConfig,
-    "data-npy": DataNpyConfig,
-    "small-data": SmallDataConfig,
+    command.name: settings_class(command) for command in registry.COMMANDS if command.family in ("corpus", "tabular")
 }
 # The workflow's config slices of these commands.
-SLICES = {
-    "small_data": "small-data",
-    "data_csv": "data-csv",
-    "data_npy": "data-npy",
-    "synth_chat": "synth-chat",
-    "corpus_pretrain": "prepare",
-    "corpus_continuation": "prepare",
-    "corpus_sft_stage1": "prepare",
-    "corpus_sft_stage2": "prepare",
-}
+SLICES = {key: each.command.name for key, each in WORKFLOW_SLICES.items() if each.command.name in CONFIGS}
 
 
 def profiles() -> list[tuple[str, dict]]:

@@ -25,7 +25,7 @@ import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from gptlineage.cli import COMMANDS
+from gptlineage import registry
 from gptlineage.lineage.codedeps import external_imports, third_party_imports
 
 REPO = Path(__file__).resolve().parent.parent
@@ -88,14 +88,19 @@ def distribution(import_name: str) -> str:
 
 def family_imports(family: str) -> set[str]:
     """Third-party top-level imports of the `gptlineage` entry point and the family's commands."""
-    modules = ["gptlineage.cli"] + [COMMANDS[command] for command in FAMILIES[family]]
+    modules = ["gptlineage.cli"] + [registry.command(name).module for name in FAMILIES[family]]
     return {name for module in modules for name in third_party_imports(module, SOURCE_ROOT)}
 
 
 def test_every_env_file_belongs_to_a_rule_family_and_every_family_has_one():
     assert FAMILIES, "no rule with a conda env found"
     assert {path.stem for path in ENVS.glob("*.yaml")} == set(FAMILIES)
-    assert all(command in COMMANDS for commands in FAMILIES.values() for command in commands), FAMILIES
+    # the rules run exactly the commands the registry places in a family, each in that family
+    declared: dict[str, set[str]] = {}
+    for command in registry.COMMANDS:
+        if command.family:
+            declared.setdefault(command.family, set()).add(command.name)
+    assert declared == FAMILIES
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

@@ -28,7 +28,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from test_envs import FAMILIES, SOURCE_ROOT, distribution, read_env
 
-from gptlineage.cli import COMMANDS
+from gptlineage import registry
 from gptlineage.corpus.shards import ShardWriter
 from gptlineage.lineage.codedeps import third_party_imports
 
@@ -36,7 +36,9 @@ REPO = SOURCE_ROOT.parent
 PLAYS = REPO / "data" / "shakespeare" / "plays.jsonl.gz"
 # Every third-party module the package imports anywhere: each family's stand-in must lack the
 # ones its packages do not install.
-ALL_IMPORTS = sorted({name for module in COMMANDS.values() for name in third_party_imports(module, SOURCE_ROOT)})
+ALL_IMPORTS = sorted(
+    {name for command in registry.COMMANDS for name in third_party_imports(command.module, SOURCE_ROOT)}
+)
 RANDOM_MODEL = [
     "--random-init",
     "--preset",

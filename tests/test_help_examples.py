@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import test_workflow
 
-from gptlineage import cli
+from gptlineage import registry
 
-SKIPPED = {"lineage", "watch"}  # their examples belong to their own tests
-COMMANDS = [name for name in cli.COMMANDS if name not in SKIPPED]
+SKIPPED = {registry.LINEAGE, registry.WATCH}  # their examples belong to their own tests
+COMMANDS = [command.name for command in registry.COMMANDS if command not in SKIPPED]
 # transformers (export-hf, matched-compare) must never reach for the network
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
@@ -29,7 +29,7 @@ tree = test_workflow.workflow_copy  # the fixture, registered here under this na
 
 
 def example(name: str) -> str:
-    return importlib.import_module(cli.COMMANDS[name]).EXAMPLE
+    return importlib.import_module(registry.command(name).module).EXAMPLE
 
 
 def output_of(words: list[str]) -> str | None:
@@ -51,7 +51,7 @@ def normalized(text: str) -> str:
 
 def test_every_example_is_the_first_example_of_its_module_docstring():
     for name in COMMANDS:
-        module = importlib.import_module(cli.COMMANDS[name])
+        module = importlib.import_module(registry.command(name).module)
         docstring = normalized(module.__doc__.split("Example:", 1)[1])
         assert docstring.startswith(normalized(module.EXAMPLE)), name
 

@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gptlineage.registry import STAGE_NAMES
+
 REPO = Path(__file__).resolve().parent.parent
 # The user's one target; it builds every result below.
 TARGET = "results/sft_stage2"
-STAGES = ("pretrain", "continuation", "sft_stage1", "sft_stage2")
+STAGES = STAGE_NAMES
 RESULTS = [
     "results/small_data",
     "results/data_csv",
@@ -74,7 +76,7 @@ def copy_workflow(workdir: Path) -> Path:
 def workflow_copy(tmp_path_factory) -> Path:
     workdir = copy_workflow(tmp_path_factory.mktemp("workflow"))
     config = yaml.safe_load((workdir / "config.yaml").read_text())
-    for stage in ("pretrain", "continuation", "sft_stage1", "sft_stage2"):
+    for stage in STAGES:
         config[stage].update(TINY_TRAINING)
     for stage in ("corpus_sft_stage1", "corpus_sft_stage2"):
         config[stage]["record_context"] = TINY_TRAINING["context"]
@@ -198,12 +200,11 @@ def test_each_stage_starts_where_its_config_says(workflow_copy):
         text=True,
         check=False,
     )
+    # every training run before the final one, the best checkpoints the stages started from
     for name in (
+        *STAGES[:-1],
         "best_sft_stage1",
-        "sft_stage1",
-        "continuation",
         "best_pretrain",
-        "pretrain",
         "corpus_pretrain",
         "corpus_sft_stage2",
         "synth_chat",
@@ -234,11 +235,11 @@ def test_rule_all_builds_every_result_and_the_report_shows_every_stage(workflow_
     comparison = json.loads((workflow_copy / "results/matched_compare/comparison.json").read_text())
     assert comparison["max_absolute_train_loss_difference"] <= comparison["threshold"]
     assert (workflow_copy / "results/export_hf/config.json").is_file()
-    for stage in ("pretrain", "continuation", "sft_stage1", "sft_stage2"):
+    for stage in STAGES:
         assert (workflow_copy / f"results/plots/{stage}/loss.svg").stat().st_size > 0
     assert (workflow_copy / "results/plots/overview.svg").is_file()
     html = (workflow_copy / "results/sft_stage2/index.html").read_text()
-    for stage in ("pretrain", "continuation", "sft_stage1", "sft_stage2", "matched_compare", "corpus_pretrain"):
+    for stage in (*STAGES, "matched_compare", "corpus_pretrain"):
         assert stage in html, stage
     for part in ("prompt_suite", "cache_bench", "data_npy", "export_hf"):
         assert f">{part}<" in html, part

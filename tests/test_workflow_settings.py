@@ -15,7 +15,7 @@ from snakemake.utils import update_config
 
 from gptlineage import cli
 from gptlineage.settings import default_text, setting_fields
-from gptlineage.workflow_support import EXPERIMENTS_KEY, SLICES, command_slice, config_error, load
+from gptlineage.workflow_support import EXPERIMENTS_KEY, SLICES, command_slice, config_error
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -37,8 +37,8 @@ def help_text(command: str, capsys, monkeypatch) -> str:
 
 @pytest.mark.parametrize("name", sorted(SLICES))
 def test_the_command_of_each_slice_shows_every_setting_with_its_default(name, capsys, monkeypatch):
-    text = help_text(SLICES[name].command, capsys, monkeypatch)
-    fields = [field for field, _ in setting_fields(load(SLICES[name].settings)) if field.metadata.get("flag", True)]
+    text = help_text(SLICES[name].command.name, capsys, monkeypatch)
+    fields = [field for field, _ in setting_fields(SLICES[name].settings) if field.metadata.get("flag", True)]
     assert fields or name == "small_data"  # the regression table is fixed: no settings yet
     for field in fields:
         flag = "--" + field.name.replace("_", "-")
@@ -54,7 +54,7 @@ def test_every_config_key_is_a_setting_of_its_command(profile_name):
     assert experiments == {}  # the profiles run the one default experiment
     assert set(config) == set(SLICES)  # every stage has a slice, and nothing else is there
     for name, config_slice in config.items():
-        known = {field.name for field, _ in setting_fields(load(SLICES[name].settings))}
+        known = {field.name for field, _ in setting_fields(SLICES[name].settings)}
         flags = command_slice(config_slice, name)
         assert set(flags) <= known, (name, set(flags) - known)
         assert set(config_slice) - set(flags) <= set(SLICES[name].workflow_keys)

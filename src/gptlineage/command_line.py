@@ -27,8 +27,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gptlineage import registry
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.tree import lexical
+from gptlineage.parser import build_parser
 
 OUTPUT = "output"
 COPIES = ("save_params", "metrics", "passport")  # train: copies outside the artifact, never rewritten
@@ -61,8 +63,6 @@ def checked_argv(manifest: Mapping[str, Any], known: Sequence[str]) -> list[str]
 
 def parse_recorded(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
     """The command's own parser and the values it reads from ARGV (its errors become one line)."""
-    from gptlineage.cli import build_parser
-
     parser = build_parser(argv[1])
     said = io.StringIO()
     try:
@@ -196,9 +196,7 @@ def rebuilt_command(
     OUTPUT None: the command as it ran, paths relative to the directory it ran in (for a script).
     CWD: the rerun's empty folder, where a link per relative input path's first part is made.
     """
-    from gptlineage.cli import COMMANDS
-
-    argv = checked_argv(manifest, list(COMMANDS))
+    argv = checked_argv(manifest, registry.COMMAND_NAMES)
     parser, values = parse_recorded(argv)
     paths = Rebuild(artifact_dir, manifest, output, scratch)
     paths.cwd = cwd

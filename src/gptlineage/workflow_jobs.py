@@ -23,9 +23,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from gptlineage.workflow_support import EXPERIMENTS_KEY, SLICES, TRAINING_STAGES, config_error
+from gptlineage.registry import FINAL_STAGE, TRAINING_STAGES
+from gptlineage.workflow_support import EXPERIMENTS_KEY, SLICES, config_error
 
-FINAL = TRAINING_STAGES[-1]
+FINAL = FINAL_STAGE
 EXPERIMENT_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 # The deliverable's parts by role (`gptlineage experiment --part ROLE=PATH`): the final model first.
 DELIVERABLE_PARTS = {

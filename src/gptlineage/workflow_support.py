@@ -1,10 +1,11 @@
-"""What the Snakemake workflow needs from the package: the stage list, each config slice's
-settings class, the slice as command-line flags, and the config check run before any job.
+"""What the Snakemake workflow needs from the package: each config slice's command (and so its
+settings class), the slice as command-line flags, and the config check run before any job.
 
 The workflow (Snakefile and workflow/rules/) writes no setting, default or range of
 its own: a config slice is checked by building the settings dataclass of the command its rule
 runs, so a bad key gives the same one line as the command's flag would, before any job starts.
-The stage list is written here once; the rule files generate one rule per stage from it.
+The training stages are declared in gptlineage.registry; the slices and the rule files generate
+one slice and one rule per stage from them.
 Before the check, `typed_config` reads the strings Snakemake's `--config 'pretrain={steps: 4}'`
 hands over as their settings' types; the check then also refuses a key the rule sets itself
 (`wired_keys`) and a path holding braces (Snakemake's wildcards).
@@ -22,61 +23,41 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 import shlex
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gptlineage import registry
+from gptlineage.command_settings import SETTINGS
+from gptlineage.corpus.layout import TRAIN_BIN, VAL_BIN
 from gptlineage.errors import GptlineageError
+from gptlineage.registry import FINAL_STAGE, TRAINING_STAGES, Command, TrainingStage
 from gptlineage.settings import SettingError, describe, from_mapping, from_text, setting_fields, typed_values
-
-
-@dataclass(frozen=True)
-class TrainingStage:
-    """One stage of the training chain, `name` everywhere: its config slice is `name`, its corpus
-    the rule corpus_<name> (results/corpus_<name>), its training the rule train_<name>
-    (results/train/<name>, the best checkpoint results/train/best_<name>); it starts from the best
-    checkpoint of `previous` (None: from scratch). The final stage's results/<name> is the
-    experiment's deliverable."""
-
-    name: str
-    previous: str | None
-
-    @property
-    def corpus(self) -> str:
-        return f"corpus_{self.name}"
-
-    @property
-    def train(self) -> str:
-        """The training rule (its run lies in results/train/<name>)."""
-        return f"train_{self.name}"
-
-
-TRAINING_STAGES = (
-    TrainingStage("pretrain", None),
-    TrainingStage("continuation", "pretrain"),
-    TrainingStage("sft_stage1", "continuation"),
-    TrainingStage("sft_stage2", "sft_stage1"),
-)
-STAGE_NAMES = tuple(stage.name for stage in TRAINING_STAGES)
+from gptlineage.tabular.layout import CSV_FILE, X_FILE, Y_FILE
+from gptlineage.training.config import plan
 
 
 @dataclass(frozen=True)
 class Slice:
-    """A config slice: the command its rule runs, the settings class that command builds from it
-    ("module:Class"), the keys the rule supplies itself (its inputs and output, placeholders for
-    the check), and the workflow's own keys (which input to wire), with their allowed values."""
+    """A config slice: the command its rule runs (whose settings class builds the slice), the keys
+    the rule supplies itself (its inputs and output, placeholders for the check), and the
+    workflow's own keys (which input to wire), with their allowed values."""
 
-    command: str
-    settings: str
+    command: Command
     supplied: dict[str, Any] = field(default_factory=dict)
     workflow_keys: dict[str, tuple] = field(default_factory=dict)
-    resolve: str | None = None  # "module:function" that resolves the built settings (and checks them)
+    resolve: Callable[[Any], Any] | None = None  # resolves the built settings (and checks them)
     # The flags the rule sets itself, each with where it takes it from: a config key of the same
     # name would be ignored (or passed twice), so the check refuses it.
     wired: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def settings(self) -> type:
+        """The settings dataclass of the slice's command (every command a slice names has one)."""
+        return SETTINGS[self.command]
 
 
 START_POINTS = ("best", "final")
@@ -91,7 +72,7 @@ def output_of(rule: str) -> str:
     return f"the {rule} rule's output"
 
 
-FINAL_RUN = {"run": output_of(f"train_{TRAINING_STAGES[-1].name}")}
+FINAL_RUN = {"run": output_of(FINAL_STAGE.train)}
 # A training stage's corpus paths: --data sets them all (gptlineage.training.config.DATA_ROLES).
 CORPUS_PATHS = ("data", "train_bin", "val_bin", "train_mask", "val_mask", "train_records", "val_records")
 
@@ -107,24 +88,15 @@ def training_wired(stage: TrainingStage) -> dict[str, str]:
 # corpus consumed (the rule passes --skip-documents-from with that corpus artifact).
 SKIP_AFTER = (None, "previous_corpus")
 SLICES: dict[str, Slice] = {
-    "small_data": Slice("small-data", "gptlineage.tabular.regression:SmallDataConfig"),
-    "data_csv": Slice(
-        "data-csv",
-        "gptlineage.tabular.tutorial:DataCsvConfig",
-        {"csv": "x.csv"},
-        wired={"csv": output_of("small_data")},
-    ),
+    "small_data": Slice(registry.SMALL_DATA),
+    "data_csv": Slice(registry.DATA_CSV, {"csv": CSV_FILE}, wired={"csv": output_of("small_data")}),
     "data_npy": Slice(
-        "data-npy",
-        "gptlineage.tabular.tutorial:DataNpyConfig",
-        {"x": "x.npy", "y": "y.npy"},
-        wired=dict.fromkeys(("x", "y"), output_of("small_data")),
+        registry.DATA_NPY, {"x": X_FILE, "y": Y_FILE}, wired=dict.fromkeys(("x", "y"), output_of("small_data"))
     ),
-    "synth_chat": Slice("synth-chat", "gptlineage.corpus.synth_chat:SynthChatConfig"),
+    "synth_chat": Slice(registry.SYNTH_CHAT),
     **{
         stage.corpus: Slice(
-            "prepare",
-            "gptlineage.corpus.prepare:PrepareConfig",
+            registry.PREPARE,
             workflow_keys={
                 "synth_chat": CHAT_DATASETS,
                 "skip_documents_from": SKIP_AFTER if stage.previous else (None,),
@@ -134,34 +106,22 @@ SLICES: dict[str, Slice] = {
     },
     **{
         stage.name: Slice(
-            "train",
-            "gptlineage.training.config:TrainConfig",
-            {"train_bin": "train.bin", "val_bin": "val.bin"},
+            registry.TRAIN,
+            {"train_bin": TRAIN_BIN, "val_bin": VAL_BIN},
             # start: the previous stage's best saved checkpoint or its final parameters.
             workflow_keys={"start": START_POINTS if stage.previous else (None,)},
-            resolve="gptlineage.training.config:plan",  # batch split, learning rates, preset defaults
+            resolve=plan,  # batch split, learning rates, preset defaults
             wired=training_wired(stage),
         )
         for stage in TRAINING_STAGES
     },
-    "cache_check": Slice(
-        "cache-check", "gptlineage.generation.cache_check:CacheCheckConfig", MODEL_RUN, wired=FINAL_RUN
-    ),
-    "cache_bench": Slice(
-        "cache-bench", "gptlineage.generation.cache_bench:CacheBenchConfig", MODEL_RUN, wired=FINAL_RUN
-    ),
+    "cache_check": Slice(registry.CACHE_CHECK, MODEL_RUN, wired=FINAL_RUN),
+    "cache_bench": Slice(registry.CACHE_BENCH, MODEL_RUN, wired=FINAL_RUN),
     # held_out_suite: score the synth_chat artifact's held-out suite (false: the slice's `suite`, or
     # the command's default, the reference's nine prompts).
-    "prompt_suite": Slice(
-        "prompt-suite",
-        "gptlineage.generation.prompt_suite:PromptSuiteConfig",
-        MODEL_RUN,
-        {"held_out_suite": (True, False)},
-        wired=FINAL_RUN,
-    ),
+    "prompt_suite": Slice(registry.PROMPT_SUITE, MODEL_RUN, {"held_out_suite": (True, False)}, wired=FINAL_RUN),
     "matched_compare": Slice(
-        "matched-compare",
-        "gptlineage.reporting.matched_compare:MatchedCompareConfig",
+        registry.MATCHED_COMPARE,
         {"data": "x", **MODEL_RUN},
         wired={"data": output_of("corpus_sft_stage1"), "run": output_of("select_best_continuation")},
     ),
@@ -214,12 +174,6 @@ def training_resources(config_slice: dict[str, Any]) -> dict[str, Any]:
     return resources
 
 
-def load(reference: str) -> Any:
-    """The object a "module:name" reference names."""
-    module, _, name = reference.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
 def slice_error(name: str, config_slice: Any) -> str | None:
     """The first problem of one slice as one line naming `<slice>.<key>`, or None."""
     if config_slice is None:
@@ -240,9 +194,9 @@ def slice_error(name: str, config_slice: Any) -> str | None:
         return message
     supplied = {**SLICES[name].supplied, **wired_inputs(name, config_slice)}
     try:
-        settings = from_mapping(load(SLICES[name].settings), {**supplied, **values})
+        settings = from_mapping(SLICES[name].settings, {**supplied, **values})
         if SLICES[name].resolve:
-            load(SLICES[name].resolve)(settings)
+            SLICES[name].resolve(settings)
     except SettingError as error:
         detail = error.detail if error.name in values else str(error)
         return f"invalid config: key {name}.{error.name}: {detail}"
@@ -258,7 +212,7 @@ SOURCE_KEYS = ("input", "hf_dataset")
 def braces_error(name: str, values: dict[str, Any]) -> str | None:
     """A path with { or } as one line: Snakemake reads braces in a job's files as wildcards (a
     WildcardError after the check). Text reaches the command as it is (`message: "What is {x}?"`)."""
-    types_by_name = {field.name: annotation for field, annotation in setting_fields(load(SLICES[name].settings))}
+    types_by_name = {field.name: annotation for field, annotation in setting_fields(SLICES[name].settings)}
     for key, value in values.items():
         annotation = types_by_name.get(key)
         item_type = typing.get_args(annotation)[0] if typing.get_origin(annotation) is tuple else annotation
@@ -299,7 +253,7 @@ def typed_slice(name: str, config_slice: Any) -> Any:
     if name not in SLICES or not isinstance(config_slice, dict):
         return config_slice
     own = SLICES[name].workflow_keys
-    typed = typed_values(load(SLICES[name].settings), config_slice)
+    typed = typed_values(SLICES[name].settings, config_slice)
     for key in own:
         if key in config_slice:
             # The key's choices decide: a bool choice reads as a flag, a null one reads 'null'.

@@ -12,8 +12,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # the top-level Snakefile's folder
 from gptlineage.lineage.codedeps import module_files  # noqa: E402  (needs the path above)
+from gptlineage.registry import TRAINING_STAGES, command  # noqa: E402
+from gptlineage.tabular.layout import CSV_FILE, X_FILE, Y_FILE  # noqa: E402
 from gptlineage.workflow_support import (  # noqa: E402
-    TRAINING_STAGES,
     command_slice,
     flags,
     gpus,
@@ -31,14 +32,15 @@ from gptlineage.workflow_jobs import (  # noqa: E402
 from gptlineage.corpus.synth_chat import SUITE_FILE  # noqa: E402
 
 
-def code(command_module):
-    """The package files that `gptlineage <command>` runs, as paths relative to the workflow.
+def code(name):
+    """The package files that `gptlineage NAME` runs, as paths relative to the workflow.
 
-    The command module and everything it imports. cli.py is left out on purpose: it only routes
-    `gptlineage <command>` to the module, and since it lists every command, adding a command
+    The command module (NAME's in gptlineage.registry) and everything it imports. cli.py and the
+    registry are left out on purpose (no command a rule runs imports them): they only route
+    `gptlineage <command>` to the module, and since they list every command, adding a command
     would otherwise rerun every rule. They are `local`: with a default storage provider (an S3
     store) the package stays in the checkout, only the results move."""
-    return [local(f"src/{path}") for path in module_files(f"gptlineage.commands.{command_module}", Path("src"))]
+    return [local(f"src/{path}") for path in module_files(command(name).module, Path("src"))]
 
 
 def check_config(config):
@@ -181,7 +183,7 @@ def start_flag(wildcards, input):
 
 def best_inputs(wildcards):
     """select_best's input: the training run of the wildcards' stage, and the command's code."""
-    return {"run": artifact(f"train_{wildcards.run}")(wildcards), "code": code("select_best")}
+    return {"run": artifact(f"train_{wildcards.run}")(wildcards), "code": code("select-best")}
 
 
 def suite_inputs(wildcards):

@@ -5,7 +5,7 @@
 
 rule synth_chat:
     input:
-        code=code("synth_chat"),
+        code=code("synth-chat"),
     output:
         result("synth_chat"),
     log:

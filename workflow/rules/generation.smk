@@ -5,7 +5,7 @@
 rule cache_check:
     input:
         run=artifact(FINAL.train),
-        code=code("cache_check"),
+        code=code("cache-check"),
     output:
         result("cache_check"),
     log:
@@ -25,7 +25,7 @@ rule cache_check:
 rule cache_bench:
     input:
         run=artifact(FINAL.train),
-        code=code("cache_bench"),
+        code=code("cache-bench"),
     output:
         result("cache_bench"),
     log:
@@ -46,7 +46,7 @@ rule prompt_suite:
     input:
         unpack(suite_inputs),
         run=artifact(FINAL.train),
-        code=code("prompt_suite"),
+        code=code("prompt-suite"),
     output:
         result("prompt_suite"),
     log:

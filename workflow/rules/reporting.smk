@@ -8,7 +8,7 @@
 rule export_hf:
     input:
         run=artifact(FINAL.train),
-        code=code("export_hf"),
+        code=code("export-hf"),
     output:
         result("export_hf"),
     log:
@@ -25,7 +25,7 @@ rule matched_compare:
     input:
         run=artifact("select_best_continuation"),
         data=artifact("corpus_sft_stage1"),
-        code=code("matched_compare"),
+        code=code("matched-compare"),
     output:
         report(
             result("matched_compare"),

@@ -3,7 +3,7 @@
 
 rule small_data:
     input:
-        code=code("small_data"),
+        code=code("small-data"),
     output:
         result("small_data"),
     log:
@@ -21,7 +21,7 @@ rule small_data:
 rule data_csv:
     input:
         data=artifact("small_data"),
-        code=code("data_csv"),
+        code=code("data-csv"),
     output:
         result("data_csv"),
     log:
@@ -32,14 +32,15 @@ rule data_csv:
         "../../envs/tabular.yaml"
     params:
         cli=cli("data_csv"),
+        csv=CSV_FILE,
     shell:
-        "gptlineage data-csv {params.cli} --csv {input.data}/small_regression.csv --output {output} > {log} 2>&1"
+        "gptlineage data-csv {params.cli} --csv {input.data}/{params.csv} --output {output} > {log} 2>&1"
 
 
 rule data_npy:
     input:
         data=artifact("small_data"),
-        code=code("data_npy"),
+        code=code("data-npy"),
     output:
         result("data_npy"),
     log:
@@ -50,5 +51,7 @@ rule data_npy:
         "../../envs/tabular.yaml"
     params:
         cli=cli("data_npy"),
+        x=X_FILE,
+        y=Y_FILE,
     shell:
-        "gptlineage data-npy {params.cli} --x {input.data}/small_regression_X.npy --y {input.data}/small_regression_y.npy --output {output} > {log} 2>&1"
+        "gptlineage data-npy {params.cli} --x {input.data}/{params.x} --y {input.data}/{params.y} --output {output} > {log} 2>&1"

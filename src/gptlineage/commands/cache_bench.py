@@ -20,7 +20,6 @@ from gptlineage.generation.source import load_model, model_artifact
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.settings import add_flags, from_args
 
-NAME = "cache-bench"
 EXAMPLE = (
     "gptlineage cache-bench --run results/sft_stage2 --generate 8 --timed-runs 1 --output results/examples/cache_bench"
 )
@@ -34,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     config = from_args(CacheBenchConfig, args)
     model = load_model(config.model)
     report = cache_bench_report(config, model)
-    with model_artifact(config, NAME) as artifact:
+    with model_artifact(config, args.command) as artifact:
         write_json_atomic(artifact.path / "report.json", report)
         artifact.summary = {
             key: report[key] for key in ("end_to_end_speedup", "generated_tokens_equal", "prompt_tokens")

@@ -19,7 +19,6 @@ from gptlineage.generation.source import load_model, model_artifact
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.settings import add_flags, from_args
 
-NAME = "cache-check"
 EXAMPLE = (
     'gptlineage cache-check --run results/sft_stage2 --system "" --rollout 8 --output results/examples/cache_check'
 )
@@ -33,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     config = from_args(CacheCheckConfig, args)
     model = load_model(config.model)
     report = cache_check_report(config, model)
-    with model_artifact(config, NAME) as artifact:
+    with model_artifact(config, args.command) as artifact:
         write_json_atomic(artifact.path / "report.json", report)
         artifact.summary = {
             "max_abs": max(p["max_abs"] for p in report["prefixes"]),

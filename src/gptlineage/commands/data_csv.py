@@ -19,7 +19,6 @@ from pathlib import Path
 from gptlineage.settings import add_flags, from_args
 from gptlineage.tabular.tutorial import DataCsvConfig, csv_tutorial
 
-NAME = "data-csv"
 EXAMPLE = (
     "gptlineage data-csv --csv results/small_data/small_regression.csv --seed 2026 --steps 5 "
     "--output results/examples/data_csv"

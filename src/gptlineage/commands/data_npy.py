@@ -18,7 +18,6 @@ from pathlib import Path
 from gptlineage.settings import add_flags, from_args
 from gptlineage.tabular.tutorial import DataNpyConfig, npy_tutorial
 
-NAME = "data-npy"
 EXAMPLE = (
     "gptlineage data-npy --x results/small_data/small_regression_X.npy "
     "--y results/small_data/small_regression_y.npy --seed 2026 --steps 5 "

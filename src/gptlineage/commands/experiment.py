@@ -18,7 +18,6 @@ import argparse
 from gptlineage.reporting.experiment import ExperimentConfig, write_experiment
 from gptlineage.settings import add_flags, from_args
 
-NAME = "experiment"
 EXAMPLE = (
     "gptlineage experiment --part model=results/train/sft_stage2 --part prompt_suite=results/prompt_suite "
     "--output results/examples/experiment"

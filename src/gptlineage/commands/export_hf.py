@@ -14,7 +14,6 @@ import argparse
 from gptlineage.generation.export_hf import ExportConfig, export_hf
 from gptlineage.settings import add_flags, from_args
 
-NAME = "export-hf"
 EXAMPLE = "gptlineage export-hf --run results/sft_stage2 --output results/examples/export_hf"
 
 
@@ -24,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = from_args(ExportConfig, args)
-    summary = export_hf(config, NAME)
+    summary = export_hf(config, args.command)
     difference = summary["probe_max_abs_logit_difference"]
     print(f"wrote Hugging Face model: {config.output} (probe max |Δlogit| {difference:.3g})")
     return 0

@@ -37,7 +37,6 @@ from gptlineage.generation.source import (
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.settings import add_flags, from_args
 
-NAME = "generate"
 EXAMPLE = (
     'gptlineage generate --run results/sft_stage2 --system "" --message "What is two plus two?" --top-k 1 --generate 16'
 )
@@ -59,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     parameters = recorded_settings(config)
     # The writer checks --output before the session starts: a refusal must not cost a conversation.
-    with model_artifact(config, NAME, parameters) as artifact:
+    with model_artifact(config, args.command, parameters) as artifact:
         records = generate_records(config, model, gpt2_encoding(), stdin=sys.stdin, stdout=sys.stdout)
         write_json_atomic(
             artifact.path / "generation.json",

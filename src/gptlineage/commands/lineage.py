@@ -23,7 +23,6 @@ from gptlineage.lineage.checks import is_hex64, printable
 from gptlineage.lineage.sources import NOT_HERE
 from gptlineage.lineage.walk import prov_document, show_lines, verify, write_prov_json
 
-NAME = "lineage"
 EXAMPLE = "gptlineage lineage show results/data_csv"
 FORMATS = ["prov-json", "ro-crate"]
 PROV_START = b'{\n  "prefix": {'  # how every PROV-JSON file we write begins (json.dump, indent 2)

@@ -18,7 +18,6 @@ from gptlineage.reporting.matched import summary_line
 from gptlineage.reporting.matched_compare import MatchedCompareConfig, write_matched_compare
 from gptlineage.settings import add_flags, from_args
 
-NAME = "matched-compare"
 EXAMPLE = (
     "gptlineage matched-compare --run results/sft_stage2 --data results/corpus_sft_stage1 --updates 2 "
     "--eval-every 1 --output results/examples/matched_compare"
@@ -31,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = from_args(MatchedCompareConfig, args)
-    comparison = write_matched_compare(config, NAME)
+    comparison = write_matched_compare(config, args.command)
     print(summary_line(comparison))
     print(f"wrote matched comparison: {config.output / 'comparison.json'}")
     return 0

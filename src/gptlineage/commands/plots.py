@@ -22,7 +22,6 @@ from gptlineage.reporting.comparison_figure import comparison_svg
 from gptlineage.reporting.plots import overview_svg, read_metrics, run_figures
 from gptlineage.training.layout import RunDir
 
-NAME = "plots"
 EXAMPLE = (
     "gptlineage plots --run results/train/pretrain --run results/train/continuation "
     "--run results/train/sft_stage1 --run results/train/sft_stage2 --comparison results/matched_compare "
@@ -81,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     if comparison is not None:
         inputs["comparison"] = comparison
     parameters = {"runs": names, "top": args.top, "comparison": comparison is not None}
-    with ArtifactWriter(args.output, command=NAME, parameters=parameters, inputs=inputs) as artifact:
+    with ArtifactWriter(args.output, command=args.command, parameters=parameters, inputs=inputs) as artifact:
         for relative, svg in figures.items():
             (artifact.path / relative).parent.mkdir(parents=True, exist_ok=True)
             (artifact.path / relative).write_bytes(svg)

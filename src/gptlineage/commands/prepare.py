@@ -21,7 +21,6 @@ from gptlineage.corpus.sources import source_inputs
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.settings import add_flags, as_mapping, from_args
 
-NAME = "prepare"
 EXAMPLE = (
     "gptlineage prepare --input data/shakespeare/plays.jsonl.gz --max-documents 20 "
     "--output results/examples/corpus_pretrain"
@@ -36,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     config = from_args(PrepareConfig, args)
     with ArtifactWriter(
-        args.output, command=NAME, parameters=as_mapping(config), inputs=source_inputs(config)
+        args.output, command=args.command, parameters=as_mapping(config), inputs=source_inputs(config)
     ) as artifact:
         artifact.summary = prepare(config, artifact.path)
         record_local_content(artifact.summary["source"], artifact.input_entries)

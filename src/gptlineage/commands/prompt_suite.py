@@ -19,7 +19,6 @@ from gptlineage.generation.source import load_model, model_artifact, recorded_se
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.settings import add_flags, from_args
 
-NAME = "prompt-suite"
 EXAMPLE = (
     "gptlineage prompt-suite --run results/sft_stage2 --suite results/synth_chat/prompt-suite.json "
     "--generate 16 --output results/examples/prompt_suite"
@@ -37,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     parameters = {**recorded_settings(config), "suite": config.suite_name}
     model = load_model(config.model)
     report = suite_report(config, model, suite, parameters)
-    with model_artifact(config, NAME, parameters, inputs={"suite": config.suite}) as artifact:
+    with model_artifact(config, args.command, parameters, inputs={"suite": config.suite}) as artifact:
         write_json_atomic(artifact.path / "report.json", report)
         artifact.summary = {"exact_match": report["exact_match"]}
     print(f"wrote report: {config.output / 'report.json'}")

@@ -23,7 +23,6 @@ from gptlineage.training.checkpoints import list_checkpoints
 from gptlineage.training.layout import PARAMETERS_FILE, PASSPORT_FILE, RunDir
 from gptlineage.training.metrics import best_checkpoint
 
-NAME = "select-best"
 EXAMPLE = "gptlineage select-best --run results/train/pretrain --output results/examples/best_pretrain"
 SELECTION = "lowest validation loss among saved checkpoints after step 0"
 
@@ -66,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     passport = run_dir.passport
     with ArtifactWriter(
         args.output,
-        command=NAME,
+        command=args.command,
         parameters={"selection": SELECTION},
         inputs={"checkpoint": chosen, "passport": passport},
     ) as artifact:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.settings import add_flags, from_args
+from gptlineage.tabular.layout import CSV_FILE, X_FILE, Y_FILE
 from gptlineage.tabular.regression import (
     SmallDataConfig,
     regression_table,
@@ -21,11 +22,7 @@ from gptlineage.tabular.regression import (
     write_regression_csv,
 )
 
-NAME = "small-data"
 EXAMPLE = "gptlineage small-data --output results/examples/small_data"
-CSV_NAME = "small_regression.csv"
-X_NAME = "small_regression_X.npy"
-Y_NAME = "small_regression_y.npy"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,11 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from_args(SmallDataConfig, args)  # no settings yet: the table is fixed
     inputs, targets = regression_table()
-    with ArtifactWriter(args.output, command=NAME, parameters={"rows": len(inputs)}) as artifact:
-        write_regression_csv(artifact.path / CSV_NAME, inputs, targets)
-        write_npy(artifact.path / X_NAME, inputs)
-        write_npy(artifact.path / Y_NAME, targets)
-    print(f"wrote {args.output / CSV_NAME} rows={len(inputs)}")
-    for name, array in ((X_NAME, inputs), (Y_NAME, targets)):
+    with ArtifactWriter(args.output, command=args.command, parameters={"rows": len(inputs)}) as artifact:
+        write_regression_csv(artifact.path / CSV_FILE, inputs, targets)
+        write_npy(artifact.path / X_FILE, inputs)
+        write_npy(artifact.path / Y_FILE, targets)
+    print(f"wrote {args.output / CSV_FILE} rows={len(inputs)}")
+    for name, array in ((X_FILE, inputs), (Y_FILE, targets)):
         print(f"wrote {args.output / name} shape={tuple(array.shape)} dtype={array.dtype}")
     return 0

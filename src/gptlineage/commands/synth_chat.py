@@ -27,7 +27,6 @@ from gptlineage.corpus.synth_chat import (
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.settings import add_flags, as_mapping, from_args
 
-NAME = "synth-chat"
 EXAMPLE = (
     "gptlineage synth-chat --stage1-dialogues 300 --stage2-dialogues-per-split 100 --suite-prompts 14 "
     "--seed 1337 --output results/examples/synth_chat"
@@ -41,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = from_args(SynthChatConfig, args)
-    with ArtifactWriter(args.output, command=NAME, parameters=as_mapping(config)) as artifact:
+    with ArtifactWriter(args.output, command=args.command, parameters=as_mapping(config)) as artifact:
         summary = write_synth_chat(artifact.path, config)
     for directory, key in ((STAGE1_DIR, "stage1"), (STAGE2_DIR, "stage2")):
         splits = summary[key]["splits"]

@@ -61,7 +61,6 @@ from gptlineage.training.workdir import (
     resumes_from,
 )
 
-NAME = "train"
 SAMPLES_FILE = "samples.json"
 COPIED = {"--save-params": "parameters", "--metrics": "metrics", "--passport": "passport"}  # flag -> RunDir file
 SAMPLES_SCHEMA = "gptlineage.training-samples.v1"
@@ -83,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     work = work_directory(outputs.output.absolute())
     check_copies(outputs, work)  # before any training: a bad path costs nothing
     if launched_by_torchrun():  # a rank: the command that launched it checked memory and holds the lock
-        return train_here(config, run_plan, outputs, work)
+        return train_here(args.command, config, run_plan, outputs, work)
     runtime = config.runtime
     if runtime.nodes == 1 or node_agent(os.environ):  # this machine runs ranks: refused before torchrun starts
         check_device_here(runtime.device)
@@ -97,13 +96,13 @@ def run(args: argparse.Namespace) -> int:
         return relaunch_with_torchrun(launch_command(runtime, args.argv, logs), logs)
     if runtime.nodes * runtime.processes == 1:
         with locked_work(work, outputs.output):
-            return train_here(config, run_plan, outputs, work)
+            return train_here(args.command, config, run_plan, outputs, work)
     command = launch_command(runtime, args.argv, logs)  # refused here, before the lock
     with locked_work(work, outputs.output):
         return relaunch_with_torchrun(command, logs)
 
 
-def train_here(config: TrainConfig, run_plan: Plan, outputs: TrainOutputs, work: Path) -> int:
+def train_here(command: str, config: TrainConfig, run_plan: Plan, outputs: TrainOutputs, work: Path) -> int:
     """This process's part: continue an interrupted run of the same command, train, write (rank 0)."""
     dist = setup(config.runtime.device)
     try:
@@ -111,18 +110,19 @@ def train_here(config: TrainConfig, run_plan: Plan, outputs: TrainOutputs, work:
         if not dist.is_main:
             run_training(resumed, run_plan, None, None, Tracer(), dist)
             return 0
-        return write_artifact(config, resumed, run_plan, outputs, dist)
+        return write_artifact(command, config, resumed, run_plan, outputs, dist)
     finally:
         teardown(dist)
 
 
 def write_artifact(
-    given: TrainConfig, config: TrainConfig, run_plan: Plan, outputs: TrainOutputs, dist: Distributed
+    command: str, given: TrainConfig, config: TrainConfig, run_plan: Plan, outputs: TrainOutputs, dist: Distributed
 ) -> int:
     """Rank 0's part (the only part of a single-process run): train, and write the artifact.
 
     `config` is what runs; `given` is the command as typed, which the manifest records (so a
-    run continued after an interruption keeps its inputs, --load-params included).
+    run continued after an interruption keeps its inputs, --load-params included), under the
+    name `command` it ran as.
     """
     work = work_directory(outputs.output.absolute())
     checkpoints = prepare_work(config, work)
@@ -133,7 +133,7 @@ def write_artifact(
     parameters = {"settings": work_parameters(given), "resolved": run_plan.resolved()}
     tracer = Tracer()
     with ArtifactWriter(
-        outputs.output, command=NAME, parameters=parameters, inputs=inputs, device=config.runtime.device
+        outputs.output, command=command, parameters=parameters, inputs=inputs, device=config.runtime.device
     ) as artifact:
         result = run_training(config, run_plan, artifact.path, work, tracer, dist)
         built = RunDir(artifact.path)

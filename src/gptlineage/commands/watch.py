@@ -42,7 +42,6 @@ from gptlineage.training.watch import (
     read_points_document,
 )
 
-NAME = "watch"
 EXAMPLE = "gptlineage watch results/train/sft_stage1"
 
 

@@ -21,6 +21,7 @@ from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.settings import as_mapping, setting
 from gptlineage.tabular.csv_loader import CsvOptions, from_csv
 from gptlineage.tabular.dataset import Dataset, batch
+from gptlineage.tabular.layout import DEFAULT_DIR, TableDir
 from gptlineage.tabular.npy_loader import check_supervised_npy, from_supervised_npy
 from gptlineage.tabular.regression import (
     RegressionTrainConfig,
@@ -34,9 +35,7 @@ from gptlineage.tabular.runtime import RuntimeSettings, check_arithmetic
 INPUT_WIDTH = 2  # x1, x2
 TARGET_WIDTH = 1  # y
 # Where `gptlineage small-data --output results/small_data` writes the table.
-DEFAULT_CSV = Path("results/small_data/small_regression.csv")
-DEFAULT_X = Path("results/small_data/small_regression_X.npy")
-DEFAULT_Y = Path("results/small_data/small_regression_y.npy")
+DEFAULT_TABLE = TableDir(DEFAULT_DIR)
 SMALL_DATA_HINT = (
     "generate it with: snakemake --cores 1 results/small_data (or gptlineage small-data --output results/small_data)"
 )
@@ -70,7 +69,7 @@ class DataCsvConfig:
     training: CsvTraining
     options: TableCsvOptions
     runtime: RuntimeSettings
-    csv: Path = setting(DEFAULT_CSV, "regression CSV with columns x1,x2,y")
+    csv: Path = setting(DEFAULT_TABLE.csv, "regression CSV with columns x1,x2,y")
 
     def __post_init__(self) -> None:
         check_arithmetic(self.runtime.arithmetic, self.training.dtype)
@@ -86,8 +85,8 @@ class DataNpyConfig:
 
     training: NpyTraining
     runtime: RuntimeSettings
-    x: Path = setting(DEFAULT_X, "inputs, shape (N, 2)")
-    y: Path = setting(DEFAULT_Y, "targets, shape (N, 1)")
+    x: Path = setting(DEFAULT_TABLE.x, "inputs, shape (N, 2)")
+    y: Path = setting(DEFAULT_TABLE.y, "targets, shape (N, 1)")
 
     def __post_init__(self) -> None:
         check_arithmetic(self.runtime.arithmetic, self.training.dtype)

@@ -1,0 +1,53 @@
+"""Each command's settings class: the dataclass its flags and its workflow config slice build.
+
+Kept apart from gptlineage.registry, which the command line imports: the settings modules this
+one imports (several still import torch) must not load for `gptlineage lineage ...`, nor become
+part of the command line's code. The workflow's config check (gptlineage.workflow_support) and
+the tests read the classes from here.
+
+Example:
+    >>> from gptlineage.registry import DATA_CSV, LINEAGE
+    >>> settings_class(DATA_CSV).__name__
+    'DataCsvConfig'
+    >>> settings_class(LINEAGE) is None
+    True
+"""
+
+from __future__ import annotations
+
+from gptlineage import registry
+from gptlineage.corpus.prepare import PrepareConfig
+from gptlineage.corpus.synth_chat import SynthChatConfig
+from gptlineage.generation.cache_bench import CacheBenchConfig
+from gptlineage.generation.cache_check import CacheCheckConfig
+from gptlineage.generation.chat import GenerateConfig
+from gptlineage.generation.export_hf import ExportConfig
+from gptlineage.generation.prompt_suite import PromptSuiteConfig
+from gptlineage.reporting.experiment import ExperimentConfig
+from gptlineage.reporting.matched_compare import MatchedCompareConfig
+from gptlineage.tabular.regression import SmallDataConfig
+from gptlineage.tabular.tutorial import DataCsvConfig, DataNpyConfig
+from gptlineage.training.config import TrainConfig
+
+# Commands not listed take their flags from argparse directly (watch defines its settings in its
+# command module, which is imported only when chosen).
+SETTINGS: dict[registry.Command, type] = {
+    registry.SMALL_DATA: SmallDataConfig,
+    registry.DATA_CSV: DataCsvConfig,
+    registry.DATA_NPY: DataNpyConfig,
+    registry.SYNTH_CHAT: SynthChatConfig,
+    registry.PREPARE: PrepareConfig,
+    registry.TRAIN: TrainConfig,
+    registry.GENERATE: GenerateConfig,
+    registry.CACHE_CHECK: CacheCheckConfig,
+    registry.CACHE_BENCH: CacheBenchConfig,
+    registry.PROMPT_SUITE: PromptSuiteConfig,
+    registry.EXPORT_HF: ExportConfig,
+    registry.MATCHED_COMPARE: MatchedCompareConfig,
+    registry.EXPERIMENT: ExperimentConfig,
+}
+
+
+def settings_class(command: registry.Command) -> type | None:
+    """COMMAND's settings dataclass, or None for a command without one."""
+    return SETTINGS.get(command)

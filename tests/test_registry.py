@@ -1,0 +1,181 @@
+"""The commands and the training stages are named in gptlineage.registry and nowhere else: every
+command line the workflow, the docs, the profiles, the benchmarks and the tools spell names a
+registered command, every rule a profile sizes is one the workflow defines, every config key
+is a slice of the workflow, and no Python file enumerates commands or stages by hand."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gptlineage import registry
+from gptlineage.command_settings import SETTINGS
+from gptlineage.lineage.codedeps import module_files
+from gptlineage.workflow_support import EXPERIMENTS_KEY, SLICES
+
+REPO = Path(__file__).resolve().parent.parent
+RULES = REPO / "workflow" / "rules"
+# `gptlineage WORD` where a command line is written: after a backtick, a quote or a parenthesis, or
+# at a line's start (after `$ ` or `>`), in Markdown only inside a fenced block: prose
+# ("gptlineage reproduces ...") is none.
+INLINE_COMMAND = re.compile(r"""[`"'(]gptlineage ([a-z][a-z0-9_-]*)""")
+LINE_COMMAND = re.compile(r"^[ \t>$]*gptlineage ([a-z][a-z0-9_-]*)", re.MULTILINE)
+FENCED_BLOCK = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+NAMED_RULE = re.compile(r"^rule (\w+):", re.MULTILINE)
+# A rule generated in a loop takes its name from an expression (`name:` on the line below).
+GENERATED_RULE = re.compile(r"^[ \t]*rule:\n[ \t]+name:\n[ \t]+(.+)$", re.MULTILINE)
+PROFILES = [*sorted(REPO.glob("profiles/*/config.yaml")), REPO / "tools" / "local_slurm_profile" / "config.yaml"]
+NAMES = {"command": set(registry.COMMAND_NAMES), "stage": set(registry.STAGE_NAMES)}
+
+
+def command_line_files() -> list[Path]:
+    """The files that write `gptlineage <command>` lines for people or for the shell."""
+    found = [REPO / "README.md", REPO / "Snakefile", *sorted(RULES.glob("*.smk"))]
+    for folder in ("profiles", "benchmarks", "tools"):
+        found += sorted(
+            path for path in (REPO / folder).rglob("*") if path.is_file() and "__pycache__" not in path.parts
+        )
+    return found
+
+
+def spelled_commands(text: str, markdown: bool = False) -> set[str]:
+    """The command words of TEXT's `gptlineage <command>` lines."""
+    lines = "\n".join(FENCED_BLOCK.findall(text)) if markdown else text
+    return set(INLINE_COMMAND.findall(text)) | set(LINE_COMMAND.findall(lines))
+
+
+def workflow_rules() -> set[str]:
+    """The rules the workflow defines: those named in workflow/rules/*.smk, and those the rule files
+    generate from the registry's stages (corpus_<stage>, train_<stage>, the final stage's deliverable)."""
+    text = "\n".join(path.read_text(encoding="utf-8") for path in sorted(RULES.glob("*.smk")))
+    generated = set(GENERATED_RULE.findall(text))
+    assert generated == {"stage.corpus", "stage.train", "FINAL.name"}, generated
+    stages = {name for stage in registry.TRAINING_STAGES for name in (stage.corpus, stage.train)}
+    return set(NAMED_RULE.findall(text)) | stages | {registry.FINAL_STAGE.name}
+
+
+def sized_rules(profile: Path) -> set[str]:
+    document = yaml.safe_load(profile.read_text(encoding="utf-8"))
+    return {rule for key in ("set-threads", "set-resources") for rule in document.get(key) or {}}
+
+
+def enumerations(source: str, filename: str) -> list[tuple[int, str, list[str]]]:
+    """Each tuple, list or set literal of SOURCE that holds two or more command names or two or more
+    stage names: its line, the kind of name, and the names."""
+    found = []
+    for node in ast.walk(ast.parse(source, filename)):
+        if not isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            continue
+        words = [item.value for item in node.elts if isinstance(item, ast.Constant) and isinstance(item.value, str)]
+        for kind, names in NAMES.items():
+            named = sorted({word for word in words if word in names})
+            if len(named) >= 2:
+                found.append((node.lineno, kind, named))
+    return found
+
+
+def python_files() -> list[Path]:
+    files = sorted((REPO / "src").rglob("*.py")) + sorted((REPO / "tests").rglob("*.py"))
+    return [path for path in files if path != REPO / "src" / "gptlineage" / "registry.py"]
+
+
+def test_every_command_line_names_a_registered_command():
+    files = command_line_files()
+    assert REPO / "workflow" / "rules" / "training.smk" in files
+    spelled = {
+        path.relative_to(REPO).as_posix(): spelled_commands(path.read_text(encoding="utf-8"), path.suffix == ".md")
+        for path in files
+    }
+    # the scan sees the command lines of the rules and of the README
+    assert set().union(*spelled.values()) >= {registry.TRAIN.name, registry.PREPARE.name, registry.GENERATE.name}
+    unknown = {path: sorted(words - NAMES["command"]) for path, words in spelled.items() if words - NAMES["command"]}
+    assert unknown == {}
+
+
+def test_every_rule_a_profile_sizes_is_a_rule_of_the_workflow():
+    rules = workflow_rules()
+    assert {"small_data", "select_best", "train_pretrain", "corpus_sft_stage2", registry.FINAL_STAGE.name} <= rules
+    for profile in PROFILES:
+        assert sized_rules(profile), profile  # the profile sizes some rules: the check sees them
+        assert sized_rules(profile) <= rules, (profile, sized_rules(profile) - rules)
+
+
+@pytest.mark.parametrize("config", ["config.yaml", "config.paper.yaml"])
+def test_every_config_key_is_a_slice_of_the_workflow(config):
+    keys = set(yaml.safe_load((REPO / config).read_text(encoding="utf-8")))
+    assert keys - {EXPERIMENTS_KEY} <= set(SLICES), keys - {EXPERIMENTS_KEY} - set(SLICES)
+
+
+def test_no_python_file_enumerates_commands_or_stages():
+    found = {}
+    for path in python_files():
+        hits = enumerations(path.read_text(encoding="utf-8"), str(path))
+        if hits:
+            found[path.relative_to(REPO).as_posix()] = hits
+    assert found == {}
+
+
+@pytest.mark.parametrize(
+    ("defect", "check"),
+    [
+        pytest.param('"gptlineage trian --output {output}"', spelled_commands, id="shell-line-misspelled-command"),
+        pytest.param("`gptlineage sample --run x`", spelled_commands, id="readme-unknown-command"),
+        pytest.param('STAGES = ("pretrain", "continuation")', None, id="stage-tuple"),
+        pytest.param('COMMANDS = ["train", "select-best", "--x"]', None, id="command-list"),
+        pytest.param('SKIPPED = {"lineage", "watch"}', None, id="command-set"),
+    ],
+)
+def test_the_scans_catch_a_new_name_outside_the_registry(defect, check):
+    if check is spelled_commands:
+        assert check(defect) - NAMES["command"]
+    else:
+        assert enumerations(defect, "defect.py")
+
+
+def test_prose_and_single_names_are_no_command_line_or_enumeration():
+    prose = "gptlineage reproduces an experiment; a gptlineage manifest\n"
+    assert spelled_commands(prose, markdown=True) == set()
+    assert spelled_commands(f"{prose}```\n$ gptlineage train --steps 2\n```\n", markdown=True) == {"train"}
+    assert enumerations('argv = ["train", "--steps", "2"]\nsplit = ("train", "validation")', "x.py") == []
+
+
+def test_each_slice_names_a_command_with_a_settings_class_and_each_command_a_module():
+    assert {each.command for each in SLICES.values()} <= set(SETTINGS)
+    assert set(SETTINGS) <= set(registry.COMMANDS)
+    for command in registry.COMMANDS:
+        assert (REPO / "src" / Path(*command.module.split("."))).with_suffix(".py").is_file(), command.name
+    assert len(set(registry.COMMAND_NAMES)) == len(registry.COMMANDS)
+    assert [stage.previous for stage in registry.TRAINING_STAGES] == [None, *registry.STAGE_NAMES[:-1]]
+
+
+# Loaded in a fresh interpreter: what `gptlineage lineage --help` imports (SystemExit from --help).
+NO_TORCH_PROBE = """
+import json, sys
+import gptlineage.cli
+after_import = "torch" in sys.modules
+try:
+    gptlineage.cli.main(["lineage", "--help"])
+except SystemExit:
+    pass
+print(json.dumps([after_import, "torch" in sys.modules, "gptlineage.command_settings" in sys.modules]))
+"""
+
+
+def test_the_command_line_and_lineage_help_import_no_torch():
+    done = subprocess.run([sys.executable, "-c", NO_TORCH_PROBE], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout.splitlines()[-1]) == [False, False, False]
+
+
+@pytest.mark.parametrize("command", [each for each in registry.COMMANDS if each.family], ids=lambda each: each.name)
+def test_no_command_a_rule_runs_has_the_command_list_in_its_code(command):
+    """Adding a command or changing a help line reruns no rule and changes no artifact id."""
+    files = set(module_files(command.module, REPO / "src"))
+    assert command.module.replace(".", "/") + ".py" in files
+    assert not files & {"gptlineage/registry.py", "gptlineage/cli.py", "gptlineage/parser.py"}
