@@ -20,18 +20,11 @@ resolved parameters and their hash, each input (role, path, and the id of the ar
 holding it, or the file's own sha256 for a plain source file), a `summary` of what the
 command measured (set `artifact.summary` inside the block), the command's code closure
 (its module and every package file it imports, each with its sha256), the environment
-(library versions, device, threads, platform) and a `run` block (times, host, git commit).
-
-The artifact id means "the same work": it is the sha256 of `identity_payload(manifest)`,
-which keeps only the schema, the command name, the parameters, the inputs by content (role
-and artifact id or sha256, not their paths), the code closure's hash and the environment
-class (python, torch, numpy versions and the device kind). The argv (so flag order), input
-and output paths, thread count, platform, host, times and edits to package files the command
-does not import do not change it. Nor do the output files: a rerun of the same work has the
-same id even where its outputs hold timings (a training run's step durations). What a run
-produced is the `files` list, sealed with the rest of the record by `manifest_sha256`; an
-input artifact is recorded by its id and by `content_sha256`, the hash of its files list, so
-verify notices an upstream artifact rerun with other results.
+(library versions, device, threads, platform), what the command declares about its artifacts
+(`command.declaration`: `gptlineage.lineage.declaration`) and a `run` block (times, host, git
+commit). docs/manifest.md specifies every field and states the rule for the artifact id
+(`identity_payload`); the writer checks each manifest against the one schema of the format
+(`gptlineage.lineage.manifest_schema`) before writing it.
 """
 
 from __future__ import annotations
@@ -82,11 +75,8 @@ NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # a full disk, a full quota
 
 
 def identity_payload(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of a manifest that says which work was done; the artifact id is its sha256.
-
-    Left out on purpose: argv (flag order), input and output paths, threads, platform,
-    host, times, git state, the summary, and package files outside the command's closure.
-    """
+    """The part of a manifest that says which work was done; the artifact id is its sha256
+    (docs/manifest.md, "The artifact id", states the rule and what it leaves out)."""
     inputs = [{key: entry[key] for key in INPUT_IDENTITY_KEYS if key in entry} for entry in manifest["inputs"]]
     return {
         "schema": manifest["schema"],
@@ -99,8 +89,7 @@ def identity_payload(manifest: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def artifact_id(manifest: Mapping[str, Any]) -> str:
-    """The sha256 of `identity_payload(manifest)`: equal ids mean the same work (its results may
-    differ in measurements such as timings, or in floating-point details off the CPU)."""
+    """The sha256 of `identity_payload(manifest)`: equal ids mean the same work (docs/manifest.md)."""
     return sha256_json(identity_payload(manifest))
 
 

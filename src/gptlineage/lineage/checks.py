@@ -134,7 +134,7 @@ def whole(pattern: str) -> re.Pattern[str]:
 
 
 def conforms(value: Any, node: Mapping[str, Any]) -> bool:
-    """VALUE passes NODE's own checks (type, const, enum, pattern, minLength, minimum), members aside."""
+    """VALUE passes NODE's own checks (type, const, enum, pattern, min/maxLength, minimum), members aside."""
     types = node.get("type")
     if types is not None and not any(TYPES[t](value) for t in ([types] if isinstance(types, str) else types)):
         return False
@@ -143,8 +143,12 @@ def conforms(value: Any, node: Mapping[str, Any]) -> bool:
     if "enum" in node and value not in node["enum"]:
         return False
     if isinstance(value, str):
-        too_short = len(value) < node.get("minLength", 0)
-        return not too_short and ("pattern" not in node or whole(node["pattern"]).fullmatch(value) is not None)
+        too_short, too_long = len(value) < node.get("minLength", 0), len(value) > node.get("maxLength", len(value))
+        return (
+            not too_short
+            and not too_long
+            and ("pattern" not in node or whole(node["pattern"]).fullmatch(value) is not None)
+        )
     return not (TYPES["number"](value) and "minimum" in node and value < node["minimum"])
 
 

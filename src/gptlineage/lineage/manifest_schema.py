@@ -9,7 +9,8 @@ docs/manifest.md the format in prose (every field, and the rule for the artifact
     python -m gptlineage.lineage.manifest_schema > docs/manifest.schema.json
 
 Besides draft 2020-12 keywords, a node may carry `x-is` (what a valid value is, in the words an
-error line uses) and an array of objects `x-unique` (the member no two items share). Every
+error line uses) and an array of objects `x-unique` (the member no two items share: beyond
+what JSON Schema can say, so only this package's check refuses a file listed twice). Every
 `pattern` is anchored (`^...$`) and means the whole string.
 """
 
@@ -21,7 +22,8 @@ from typing import Any
 
 SCHEMA = "gptlineage.artifact.v3"
 SCHEMA_ID = "https://gptlineage.invalid/manifest.schema.json"
-HEX64 = {"type": "string", "pattern": "^[0-9a-f]{64}$", "x-is": "64 hex digits"}
+# The lengths too: a validator whose `$` lets a final newline pass (Python's re.search) still refuses one.
+HEX64 = {"type": "string", "pattern": "^[0-9a-f]{64}$", "minLength": 64, "maxLength": 64, "x-is": "64 hex digits"}
 TEXT = {"type": "string", "x-is": "a string"}
 TEXT_OR_NULL = {"type": ["string", "null"], "x-is": "a string"}
 OBJECT = {"type": "object", "x-is": "an object"}
