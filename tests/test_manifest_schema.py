@@ -75,6 +75,17 @@ def test_a_command_run_by_the_cli_records_its_modules_declaration(tmp_path):
     assert read_manifest(tmp_path / "small_data")["command"]["declaration"] == NOTHING.as_json()
 
 
+def test_a_library_call_records_the_declaration_of_the_module_whose_code_it_records(tmp_path):
+    """No CLI: the writer takes the command module named like the command, as for the code closure."""
+    from gptlineage.commands import select_best
+
+    with ArtifactWriter(tmp_path / "out", command="select-best", parameters={}) as artifact:
+        (artifact.path / "a.txt").write_text("a")
+    manifest = read_manifest(tmp_path / "out")
+    assert manifest["code"]["module"] == "gptlineage.commands.select_best"
+    assert manifest["command"]["declaration"] == select_best.DECLARATION.as_json()
+
+
 def test_the_declaration_leaves_the_id(written):
     manifest = read_manifest(written)
     bare = copy.deepcopy(manifest)

@@ -21,6 +21,7 @@ headline metric and no timing (every value is compared).
 from __future__ import annotations
 
 import fnmatch
+import importlib
 import re
 import sys
 from collections.abc import Iterable, Mapping
@@ -143,9 +144,16 @@ def declaration_of(manifest: Mapping[str, Any]) -> Declaration:
 
 
 def declared_by(module: str) -> Declaration:
-    """The `DECLARATION` of the command module MODULE when it is loaded (the CLI has loaded the one
-    it runs), else NOTHING: the lineage layer imports no command."""
-    found = getattr(sys.modules.get(module), "DECLARATION", None)
+    """The `DECLARATION` of MODULE, the module whose code an artifact records (NOTHING without one).
+
+    Under the CLI it is the command module being run, loaded already; a library call's is loaded
+    here, so that a manifest records the same declaration whichever way the command was called.
+    """
+    try:
+        loaded = sys.modules.get(module) or importlib.import_module(module)
+    except ImportError:
+        return NOTHING
+    found = getattr(loaded, "DECLARATION", None)
     return found if isinstance(found, Declaration) else NOTHING
 
 
