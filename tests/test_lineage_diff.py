@@ -12,7 +12,8 @@ from tiny_runs import two_deliverables
 
 from gptlineage.cli import main
 from gptlineage.lineage.artifact import MANIFEST, SEAL_KEY, artifact_id, manifest_sha256
-from gptlineage.lineage.compare import DIFFERENT, TIMING, compare_file, is_measurement
+from gptlineage.lineage.compare import DIFFERENT, TIMING, compare_file
+from gptlineage.lineage.declaration import Declaration, Metric
 from gptlineage.lineage.diff import diff, render_diff, stages
 
 
@@ -236,16 +237,24 @@ def test_the_shortest_role_path_names_a_stage_and_inputs_are_deeper_than_their_u
     assert found["."].depth == 0 and found["prompt_suite"].depth == 1 and found["model"].depth == 2
 
 
-def test_a_value_under_a_timing_key_at_any_depth_is_a_timing(tmp_path):
-    """The rule diff and reproduce share: a benchmark's `full_prefix_ms.median` is a timing, a loss is a result."""
+def test_a_value_under_a_declared_timing_key_at_any_depth_is_a_timing(tmp_path):
+    """The rule diff and reproduce share: what the command declares a timing (`full_prefix_ms`, so
+    `full_prefix_ms.median` too) is a timing; a loss, or a key it does not declare, is a result."""
     report = {"full_prefix_ms": {"median": 20.5, "runs": [20.1, 20.5]}, "cached_total_ms_median": 9.0, "loss": 2.0}
     rerun = {"full_prefix_ms": {"median": 31.0, "runs": [30.2, 31.0]}, "cached_total_ms_median": 7.5, "loss": 2.0}
     for name, value in (("old.json", report), ("new.json", rerun), ("other.json", {**rerun, "loss": 2.5})):
         (tmp_path / name).write_text(json.dumps(value))
-    timing = compare_file("report.json", tmp_path / "old.json", tmp_path / "new.json")
+    declared = Declaration(
+        metrics=(Metric("tokens_per_s", "summary", "median_tokens_per_second", timing=True),),
+        timing_keys=("full_prefix_ms", "cached_total_ms_median"),
+    )
+    timing = compare_file("report.json", tmp_path / "old.json", tmp_path / "new.json", declared=declared)
     assert timing.verdict == TIMING and timing.detail == "differs only in cached_total_ms_median, full_prefix_ms"
-    assert compare_file("report.json", tmp_path / "old.json", tmp_path / "other.json").verdict == DIFFERENT
-    assert [is_measurement(name) for name in ("report.json:full_prefix_ms.median", "tokens_per_s", "wall_s")] == [
-        True
-    ] * 3
-    assert not any(map(is_measurement, ("final_val_loss", "exact_match", "summary:parts.model.metrics.best_val_loss")))
+    other = compare_file("report.json", tmp_path / "old.json", tmp_path / "other.json", declared=declared)
+    assert other.verdict == DIFFERENT
+    undeclared = compare_file("report.json", tmp_path / "old.json", tmp_path / "new.json")
+    assert undeclared.verdict == DIFFERENT and undeclared.where == "full_prefix_ms.median"  # a name is no declaration
+    measured = ("report.json:full_prefix_ms.median", "tokens_per_s", "wall_s")
+    assert [declared.is_measurement(name) for name in measured] == [True] * 3
+    results = ("final_val_loss", "exact_match", "summary:parts.model.metrics.best_val_loss", "summary:loss_ms")
+    assert not any(map(declared.is_measurement, results))

@@ -19,6 +19,7 @@ from gptlineage.command_line import rebuilt_command
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import MANIFEST, SEAL_KEY, manifest_sha256
 from gptlineage.lineage.compare import DIFFERENT, IDENTICAL, TIMING, WITHIN, compare_file, compare_outputs
+from gptlineage.lineage.declaration import Declaration
 from gptlineage.lineage.identity import SOURCE_ROOT
 from gptlineage.lineage.reproduce import render_reproduce
 
@@ -189,12 +190,16 @@ def test_compare_json_numbers_timings_and_tolerance(tmp_path):
     old, new = tmp_path / "old.json", tmp_path / "new.json"
     old.write_text(json.dumps({"loss": [1.0, 0.5], "duration_ms": 3.0, "rows": [{"phase": "a", "total_ns": 1}]}))
     new.write_text(json.dumps({"loss": [1.0, 0.5 + 1e-7], "duration_ms": 9.0, "rows": [{"phase": "a", "total_ns": 2}]}))
-    exact = compare_file("old.json", old, new)
+    declared = Declaration(timing_keys=("duration_ms", "total_ns"))
+    exact = compare_file("old.json", old, new, declared=declared)
     assert exact.verdict == DIFFERENT and exact.where == "loss[1]" and exact.max_abs == pytest.approx(1e-7)
     assert exact.detail.endswith("; 2 timing/memory values not compared")
-    assert compare_file("old.json", old, new, tolerance=1e-6).verdict == WITHIN
+    assert compare_file("old.json", old, new, tolerance=1e-6, declared=declared).verdict == WITHIN
     new.write_text(json.dumps({"loss": [1.0, 0.5], "duration_ms": 9.0, "rows": [{"phase": "a", "total_ns": 5}]}))
-    assert compare_file("old.json", old, new).verdict == TIMING
+    assert compare_file("old.json", old, new, declared=declared).verdict == TIMING
+    assert compare_file("old.json", old, new).verdict == DIFFERENT  # nothing declared: every value compared
+    trace = compare_file("trace.json", old, new, declared=Declaration(timing_files=("trace.json",)))
+    assert (trace.verdict, trace.detail) == (TIMING, "a timing file (declared by its command)")
 
 
 def test_compare_safetensors_names_the_tensor_and_index(tmp_path):

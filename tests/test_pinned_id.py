@@ -2,8 +2,9 @@
 covers or to the environment class would silently re-key every artifact (and break every printed
 `--expect-id`), so it must show here first, and be made once, on purpose, with a new schema name.
 
-The neighbours pin what must not change the id (argv, paths, threads, platform, host, times,
-summary, files) and that every identity field does change it.
+The neighbours pin what must not change the id (argv and so flag order, input and output locations,
+the command's declaration, threads, platform, the GPU, host, times, git state, summary, files, the seal)
+and that every identity field does change it. docs/manifest.md states the rule.
 """
 
 import copy
@@ -61,14 +62,24 @@ def with_change(path: tuple, value) -> dict:
     "path, value",
     [
         (("command", "argv"), ["gptlineage", "train", "--output", "elsewhere", "--steps", "5"]),
+        (("command", "argv"), ["gptlineage", "train", "--output", "results/a", "--steps", "5"]),  # flag order
+        (("command", "argv"), ["gptlineage", "train", "--steps=5", "--output=/elsewhere/a"]),  # output location
+        (("command", "declaration"), {"side_outputs": {"--metrics": "drop"}, "timing_keys": ["duration_ms"]}),
+        (("command", "declaration"), {"metrics": [{"name": "val_loss", "source": "summary", "key": "val_loss"}]}),
+        (("inputs", 0, "artifact_path"), "../../moved/corpus"),
         (("inputs", 0, "path"), "/somewhere/else"),
         (("inputs", 0, "content_sha256"), "f" * 64),
         (("environment", "threads"), 64),
         (("environment", "cpus"), 64),
         (("environment", "platform"), "Darwin-arm64"),
         (("environment", "gpu"), {"name": "H200"}),
+        (("environment", "cuda_visible_devices"), "3"),  # a field a newer writer adds outside the class
         (("run", "host"), "other"),
         (("run", "started_utc"), "2030-01-01T00:00:00Z"),
+        (("run", "finished_utc"), "2030-01-01T00:09:00Z"),
+        (("run", "git_commit"), "0" * 40),
+        (("run", "git_dirty"), True),
+        (("manifest_sha256",), "f" * 64),
         (("summary",), {"val_loss": 9.0}),
         (("files",), []),
         (("code", "files"), [{"path": "x.py", "sha256": "0" * 64}]),

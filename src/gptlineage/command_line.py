@@ -11,10 +11,11 @@ parsed with the recorded command's own parser (the parser the command ran with: 
 such as `--o` means what it meant then) and the command line is written anew from the parsed
 values: each flag spelled out in full as `--flag=value`, defaults left out. Every path is
 rebuilt: the artifact's own output is the given one (reproduce: a temporary directory; the
-crate: the artifact's place relative to the directory it ran in), the copies train writes
-outside its artifact (`--save-params`, `--metrics`, `--passport`) are left out, its work
-directory (`--checkpoint-dir`) goes into `scratch` (or is left out), and every other path must
-name one of the artifact's recorded inputs (or a folder holding one), else it is refused.
+crate: the artifact's place relative to the directory it ran in), the side outputs the
+command declares (`command.declaration.side_outputs` in the manifest; a manifest written before
+declarations: the command module's `DECLARATION` now) are left out (copies it writes outside its
+artifact) or moved into `scratch` (work folders; left out without one), and every other path
+must name one of the artifact's recorded inputs (or a folder holding one), else it is refused.
 """
 
 from __future__ import annotations
@@ -29,12 +30,11 @@ from typing import Any
 
 from gptlineage import registry
 from gptlineage.errors import GptlineageError
+from gptlineage.lineage.declaration import DROP, SCRATCH, Declaration, declaration_of, declared_by
 from gptlineage.lineage.tree import lexical
 from gptlineage.parser import build_parser
 
 OUTPUT = "output"
-COPIES = ("save_params", "metrics", "passport")  # train: copies outside the artifact, never rewritten
-WORK_DIRECTORIES = ("checkpoint_dir",)  # train: where it keeps resumable state, moved into scratch
 # Text flags that hold paths: "path" (a file or folder), "role=path", or "path-or-name" (a local
 # folder when it exists where the command ran, else a dataset name on the Hugging Face hub).
 PATH_TEXT = {"input": "path", "part": "role=path", "hf_dataset": "path-or-name"}
@@ -96,6 +96,7 @@ class Rebuild:
 
     def __init__(self, artifact_dir: Path, manifest: Mapping[str, Any], output: Path | None, scratch: Path | None):
         self.artifact_dir = lexical(artifact_dir)
+        self.declared = Declaration()
         self.cwd: Path | None = None
         self.origin: Path | None = None  # where the artifact was written, when its --output was absolute
         self.inputs = [lexical(self.artifact_dir / entry["path"]) for entry in manifest["inputs"]]
@@ -139,9 +140,10 @@ class Rebuild:
         """The rebuilt value of a path flag, or None to leave the flag out."""
         if action.dest == OUTPUT:
             return self.output_value()
-        if action.dest in COPIES:
+        side_output = self.declared.side_output(action.option_strings)
+        if side_output == DROP:
             return None
-        if action.dest in WORK_DIRECTORIES:
+        if side_output == SCRATCH:
             return None if self.scratch is None else str(self.scratch / action.dest)
         kind = PATH_TEXT.get(action.dest, "path")
         if kind == "role=path":
@@ -200,6 +202,8 @@ def rebuilt_command(
     parser, values = parse_recorded(argv)
     paths = Rebuild(artifact_dir, manifest, output, scratch)
     paths.cwd = cwd
+    recorded = "declaration" in manifest["command"]  # else written before declarations: the code's now
+    paths.declared = declaration_of(manifest) if recorded else declared_by(COMMANDS[argv[1]])
 
     def rebuilt(action: argparse.Action) -> list[str]:
         return option_words(action, getattr(values, action.dest, None), paths)

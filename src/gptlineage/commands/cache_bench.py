@@ -18,10 +18,16 @@ import argparse
 from gptlineage.generation.cache_bench import CacheBenchConfig, cache_bench_report
 from gptlineage.generation.source import load_model, model_artifact
 from gptlineage.jsonio import write_json_atomic
+from gptlineage.lineage.declaration import Declaration, Metric
 from gptlineage.settings import add_flags, from_args
 
 EXAMPLE = (
     "gptlineage cache-bench --run results/sft_stage2 --generate 8 --timed-runs 1 --output results/examples/cache_bench"
+)
+TIMINGS = ("full_prefix_ms", "cached_prefill_ms", "cached_generation_ms", "cached_total_ms", "end_to_end_speedup")
+DECLARATION = Declaration(
+    metrics=(Metric("cache_speedup", "summary", "end_to_end_speedup", timing=True),),
+    timing_keys=(*TIMINGS, "full_prefix_ms_median", "cached_total_ms_median"),
 )
 
 

@@ -17,10 +17,14 @@ import argparse
 from gptlineage.generation.cache_check import CacheCheckConfig, cache_check_report
 from gptlineage.generation.source import load_model, model_artifact
 from gptlineage.jsonio import write_json_atomic
+from gptlineage.lineage.declaration import Declaration, Metric
 from gptlineage.settings import add_flags, from_args
 
 EXAMPLE = (
     'gptlineage cache-check --run results/sft_stage2 --system "" --rollout 8 --output results/examples/cache_check'
+)
+DECLARATION = Declaration(
+    metrics=(Metric("cache_max_abs", "summary", "max_abs"),), timing_keys=("full_ms", "cached_ms")
 )
 
 

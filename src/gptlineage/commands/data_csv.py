@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gptlineage.lineage.declaration import Declaration, Metric
 from gptlineage.settings import add_flags, from_args
 from gptlineage.tabular.tutorial import DataCsvConfig, csv_tutorial
 
@@ -23,6 +24,7 @@ EXAMPLE = (
     "gptlineage data-csv --csv results/small_data/small_regression.csv --seed 2026 --steps 5 "
     "--output results/examples/data_csv"
 )
+DECLARATION = Declaration(metrics=(Metric("final_loss", "trainlog.json", "loss.last", column="final_loss"),))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 
+from gptlineage.lineage.declaration import WALL_TIME, Declaration
 from gptlineage.reporting.experiment import ExperimentConfig, write_experiment
 from gptlineage.settings import add_flags, from_args
 
@@ -22,6 +23,8 @@ EXAMPLE = (
     "gptlineage experiment --part model=results/train/sft_stage2 --part prompt_suite=results/prompt_suite "
     "--output results/examples/experiment"
 )
+# summary.json repeats its parts' headline metrics: those that are measurements are timings here too.
+DECLARATION = Declaration(timing_keys=(WALL_TIME, "tokens_per_s", "cache_speedup"), deliverable=True)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

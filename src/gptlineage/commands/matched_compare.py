@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 
+from gptlineage.lineage.declaration import Declaration, Metric
 from gptlineage.reporting.matched import summary_line
 from gptlineage.reporting.matched_compare import MatchedCompareConfig, write_matched_compare
 from gptlineage.settings import add_flags, from_args
@@ -21,6 +22,10 @@ from gptlineage.settings import add_flags, from_args
 EXAMPLE = (
     "gptlineage matched-compare --run results/sft_stage2 --data results/corpus_sft_stage1 --updates 2 "
     "--eval-every 1 --output results/examples/matched_compare"
+)
+DECLARATION = Declaration(
+    metrics=(Metric("matched_max_diff", "summary", "max_absolute_train_loss_difference", column="matched_max_diff"),),
+    timing_keys=("duration_ms", "tokens_per_second", "median_tokens_per_second", "throughput_ratio"),
 )
 
 

@@ -19,11 +19,13 @@ from gptlineage.errors import GptlineageError
 from gptlineage.files import link_member
 from gptlineage.jsonio import read_json, write_json_atomic
 from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.lineage.declaration import Declaration, Metric
 from gptlineage.training.checkpoints import list_checkpoints
 from gptlineage.training.layout import PARAMETERS_FILE, PASSPORT_FILE, RunDir
 from gptlineage.training.metrics import best_checkpoint
 
 EXAMPLE = "gptlineage select-best --run results/train/pretrain --output results/examples/best_pretrain"
+DECLARATION = Declaration(metrics=(Metric("best_val_loss", "summary", "validation_loss"),))
 SELECTION = "lowest validation loss among saved checkpoints after step 0"
 
 

@@ -42,6 +42,7 @@ from gptlineage.generation.chat import terminal_text
 from gptlineage.generation.decoding import FullPrefixDecoder, SamplingConfig, generate_tokens
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.artifact import ArtifactWriter, find_artifact_dir
+from gptlineage.lineage.declaration import DROP, SCRATCH, Declaration, Metric
 from gptlineage.model.gpt import GPT
 from gptlineage.settings import add_flags, from_args, work_parameters
 from gptlineage.training.config import Plan, TrainConfig, TrainOutputs, plan, with_corpus_files
@@ -67,6 +68,19 @@ SAMPLES_SCHEMA = "gptlineage.training-samples.v1"
 EXAMPLE = (
     "gptlineage train --preset quick --data results/corpus_pretrain --steps 4 --eval-every 2 "
     "--output results/examples/train"
+)
+# What the lineage code reads from train's manifests: the copies and the work folder a rerun
+# must not write where this run did, its headline metrics and its measurements.
+DECLARATION = Declaration(
+    side_outputs={"--save-params": DROP, "--metrics": DROP, "--passport": DROP, "--checkpoint-dir": SCRATCH},
+    metrics=(
+        Metric("final_val_loss", "summary", "validation_loss.last.loss", column="val_loss"),
+        Metric("best_val_loss", "summary", "validation_loss.best.loss"),
+        Metric("tokens_per_s", "summary", "median_tokens_per_second", timing=True),
+    ),
+    timing_keys=("duration_ms", "tokens_per_second", "median_tokens_per_second", "total_ns", "wall_ns", "pid"),
+    memory_keys=("peak_resident_set_size_kb",),
+    timing_files=("trace.json",),
 )
 
 

@@ -12,7 +12,7 @@ place; when it raises, the temporary directory is removed, so a failed command l
 artifact and no half-written manifest (an older artifact at the same path stays untouched).
 An existing output is replaced only when it is an artifact (see `gptlineage.lineage.outputs`),
 and never when it is, holds or lies inside one of the command's inputs (or the artifact holding
-one), or lies inside another artifact: `select-best --run X --output X` is one error line.
+one), or lies inside another artifact: a command told to read X and write X is one error line.
 A full disk is one line too (`no space left on device writing <output>`), the older artifact intact.
 
 The manifest records: every file (path, bytes, sha256), the command (name and argv), the
@@ -20,18 +20,11 @@ resolved parameters and their hash, each input (role, path, and the id of the ar
 holding it, or the file's own sha256 for a plain source file), a `summary` of what the
 command measured (set `artifact.summary` inside the block), the command's code closure
 (its module and every package file it imports, each with its sha256), the environment
-(library versions, device, threads, platform) and a `run` block (times, host, git commit).
-
-The artifact id means "the same work": it is the sha256 of `identity_payload(manifest)`,
-which keeps only the schema, the command name, the parameters, the inputs by content (role
-and artifact id or sha256, not their paths), the code closure's hash and the environment
-class (python, torch, numpy versions and the device kind). The argv (so flag order), input
-and output paths, thread count, platform, host, times and edits to package files the command
-does not import do not change it. Nor do the output files: a rerun of the same work has the
-same id even where its outputs hold timings (a training run's step durations). What a run
-produced is the `files` list, sealed with the rest of the record by `manifest_sha256`; an
-input artifact is recorded by its id and by `content_sha256`, the hash of its files list, so
-verify notices an upstream artifact rerun with other results.
+(library versions, device, threads, platform), what the command declares about its artifacts
+(`command.declaration`: `gptlineage.lineage.declaration`) and a `run` block (times, host, git
+commit). docs/manifest.md specifies every field and states the rule for the artifact id
+(`identity_payload`); the writer checks each manifest against the one schema of the format
+(`gptlineage.lineage.manifest_schema`) before writing it.
 """
 
 from __future__ import annotations
@@ -48,6 +41,7 @@ from typing import Any
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.checks import check_manifest, printable
+from gptlineage.lineage.declaration import Declaration, declared_by
 from gptlineage.lineage.hashing import sha256_file, sha256_json, sha256_tree, tree_file_count
 from gptlineage.lineage.identity import (
     code_closure,
@@ -60,6 +54,7 @@ from gptlineage.lineage.identity import (
     started_utc,
     utc_now,
 )
+from gptlineage.lineage.manifest_schema import SCHEMA
 from gptlineage.lineage.outputs import (
     check_output,
     make_temporary,
@@ -71,7 +66,6 @@ from gptlineage.lineage.outputs import (
 from gptlineage.lineage.tree import SNAKEMAKE_FILES, artifact_files_root
 
 MANIFEST = "manifest.json"
-SCHEMA = "gptlineage.artifact.v3"
 # Files other tools drop into artifact directories; they are neither hashed nor checked.
 FOREIGN_FILES = SNAKEMAKE_FILES
 # What identifies an input: its role and its content, never where it lies.
@@ -81,11 +75,8 @@ NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # a full disk, a full quota
 
 
 def identity_payload(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of a manifest that says which work was done; the artifact id is its sha256.
-
-    Left out on purpose: argv (flag order), input and output paths, threads, platform,
-    host, times, git state, the summary, and package files outside the command's closure.
-    """
+    """The part of a manifest that says which work was done; the artifact id is its sha256
+    (docs/manifest.md, "The artifact id", states the rule and what it leaves out)."""
     inputs = [{key: entry[key] for key in INPUT_IDENTITY_KEYS if key in entry} for entry in manifest["inputs"]]
     return {
         "schema": manifest["schema"],
@@ -98,8 +89,7 @@ def identity_payload(manifest: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def artifact_id(manifest: Mapping[str, Any]) -> str:
-    """The sha256 of `identity_payload(manifest)`: equal ids mean the same work (its results may
-    differ in measurements such as timings, or in floating-point details off the CPU)."""
+    """The sha256 of `identity_payload(manifest)`: equal ids mean the same work (docs/manifest.md)."""
     return sha256_json(identity_payload(manifest))
 
 
@@ -224,7 +214,7 @@ def both_forms(path: Path) -> set[Path]:
 def check_apart(output: Path, inputs: Mapping[str, str | Path]) -> None:
     """Refuse an output that lies inside another artifact, or that is, holds or lies inside an
     input or the artifact holding one: replacing it would destroy what the command reads
-    (`select-best --run X --output X`) or change an artifact behind its manifest."""
+    (`--run X --output X`) or change an artifact behind its manifest."""
     for place in both_forms(output.parent):
         enclosing = find_artifact_dir(place)
         if enclosing is not None:
@@ -261,15 +251,18 @@ class ArtifactWriter:
         inputs: Mapping[str, str | Path] | None = None,
         device: str = "cpu",
         code_module: str | None = None,
+        declaration: Declaration | None = None,
     ) -> None:
         """`code_module` names the module whose code closure is recorded (default: the command the
-        CLI is running, else gptlineage.commands.<command>, else the whole package)."""
+        CLI is running, else gptlineage.commands.<command>, else the whole package); `declaration`
+        what the command declares (default: that module's `DECLARATION`, see lineage.declaration)."""
         self.output = Path(os.path.abspath(output))  # `a/b/..` is `a`: the name is never `..`
         self.command = command
         self.parameters = dict(parameters)
         self.inputs = dict(inputs or {})
         self.device = device
         self.code_module = code_module_for(command, code_module)
+        self.declaration = declaration if declaration is not None else declared_by(self.code_module)
         self.argv = recorded_argv()
         self.code: dict[str, Any] = {}
         self.path = sibling(self.output, "tmp")  # made by __enter__
@@ -313,7 +306,7 @@ class ArtifactWriter:
     def _build_manifest(self) -> dict[str, Any]:
         manifest: dict[str, Any] = {
             "schema": SCHEMA,
-            "command": {"name": self.command, "argv": self.argv},
+            "command": {"name": self.command, "argv": self.argv, "declaration": self.declaration.as_json()},
             "parameters": self.parameters,
             "parameters_sha256": sha256_json(self.parameters),
             "inputs": self.input_entries,
@@ -325,4 +318,4 @@ class ArtifactWriter:
         manifest["id"] = artifact_id(manifest)
         manifest["run"] = {"started_utc": self.started, "finished_utc": utc_now(), "host": host_name(), **git_state()}
         manifest[SEAL_KEY] = manifest_sha256(manifest)
-        return manifest
+        return check_manifest(manifest, printable(self.output / MANIFEST))  # the schema every reader checks

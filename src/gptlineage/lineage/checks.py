@@ -1,9 +1,10 @@
 """The shape of a manifest, read as untrusted data: one check before anything uses it.
 
 Every reader (`lineage show|verify|export|report`) goes through `read_manifest`, which parses
-the file and calls `check_manifest`: a manifest with a missing key, a wrong type, a path that
-leaves its artifact or a hash that is not 64 hex digits is one error line naming the file and
-the key, never a traceback later on. Text that came from a manifest or a file name is printed
+the file and calls `check_manifest`: the manifest is validated against the one schema of the
+format (`gptlineage.lineage.manifest_schema`, docs/manifest.md), so a missing key, a wrong
+type, a path that leaves its artifact or a hash that is not 64 hex digits is one error line
+naming the file and the key, never a traceback later on. Text that came from a manifest or a file name is printed
 through `printable`, so a control character cannot rewrite the terminal.
 
 Example:
@@ -13,16 +14,16 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import unicodedata
 from collections.abc import Callable, Mapping
-from pathlib import PurePosixPath
 from typing import Any
 
 from gptlineage.errors import GptlineageError
+from gptlineage.lineage.manifest_schema import HEX64, MANIFEST_SCHEMA, PLAIN_RELATIVE
 
-HEX64 = re.compile(r"[0-9a-f]{64}")
 # Deeper values are refused: the writer never nests this far, and the JSON encoder would hit
 # Python's recursion limit hashing them.
 MAX_DEPTH = 64
@@ -54,32 +55,12 @@ def safe_name(text: str, fallback: str, limit: int = 100) -> str:
 
 def is_hex64(value: Any) -> bool:
     """A sha256 as the manifest writes it: 64 lowercase hex digits."""
-    return isinstance(value, str) and HEX64.fullmatch(value) is not None
+    return conforms(value, HEX64)
 
 
 def is_plain_relative(value: Any) -> bool:
     """A path inside a directory: relative, no `..`, `.` or empty part, no NUL, written the canonical way."""
-    if not isinstance(value, str) or not value or "\0" in value or value.startswith("/"):
-        return False
-    parts = value.split("/")
-    return all(part not in ("", ".", "..") for part in parts)
-
-
-def is_relative_path(value: Any) -> bool:
-    """An input path: relative to the artifact (it may climb with `..`), no NUL, not empty."""
-    return isinstance(value, str) and bool(value) and "\0" not in value and not PurePosixPath(value).is_absolute()
-
-
-def is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def is_text(value: Any) -> bool:
-    return isinstance(value, str)
-
-
-def is_text_or_none(value: Any) -> bool:
-    return value is None or isinstance(value, str)
+    return conforms(value, PLAIN_RELATIVE)
 
 
 def check_values(value: Any, where: str) -> None:
@@ -116,31 +97,6 @@ def encodable(text: str) -> bool:
     return True
 
 
-class Shape:
-    """Checks one manifest's keys, each failure one line: `<manifest>: <key> <what is wrong>`."""
-
-    def __init__(self, where: str) -> None:
-        self.where = where
-
-    def need(self, holder: Mapping[str, Any], key: str, test: Callable[[Any], bool], what: str, name: str) -> None:
-        if key not in holder:
-            raise GptlineageError(f"{self.where}: {name} is missing")
-        if not test(holder[key]):
-            raise GptlineageError(f"{self.where}: {name} {shown(holder[key])} is not {what}")
-
-    def may(self, holder: Mapping[str, Any], key: str, test: Callable[[Any], bool], what: str, name: str) -> None:
-        if key in holder:
-            self.need(holder, key, test, what, name)
-
-    def records(self, holder: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
-        """A list of objects under KEY."""
-        self.need(holder, key, lambda v: isinstance(v, list), "a list", key)
-        for index, entry in enumerate(holder[key]):
-            if not isinstance(entry, dict):
-                raise GptlineageError(f"{self.where}: {key}[{index}] {shown(entry)} is not an object")
-        return holder[key]
-
-
 def shown(value: Any, limit: int = 60) -> str:
     """A value inside an error line: its JSON-ish repr, escaped and cut short."""
     text = printable(repr(value))
@@ -148,79 +104,95 @@ def shown(value: Any, limit: int = 60) -> str:
 
 
 def check_manifest(manifest: Any, where: str) -> dict[str, Any]:
-    """MANIFEST as a dict of the shape the writer produces, else one error line naming WHERE and the key.
+    """MANIFEST as a dict that the manifest schema accepts, else one error line naming WHERE and the key.
 
-    `gptlineage.lineage.artifact.read_manifest` checks the schema name, then calls this.
+    `gptlineage.lineage.artifact.read_manifest` checks the schema name, then calls this; the
+    writer calls it on each manifest it builds.
     """
     if not isinstance(manifest, dict):
         raise GptlineageError(f"{where}: not a manifest (a JSON object)")
     check_values(manifest, where)
-    shape = Shape(where)
-    shape.need(manifest, "id", is_hex64, "64 hex digits", "id")
-    shape.need(manifest, "command", lambda v: isinstance(v, dict), "an object", "command")
-    shape.need(manifest["command"], "name", lambda v: is_text(v) and v != "", "a name", "command.name")
-    shape.need(manifest["command"], "argv", is_text_list, "a list of strings", "command.argv")
-    shape.need(manifest, "parameters", lambda v: isinstance(v, dict), "an object", "parameters")
-    shape.need(manifest, "parameters_sha256", is_hex64, "64 hex digits", "parameters_sha256")
-    shape.need(manifest, "environment", lambda v: isinstance(v, dict), "an object", "environment")
-    shape.may(manifest, "manifest_sha256", is_text, "a string", "manifest_sha256")
-    check_code(shape, manifest)
-    check_run(shape, manifest)
-    check_files(shape, manifest)
-    check_inputs(shape, manifest)
+    validate(manifest, MANIFEST_SCHEMA, where, "")
     return manifest
 
 
-def is_text_list(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+TYPES: dict[str, Callable[[Any], bool]] = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+}
 
 
-def check_code(shape: Shape, manifest: dict[str, Any]) -> None:
-    shape.need(manifest, "code", lambda v: isinstance(v, dict), "an object", "code")
-    code = manifest["code"]
-    for key in ("package", "version", "module"):
-        shape.need(code, key, is_text, "a string", f"code.{key}")
-    shape.need(code, "closure_sha256", is_hex64, "64 hex digits", "code.closure_sha256")
-    for index, entry in enumerate(shape.records(code, "files")):
-        shape.need(entry, "path", is_text, "a string", f"code.files[{index}].path")
-        shape.need(entry, "sha256", is_text, "a string", f"code.files[{index}].sha256")
+@functools.cache
+def whole(pattern: str) -> re.Pattern[str]:
+    """An anchored schema pattern (`^...$`) for fullmatch: Python's `$` would let a final newline pass."""
+    return re.compile(pattern.removeprefix("^").removesuffix("$"), re.DOTALL)
 
 
-def check_run(shape: Shape, manifest: dict[str, Any]) -> None:
-    shape.may(manifest, "run", lambda v: isinstance(v, dict), "an object", "run")
-    run = manifest.get("run", {})
-    for key in ("started_utc", "finished_utc", "host", "git_commit"):
-        shape.may(run, key, is_text_or_none, "a string", f"run.{key}")
-    shape.may(run, "git_dirty", lambda v: v is None or isinstance(v, bool), "true or false", "run.git_dirty")
+def conforms(value: Any, node: Mapping[str, Any]) -> bool:
+    """VALUE passes NODE's own checks (type, const, enum, pattern, min/maxLength, minimum), members aside."""
+    types = node.get("type")
+    if types is not None and not any(TYPES[t](value) for t in ([types] if isinstance(types, str) else types)):
+        return False
+    if "const" in node and not (type(value) is type(node["const"]) and value == node["const"]):
+        return False
+    if "enum" in node and value not in node["enum"]:
+        return False
+    if isinstance(value, str):
+        too_short, too_long = len(value) < node.get("minLength", 0), len(value) > node.get("maxLength", len(value))
+        return (
+            not too_short
+            and not too_long
+            and ("pattern" not in node or whole(node["pattern"]).fullmatch(value) is not None)
+        )
+    return not (TYPES["number"](value) and "minimum" in node and value < node["minimum"])
 
 
-def check_files(shape: Shape, manifest: dict[str, Any]) -> None:
-    """Each file: a plain relative path inside the artifact (listed once), a byte count and a sha256."""
-    seen: set[str] = set()
-    for index, entry in enumerate(shape.records(manifest, "files")):
-        name = f"files[{index}]"
-        shape.need(entry, "path", is_plain_relative, "a plain relative path inside the artifact", f"{name}.path")
-        if entry["path"] in seen:
-            raise GptlineageError(f"{shape.where}: {name}.path {shown(entry['path'])} is listed twice")
-        seen.add(entry["path"])
-        shape.need(entry, "bytes", is_count, "a byte count (an integer >= 0)", f"{name}.bytes")
-        shape.need(entry, "sha256", is_hex64, "64 hex digits", f"{name}.sha256")
+def member(name: str, key: str) -> str:
+    return f"{name}.{key}" if name else key
 
 
-def check_inputs(shape: Shape, manifest: dict[str, Any]) -> None:
-    """Each input: a role, a relative path, and the artifact it came from or its own hash."""
-    for index, entry in enumerate(shape.records(manifest, "inputs")):
-        name = f"inputs[{index}]"
-        shape.need(entry, "role", is_text, "a string", f"{name}.role")
-        shape.need(entry, "path", is_relative_path, "a relative path", f"{name}.path")
-        for key in ("artifact_id", "content_sha256", "sha256", "tree_sha256"):
-            shape.may(entry, key, is_hex64, "64 hex digits", f"{name}.{key}")
-        shape.may(entry, "tree_files", is_count, "a file count (an integer >= 0)", f"{name}.tree_files")
-        if "artifact_id" in entry:
-            shape.need(entry, "artifact_path", is_relative_path, "a relative path", f"{name}.artifact_path")
-        elif "artifact_path" in entry:
-            raise GptlineageError(f"{shape.where}: {name}.artifact_id is missing (artifact_path is given)")
-        if "sha256" in entry and "tree_sha256" in entry:
-            raise GptlineageError(f"{shape.where}: {name} has both sha256 and tree_sha256")
-        if "artifact_id" not in entry and "sha256" not in entry and "tree_sha256" not in entry:
-            raise GptlineageError(f"{shape.where}: {name} has no artifact_id, sha256 or tree_sha256")
+def validate(value: Any, node: Mapping[str, Any], where: str, name: str) -> None:
+    """VALUE against the schema NODE (the subset docs/manifest.md uses); the first failure is one line."""
+    if not conforms(value, node):
+        raise GptlineageError(f"{where}: {name} {shown(value)} is not {node['x-is']}")
+    if isinstance(value, dict):
+        validate_object(value, node, where, name)
+    elif isinstance(value, list) and "items" in node:
+        items, seen = node["items"], set()
+        for index, item in enumerate(value):
+            if "x-is" not in items and not conforms(item, items):  # a bare item type: the list is wrong
+                raise GptlineageError(f"{where}: {name} {shown(value)} is not {node['x-is']}")
+            validate(item, items, where, f"{name}[{index}]")
+            unique = node.get("x-unique")
+            if unique is not None:
+                if item[unique] in seen:
+                    raise GptlineageError(f"{where}: {name}[{index}].{unique} {shown(item[unique])} is listed twice")
+                seen.add(item[unique])
+
+
+def validate_object(value: dict[str, Any], node: Mapping[str, Any], where: str, name: str) -> None:
+    """Members in the schema's order, then the rules between them."""
+    for key, inner in node.get("properties", {}).items():
+        if key in value:
+            validate(value[key], inner, where, member(name, key))
+        elif key in node.get("required", ()):
+            raise GptlineageError(f"{where}: {member(name, key)} is missing")
+    extra = node.get("additionalProperties")
+    if isinstance(extra, Mapping):
+        for key in value.keys() - node.get("properties", {}).keys():
+            validate(value[key], extra, where, member(name, key))
+    for key, needed in node.get("dependentRequired", {}).items():
+        for other in needed:
+            if key in value and other not in value:
+                raise GptlineageError(f"{where}: {member(name, other)} is missing ({key} is given)")
+    both = node.get("not", {}).get("required", [])
+    if both and all(key in value for key in both):
+        raise GptlineageError(f"{where}: {name} has both {' and '.join(both)}")
+    choices = [choice["required"][0] for choice in node.get("anyOf", [])]
+    if choices and not any(key in value for key in choices):
+        raise GptlineageError(f"{where}: {name} has no {', '.join(choices[:-1])} or {choices[-1]}")

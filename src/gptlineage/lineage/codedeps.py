@@ -44,7 +44,7 @@ TRIPLE_QUOTED = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'')
 def import_nodes(source: str, filename: str) -> list[ast.Import | ast.ImportFrom]:
     """Every import statement of a file, also inside functions, found without parsing the whole file.
 
-    Parsing a module costs about 1.5 ms (23 files: 35 ms, most of `prepare`'s fixed cost at the
+    Parsing a module costs about 1.5 ms (23 files: 35 ms, most of a small command's fixed cost at the
     default corpus size), so only the import statements are parsed: each line that starts one,
     outside triple-quoted strings. A statement the scan cannot read alone (a backslash
     continuation, a comment holding ")") makes the whole file be parsed instead; a test checks

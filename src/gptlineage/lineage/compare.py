@@ -5,13 +5,14 @@ Used by `gptlineage lineage reproduce` (recorded files against a rerun) and `lin
     gptlineage lineage reproduce results/data_csv --tolerance 1e-6
 
 JSON and JSON-lines files are compared value by value: a number that moved gives its largest
-absolute difference and the path to it. Values under timing keys (durations, rates, trace
-timestamps, process ids; a key or any key above it on the path: `full_prefix_ms.median`) change
-from run to run by nature; a file whose differences all lie
-there is "timing, not compared" ("timing and memory" when a peak memory size moved too), and
-so is a JSON file whose only other difference is the sha256 it records of such a file (a
-checkpoint's manifest of its state.json). Every other number is compared. Safetensors
-files are read with `safetensors.numpy` (no torch) and compared tensor by tensor.
+absolute difference and the path to it. What is a measurement rather than a result is what the
+artifact's command declares (`gptlineage.lineage.declaration`): values under its timing or
+memory keys (a key or any key above it on the path: `full_prefix_ms.median`) change from run to
+run by nature; a file whose differences all lie there is "timing, not compared" ("timing and
+memory" when a memory size moved too), and so is a file it declares a timing as a whole (a
+trace) and a JSON file whose only other difference is the sha256 it records of such a file (a
+checkpoint's manifest of its state.json). Every other number is compared. Safetensors files
+are read with `safetensors.numpy` (no torch) and compared tensor by tensor.
 """
 
 from __future__ import annotations
@@ -24,17 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# Keys whose values are wall-clock measurements or process identities, never results:
-# *_ms/*_ns/*_us/*_seconds durations (also as a prefix: `total_ms_median`), tokens per second
-# (`*_per_second`, `*_per_s`), speedups and throughput ratios (ratios of durations), trace-event
-# timestamps `ts`/`dur` (µs) and `pid`/`tid`.
-TIMING_KEY = re.compile(
-    r"(_ms|_ns|_us|_seconds)(_|$)|^(ts|dur|pid|tid|wall_s)$|duration|per_second|_per_s$|speedup|throughput|elapsed"
-)
-# Keys whose values measure the process's memory (peak resident set, KiB): not results either.
-MEMORY_KEY = re.compile(r"resident_set|_rss|_kb$")
-# What splits a value's path into its object keys: `a.b[2]`, `rows[phase=train].total_ns`.
-PATH_PARTS = re.compile(r"[.\[\]]+")
+from gptlineage.lineage.declaration import NOTHING, Declaration, path_keys
+
 # List items that carry one of these keys, unique within the list, are matched by it, not by
 # position: a profile's rows are ordered by time spent, which changes from run to run.
 ITEM_KEYS = ("phase", "name")
@@ -68,45 +60,26 @@ class Change:
         return all(isinstance(v, int | float) and not isinstance(v, bool) for v in (self.old, self.new))
 
     @property
-    def timing(self) -> bool:
-        return bool(TIMING_KEY.search(self.key)) or is_timing(self.path)
-
-    @property
-    def memory(self) -> bool:
-        return bool(MEMORY_KEY.search(self.key)) or is_memory(self.path)
-
-    @property
-    def measured_key(self) -> str:
-        """The key that makes this a measurement: its own, else the innermost above it (`full_prefix_ms`)."""
-        keys = [key for key in path_keys(self.path) if TIMING_KEY.search(key) or MEMORY_KEY.search(key)]
-        return self.key if TIMING_KEY.search(self.key) or MEMORY_KEY.search(self.key) or not keys else keys[-1]
-
-    @property
     def size(self) -> float:
         return abs(float(self.new) - float(self.old)) if self.numeric else math.inf
 
+    def keys(self) -> list[str]:
+        """The object keys along its path, innermost last."""
+        return path_keys(self.path)
 
-def path_keys(path: str) -> list[str]:
-    """The object keys along a value's path (`a.b[2].c` → a, b, c); list selectors such as
-    `[phase=train]` name values, not keys, and are left out."""
-    return [part for part in PATH_PARTS.split(path) if part and "=" not in part and not part.isdigit()]
+    def is_timing(self, declared: Declaration) -> bool:
+        return any(declared.is_timing_key(key) for key in self.keys())
 
+    def is_memory(self, declared: Declaration) -> bool:
+        return any(declared.is_memory_key(key) for key in self.keys())
 
-def is_timing(path: str) -> bool:
-    """A value under a timing key, at any depth: `full_prefix_ms.median`, `points[3].duration_ms`."""
-    return any(TIMING_KEY.search(key) for key in path_keys(path))
+    def is_measured(self, declared: Declaration) -> bool:
+        return self.is_timing(declared) or self.is_memory(declared)
 
-
-def is_memory(path: str) -> bool:
-    """A value under a memory key (peak resident set), at any depth."""
-    return any(MEMORY_KEY.search(key) for key in path_keys(path))
-
-
-def is_measurement(metric: str) -> bool:
-    """A metric (`wall_s`, `report.json:full_prefix_ms.median`: a source, a colon, a dotted key)
-    that is timing or memory: what a rerun of the same work measures otherwise, never a result."""
-    path = metric.partition(":")[2] if ":" in metric else metric
-    return is_timing(path) or is_memory(path)
+    def measured_key(self, declared: Declaration) -> str:
+        """The key that makes this a measurement: the innermost declared one (`full_prefix_ms`)."""
+        keys = [key for key in self.keys() if declared.is_timing_key(key) or declared.is_memory_key(key)]
+        return keys[-1] if keys else self.key
 
 
 @dataclass(frozen=True)
@@ -186,7 +159,12 @@ def read_json_value(path: Path) -> Any:
 
 
 def judge_changes(
-    relative: str, changes: list[Change], tolerance: float, timing_files: set[str], expected: Mapping[str, Any]
+    relative: str,
+    changes: list[Change],
+    tolerance: float,
+    timing_files: set[str],
+    expected: Mapping[str, Any],
+    declared: Declaration = NOTHING,
 ) -> FileComparison:
     """Turn a JSON file's changes into a verdict: timing only, within tolerance, or different.
 
@@ -195,15 +173,15 @@ def judge_changes(
     code record, not a difference in what was computed.
     """
     folder = Path(relative).parent
-    measured = [c for c in changes if c.timing or c.memory or _records_timing_file(c, folder, timing_files)]
+    measured = [c for c in changes if c.is_measured(declared) or _records_timing_file(c, folder, timing_files)]
     recorded = [c for c in changes if c.key in expected and c.new == expected[c.key] and c not in measured]
     substantive = [c for c in changes if c not in measured and c not in recorded]
     if not substantive:
         keys = sorted(
-            {c.measured_key if c.timing or c.memory else f"sha256 of {c.key}" for c in measured}
+            {c.measured_key(declared) if c.is_measured(declared) else f"sha256 of {c.key}" for c in measured}
             | {c.path for c in recorded}
         )
-        verdict = CODE_RECORD if recorded else MEASURED if any(c.memory for c in measured) else TIMING
+        verdict = CODE_RECORD if recorded else MEASURED if any(c.is_memory(declared) for c in measured) else TIMING
         why = " (now the current package's source hash: files outside the closure changed)" if recorded else ""
         return FileComparison(relative, verdict, f"differs only in {', '.join(keys)}{why}")
     largest = max(substantive, key=lambda c: c.size)
@@ -314,8 +292,12 @@ def compare_file(
     tolerance: float = 0.0,
     timing_files: set[str] | None = None,
     expected: Mapping[str, Any] | None = None,
+    declared: Declaration = NOTHING,
 ) -> FileComparison:
-    """One file that exists on both sides and whose bytes differ."""
+    """One file that exists on both sides and whose bytes differ; DECLARED: what its command
+    declares a measurement."""
+    if declared.is_timing_file(relative):
+        return FileComparison(relative, TIMING, "a timing file (declared by its command)")
     if relative.endswith(".safetensors"):
         return compare_safetensors(relative, old, new, tolerance)
     if relative.endswith(JSON_SUFFIXES):
@@ -325,7 +307,7 @@ def compare_file(
             return compare_bytes(relative, old, new, tolerance)
         if not changes:
             return FileComparison(relative, WITHIN, "same values; formatting bytes differ", 0.0)
-        return judge_changes(relative, changes, tolerance, timing_files or set(), expected or {})
+        return judge_changes(relative, changes, tolerance, timing_files or set(), expected or {}, declared)
     return compare_bytes(relative, old, new, tolerance)
 
 
@@ -343,8 +325,10 @@ def compare_outputs(
     tolerance: float = 0.0,
     max_bytes: int | None = None,
     expected: Mapping[str, Any] | None = None,
+    declared: Declaration = NOTHING,
 ) -> list[FileComparison]:
-    """Every file on either side (path → sha256): identical, timing only, within tolerance or different.
+    """Every file on either side (path → sha256): identical, timing only, within tolerance or
+    different; DECLARED: what the artifact's command declares a measurement.
 
     Plain files are judged first, so that a JSON file recording the hash of a timing-only
     sibling is judged knowing which siblings those are.
@@ -370,7 +354,7 @@ def compare_outputs(
         if max_bytes is not None and max(old.stat().st_size, new.stat().st_size) > max_bytes:
             results[relative] = FileComparison(relative, DIFFERENT, "sha256 differs (too large to open here)")
             continue
-        found = compare_file(relative, old, new, tolerance, timing, expected)
+        found = compare_file(relative, old, new, tolerance, timing, expected, declared)
         if found.verdict in (TIMING, MEASURED):
             timing.add(relative)
         results[relative] = found

@@ -28,6 +28,7 @@ from typing import Any
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import INPUT_IDENTITY_KEYS, MANIFEST, content_sha256, read_manifest
 from gptlineage.lineage.compare import IDENTICAL, compare_outputs
+from gptlineage.lineage.declaration import declaration_of, union
 from gptlineage.lineage.diff_metrics import metric_rows
 from gptlineage.lineage.diff_text import render_diff
 from gptlineage.lineage.identity import environment_class
@@ -219,9 +220,9 @@ def output_changes(left: Stage, right: Stage) -> tuple[list[str], bool]:
     whether only measurements differ (timings, memory, formatting): the same results."""
     a = {entry["path"]: entry["sha256"] for entry in left.manifest["files"]}
     b = {entry["path"]: entry["sha256"] for entry in right.manifest["files"]}
-    found = [
-        f for f in compare_outputs(left.path, a, right.path, b, max_bytes=COMPARE_MAX_BYTES) if f.verdict != IDENTICAL
-    ]
+    declared = union(declaration_of(left.manifest), declaration_of(right.manifest))
+    compared = compare_outputs(left.path, a, right.path, b, max_bytes=COMPARE_MAX_BYTES, declared=declared)
+    found = [f for f in compared if f.verdict != IDENTICAL]
     lines = [f"{f.path}: {f.verdict}" + (f" ({f.detail})" if f.detail else "") for f in found]
     return lines, bool(found) and all(f.ok for f in found)
 
@@ -285,7 +286,7 @@ def diff(path_a: str | Path, path_b: str | Path) -> dict[str, Any]:
 
 
 def stage_name(a: Stage | None, b: Stage | None) -> str:
-    """The directory name, or both when they differ ("train | train_b")."""
+    """The directory name, or both when they differ ("pretrain | pretrain_b")."""
     names = list(dict.fromkeys(stage.path.name for stage in (a, b) if stage is not None))
     return " | ".join(names)
 

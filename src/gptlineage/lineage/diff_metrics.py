@@ -6,7 +6,8 @@ Example:
 Each stage that differs gives its key metrics and the other numbers of its summary and reports
 (`lineage/table.py:stage_metrics`). A row is of kind "quality" (a loss, an exact-match rate, a
 max |Δ|: what a seed-fixed rerun on the CPU gives again) or "timing" (durations, throughput,
-speedups, memory: `lineage/compare.py:is_measurement`, the rule `lineage reproduce` uses), and
+speedups, memory: what the stage's command declares, `Declaration.is_measurement`, the rule
+`lineage reproduce` uses), and
 says whether it changed. A number another row already shows is left out: a report's copy of a
 summary value in the same stage (`report.json:full_prefix_ms.median` and
 `summary:full_prefix_ms_median`), or the deliverable's copy of a part's metric
@@ -20,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gptlineage.lineage.compare import is_measurement
+from gptlineage.lineage.declaration import Declaration, declaration_of, union
 from gptlineage.lineage.table import stage_metrics
 
 QUALITY, TIMING = "quality", "timing"
@@ -33,14 +34,15 @@ def is_plain_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def metric_row(stage: str, role_path: str, name: str, old: Any, new: Any) -> dict[str, Any]:
-    """One metric of one stage on both sides, with B − A when both are numbers."""
+def metric_row(stage: str, role_path: str, name: str, old: Any, new: Any, declared: Declaration) -> dict[str, Any]:
+    """One metric of one stage on both sides, with B − A when both are numbers; DECLARED: what the
+    stage's commands declare a measurement."""
     numeric = is_plain_number(old) and is_plain_number(new)
     return {
         "stage": stage,
         "role_path": role_path,
         "metric": name,
-        "kind": TIMING if is_measurement(name) else QUALITY,
+        "kind": TIMING if declared.is_measurement(name) else QUALITY,
         "a": old,
         "b": new,
         "change": new - old if numeric else None,
@@ -62,7 +64,8 @@ def pair_rows(pair: StagePair) -> list[dict[str, Any]]:
     stage, role_path, path_a, manifest_a, path_b, manifest_b = pair
     left = stage_metrics(path_a, manifest_a, extras=True)
     right = stage_metrics(path_b, manifest_b, extras=True)
-    return [metric_row(stage, role_path, name, left.get(name), right.get(name)) for name in {**left, **right}]
+    declared = union(declaration_of(manifest_a), declaration_of(manifest_b))
+    return [metric_row(stage, role_path, name, left.get(name), right.get(name), declared) for name in {**left, **right}]
 
 
 def bare_name(metric: str) -> str:

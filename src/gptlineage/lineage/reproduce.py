@@ -36,6 +36,7 @@ from typing import Any
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import INPUT_IDENTITY_KEYS, holds_artifact_manifest, read_manifest
 from gptlineage.lineage.compare import IDENTICAL, compare_outputs
+from gptlineage.lineage.declaration import declaration_of
 from gptlineage.lineage.diff import code_changes, mapping_changes
 from gptlineage.lineage.identity import (
     SOURCE_ROOT,
@@ -72,8 +73,8 @@ def rerun_pattern(name: str, pid: str = "[0-9]+") -> re.Pattern[str]:
 def rerun_location(artifact_dir: Path, scratch: Path) -> Path:
     """A temporary sibling of the artifact (`.<name>.reproduce-<host>-<pid>-XXXX`), else a folder in SCRATCH.
 
-    Beside the artifact, paths an output records relative to its own directory (select-best's
-    `../train/checkpoints/...`) come out the same; in a read-only tree they may differ. The
+    Beside the artifact, paths an output records relative to its own directory (a link to
+    `../run/checkpoints/...`) come out the same; in a read-only tree they may differ. The
     scratch marker records it, so a later reproduce removes it if this one is killed.
     """
     clean_stale_reruns(artifact_dir)
@@ -251,6 +252,7 @@ def compare_rerun(
         # A training passport records the command's code closure: with --with-current-code it is
         # the current one, a record of the code rather than a difference in what was computed.
         expected={"closure_sha256": code_closure(manifest["code"]["module"])["closure_sha256"]},
+        declared=declaration_of(manifest),
     )
     parameters = mapping_changes(flatten(manifest["parameters"]), flatten(rerun["parameters"]))
     inputs = mapping_changes(input_identities(manifest["inputs"]), input_identities(rerun["inputs"]))

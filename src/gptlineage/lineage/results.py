@@ -1,12 +1,12 @@
-"""What a results tree holds: its experiment deliverables and its results, and the one artifact an argument names.
+"""What a results tree holds: its deliverables and its results, and the one artifact an argument names.
 
 Example:
     gptlineage lineage diff results other/results    # each tree's one deliverable, results/sft_stage2
 
 `lineage diff`, `lineage table` and `lineage compare` take an artifact (or a file inside one) or a
-results tree. A tree stands for its experiment deliverable (an artifact of the `experiment`
-command, wherever it lies in the tree) when it holds one, else for its one result (an artifact no
-other artifact of the tree reads); a tree with several is an error naming them.
+results tree. A tree stands for its deliverable (an artifact whose command declares
+itself a deliverable, wherever it lies in the tree) when it holds one, else for its one result
+(an artifact no other artifact of the tree reads); a tree with several is an error naming them.
 """
 
 from __future__ import annotations
@@ -15,15 +15,14 @@ from pathlib import Path
 
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import find_artifact_dir, read_manifest
+from gptlineage.lineage.declaration import declaration_of
 from gptlineage.lineage.table import find_artifacts
 from gptlineage.lineage.tree import lexical
 from gptlineage.lineage.walk import input_artifact_dir, resolve_artifact
 
-DELIVERABLE = "experiment"  # the command whose artifact is a whole experiment
-
 
 def results_of(root: Path) -> tuple[list[Path], list[Path]]:
-    """A results tree's experiment deliverables (wherever they lie in it) and its results (the
+    """A results tree's deliverables (wherever they lie in it) and its results (the
     artifacts no other artifact of the tree reads)."""
     found = {lexical(directory): read_manifest(directory) for _, directory in find_artifacts([root])}
     used = set()
@@ -32,7 +31,7 @@ def results_of(root: Path) -> tuple[list[Path], list[Path]]:
             holder = input_artifact_dir(directory, entry)
             if holder is not None:
                 used.add(holder)
-    deliverables = [directory for directory, manifest in found.items() if manifest["command"]["name"] == DELIVERABLE]
+    deliverables = [directory for directory, manifest in found.items() if declaration_of(manifest).deliverable]
     return deliverables, [directory for directory in found if directory not in used]
 
 

@@ -156,7 +156,7 @@ def add_input(crate: Crate, node: Node, entry: dict[str, Any], folders: dict[Pat
     if upstream not in folders or (source != upstream and upstream not in source.parents):
         raise GptlineageError(f"{source}: input of {node.path.name} is not inside a verified artifact")
     relative = "/".join([folders[upstream], *source.relative_to(upstream).parts])
-    if source.is_dir():  # a folder of an artifact (a dataset written by synth-chat, say)
+    if source.is_dir():  # a folder of an artifact (a dataset another command wrote, say)
         parent = data_id(folders[upstream] + "/")
         part = crate.dataset(relative, source.name, [])
         if ref(part) not in crate.entities[parent]["hasPart"] and part != parent:

@@ -4,15 +4,15 @@ Example:
     gptlineage lineage table results other/results            # the default chain, before and after a change
     gptlineage lineage table results/*/sft_stage2 --only-changed --csv
 
-A run is what one argument names: an artifact (an experiment's deliverable, a training run) with
-everything upstream of it, or a results tree. A tree that holds experiment deliverables gives one
-run per deliverable (a sweep's `results/<experiment>/sft_stage2`); any other tree is one run made
+A run is what one argument names: an artifact (a deliverable, a training run) with
+everything upstream of it, or a results tree. A tree that holds deliverables gives one
+run per deliverable (a sweep's `results/<name>/sft_stage2`); any other tree is one run made
 of every artifact in it and their lineages. Stages are matched across runs by directory name
 (when two stages of a run share a name, the one further upstream keeps it and the other is
 `name[command]`). A parameter is `stage.key`, flattened with dots; a training run's `settings.X`
-and `resolved.X` are one `X` (the resolved value). Headline metrics: the final validation loss
-of each training stage, the data chapter's final loss, the prompt suite's exact match and the
-matched comparison's max |Δ| (`matched_max_diff`).
+and `resolved.X` are one `X` (the resolved value). Headline metrics: those a stage's command
+declares with a run-table column (`Metric.column` in `gptlineage.lineage.declaration`), grouped
+by column, each column where it first comes upstream.
 """
 
 from __future__ import annotations
@@ -27,18 +27,12 @@ import pandas as pd
 
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import is_artifact_dir
+from gptlineage.lineage.declaration import declaration_of
 from gptlineage.lineage.diff import Stage, stages
 from gptlineage.lineage.results import results_of
 from gptlineage.lineage.table import cell, changed_columns, flatten, sort_table, stage_metrics
 from gptlineage.lineage.tree import lexical
 
-# Headline metrics: (name in stage_metrics, column name), in the order the columns come.
-HEADLINE = (
-    ("final_val_loss", "val_loss"),
-    ("final_loss", "final_loss"),
-    ("exact_match", "exact_match"),
-    ("matched_max_diff", "matched_max_diff"),
-)
 FOLDED = ("settings.", "resolved.")  # a training run records what was asked, then what it resolved to
 
 
@@ -123,24 +117,25 @@ def varied_parameters(flat: Sequence[Mapping[str, Any]], chosen: Sequence[str]) 
 
 
 def headline(run: Run) -> dict[tuple[str, str], Any]:
-    """(stage, column) → value of each headline metric a stage of the run has."""
+    """(stage, column) → value of each headline metric with a run-table column a stage of the run has."""
     found: dict[tuple[str, str], Any] = {}
     for name, stage in run.stages.items():
         metrics = stage_metrics(stage.path, stage.manifest)
-        for metric, column in HEADLINE:
-            if metric in metrics and (metric != "final_val_loss" or stage.manifest["command"]["name"] == "train"):
-                found[(name, column)] = metrics[metric]
+        for metric in declaration_of(stage.manifest).metrics:
+            if metric.column is not None and metric.name in metrics:
+                found[(name, metric.column)] = metrics[metric.name]
     return found
 
 
 def headline_columns(found: Sequence[Mapping[tuple[str, str], Any]], runs: Sequence[Run]) -> dict[tuple[str, str], str]:
     """(stage, column) → the table's column: the metric alone where one stage has it, else `stage.metric`;
-    upstream stages first."""
+    a metric's columns together, where it first comes upstream, upstream stages first."""
     keys = list(dict.fromkeys(key for values in found for key in values))
     depth = {key: max(run.stages[key[0]].depth for run in runs if key[0] in run.stages) for key in keys}
-    order = {column: index for index, (_, column) in enumerate(HEADLINE)}
-    keys.sort(key=lambda key: (order[key[1]], -depth[key], key[0]))
-    stages_of = {column: {stage for stage, c in keys if c == column} for _, column in HEADLINE}
+    keys.sort(key=lambda key: (-depth[key], key[0]))  # stable: a stage's metrics in their declared order
+    order = list(dict.fromkeys(column for _, column in keys))
+    keys.sort(key=lambda key: order.index(key[1]))
+    stages_of = {column: {stage for stage, c in keys if c == column} for column in order}
     return {key: key[1] if len(stages_of[key[1]]) == 1 else f"{key[0]}.{key[1]}" for key in keys}
 
 

@@ -5,9 +5,10 @@ Like `dvc exp show`, for the artifacts this package writes. Example:
 
 Parameters are flattened with dots (`settings.steps`). A command's parameter becomes a column
 when its value differs between that command's rows, or when `--params` names it (by its full
-dotted name or its last part). Metrics come from each manifest's `summary` and from the small
-JSON reports an artifact holds (trainlog.json, report.json, comparison.json); duration is the
-wall time between the run's recorded start and finish.
+dotted name or its last part). Metrics are the headline metrics each artifact's command declares
+(`gptlineage.lineage.declaration`), found in the manifest's `summary` or in the small JSON
+reports an artifact holds (trainlog.json, report.json, comparison.json); duration is the wall
+time between the run's recorded start and finish.
 """
 
 from __future__ import annotations
@@ -32,20 +33,8 @@ from rich.text import Text
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import is_artifact_dir, read_manifest
 from gptlineage.lineage.checks import printable
+from gptlineage.lineage.declaration import WALL_TIME, declaration_of, path_keys
 
-# Canonical metric names, each with where it is found: ("summary", dotted key) in the manifest's
-# summary, or (file name, dotted key) in one of the artifact's small JSON reports.
-KEY_METRICS: tuple[tuple[str, str, str], ...] = (
-    ("final_val_loss", "summary", "validation_loss.last.loss"),
-    ("best_val_loss", "summary", "validation_loss.best.loss"),
-    ("best_val_loss", "summary", "validation_loss"),  # select-best: the chosen checkpoint's loss
-    ("final_loss", "trainlog.json", "loss.last"),  # data-csv, data-npy: the MLP's mean loss
-    ("tokens_per_s", "summary", "median_tokens_per_second"),
-    ("exact_match", "summary", "exact_match.rate"),
-    ("matched_max_diff", "summary", "max_absolute_train_loss_difference"),
-    ("cache_max_abs", "summary", "max_abs"),
-    ("cache_speedup", "summary", "end_to_end_speedup"),
-)
 REPORT_FILES = ("trainlog.json", "report.json", "comparison.json")
 REPORT_MAX_BYTES = 1 << 20  # larger JSON files are data, not reports: not read for metrics
 FORMATS = ("text", "csv", "md", "json")
@@ -105,26 +94,28 @@ def wall_seconds(manifest: Mapping[str, Any]) -> float | None:
 
 
 def stage_metrics(artifact_dir: Path, manifest: Mapping[str, Any], *, extras: bool = False) -> dict[str, Any]:
-    """Key metrics under canonical names, then wall time; with `extras`, every other number too.
+    """The headline metrics its command declares, then wall time; with `extras`, every other number too.
 
     Extras are the summary's other numbers (`summary:<key>`) and the reports' (`<file>:<key>`),
-    leaving out a report's copy of a key metric and the learning rate and duration of loss points.
+    leaving out a report's copy of a headline metric and the keys the command declares no result.
     """
+    declared = declaration_of(manifest)
     sources = {"summary": {k: v for k, v in flatten(manifest.get("summary") or {}).items() if is_number(v)}}
     sources.update(report_values(artifact_dir, manifest))
     metrics: dict[str, Any] = {}
     used: set[tuple[str, str]] = set()
-    for name, source, key in KEY_METRICS:
-        if name not in metrics and key in sources.get(source, {}):
-            metrics[name] = sources[source][key]
-            used.add((source, key))
-    metrics["wall_s"] = wall_seconds(manifest)
+    for metric in declared.metrics:
+        if metric.name not in metrics and metric.key in sources.get(metric.source, {}):
+            metrics[metric.name] = sources[metric.source][metric.key]
+            used.add((metric.source, metric.key))
+    metrics[WALL_TIME] = wall_seconds(manifest)
     if extras:
         shown = {(key, json.dumps(sources[source][key])) for source, key in used}
         for source, values in sources.items():
             for key, value in values.items():
                 repeated = source != "summary" and (key, json.dumps(value)) in shown  # a report's copy, same key
-                if (source, key) not in used and not repeated and not key.endswith((".learning_rate", ".duration_ms")):
+                omitted = any(part in declared.omitted_keys for part in path_keys(key)[-1:])
+                if (source, key) not in used and not repeated and not omitted:
                     metrics[f"{source}:{key}"] = value
     return metrics
 
@@ -209,11 +200,13 @@ def artifact_table(
         row["id"] = manifest["id"][:12]
         row.update({key: cell(flat.get(key)) for key in columns})
         metrics = stage_metrics(directory, manifest)
-        row.update({key: value for key, value in metrics.items() if key != "wall_s"})
-        row["duration_s"] = metrics["wall_s"]
+        row.update({key: value for key, value in metrics.items() if key != WALL_TIME})
+        row["duration_s"] = metrics[WALL_TIME]
         row["date"] = str(manifest.get("run", {}).get("started_utc", ""))[:19].replace("T", " ")
         rows.append(row)
-    metric_names = list(dict.fromkeys(name for name, _, _ in KEY_METRICS))
+    metric_names = list(
+        dict.fromkeys(m.name for _, _, manifest, _ in records for m in declaration_of(manifest).metrics)
+    )
     order = ["tree", "stage", "command", "id", *columns, *metric_names, "duration_s", "date"]
     table = pd.DataFrame(rows, columns=order)
     table = table[[c for c in order if c in ("tree", "stage", "command", "id") or table[c].notna().any()]]

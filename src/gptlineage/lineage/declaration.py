@@ -1,0 +1,174 @@
+"""What a command declares about its artifacts: side outputs, headline metrics, timings.
+
+The lineage code knows no command: `reproduce`, `table`, `diff` and the deliverable's page read
+these facts from each manifest's `command.declaration` (docs/manifest.md). A command module
+states them once, as its `DECLARATION` constant, and the artifact writer records the
+declaration of the module it runs. Example:
+
+    DECLARATION = Declaration(
+        side_outputs={"--metrics": DROP, "--checkpoint-dir": SCRATCH},
+        metrics=(Metric("final_val_loss", "summary", "validation_loss.last.loss", column="val_loss"),),
+        timing_keys=("duration_ms", "tokens_per_second"),
+        timing_files=("trace.json",),
+    )
+
+The declaration is derived from code, which the artifact id covers already, so it is not part
+of the id. A manifest written before declarations existed declares nothing: no side output (so
+`reproduce` refuses a path flag it cannot place rather than write outside the rerun), no
+headline metric and no timing (every value is compared).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+DROP, SCRATCH = "drop", "scratch"  # a copy outside the artifact is left out; a work folder goes to scratch
+SIDE_OUTPUT_KINDS = (DROP, SCRATCH)
+WALL_TIME = "wall_s"  # the lineage's own measurement: seconds from the run's start to its finish
+# What splits a value's path into its object keys: `a.b[2]`, `rows[phase=train].total_ns`.
+PATH_PARTS = re.compile(r"[.\[\]:]+")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A headline metric: NAME, found under the dotted KEY of SOURCE ("summary": the manifest's
+    summary; else one of the artifact's JSON reports by file name). COLUMN: its column in the
+    run table of `lineage table`, when it is shown there; TIMING: a measurement, not a result."""
+
+    name: str
+    source: str
+    key: str
+    column: str | None = None
+    timing: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"name": self.name, "source": self.source, "key": self.key}
+        if self.column is not None:
+            found["column"] = self.column
+        if self.timing:
+            found["timing"] = True
+        return found
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """One command's facts for the lineage code (see the module's docstring).
+
+    side_outputs: flag → DROP (writes a copy outside the artifact: left out of a rerun) or SCRATCH
+    (a work folder: a rerun's goes into its scratch folder). metrics: the headline metrics, in the
+    order shown. timing_keys, memory_keys: JSON keys (or shell patterns) whose values, and all
+    below them, are wall-clock or memory measurements, never compared. timing_files: output files
+    (shell patterns) that are measurements as a whole. omitted_keys: report keys that are settings
+    rather than results, left out of the metrics. deliverable: an artifact that stands for a whole results tree.
+    """
+
+    side_outputs: Mapping[str, str] = field(default_factory=dict)
+    metrics: tuple[Metric, ...] = ()
+    timing_keys: tuple[str, ...] = ()
+    memory_keys: tuple[str, ...] = ()
+    timing_files: tuple[str, ...] = ()
+    omitted_keys: tuple[str, ...] = ()
+    deliverable: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        """The manifest's `command.declaration` (the writer validates it against the schema)."""
+        return {
+            "side_outputs": dict(sorted(self.side_outputs.items())),
+            "metrics": [metric.as_json() for metric in self.metrics],
+            "timing_keys": list(self.timing_keys),
+            "memory_keys": list(self.memory_keys),
+            "timing_files": list(self.timing_files),
+            "omitted_keys": list(self.omitted_keys),
+            "deliverable": self.deliverable,
+        }
+
+    def side_output(self, flags: Iterable[str]) -> str | None:
+        """DROP, SCRATCH or None for a flag spelled by any of FLAGS (`--copy-to`, `-c`)."""
+        return next((self.side_outputs[flag] for flag in flags if flag in self.side_outputs), None)
+
+    def is_timing_key(self, key: str) -> bool:
+        return matches(key, self.timing_keys)
+
+    def is_memory_key(self, key: str) -> bool:
+        return matches(key, self.memory_keys)
+
+    def is_timing_file(self, relative: str) -> bool:
+        return matches(relative, self.timing_files)
+
+    def is_measurement(self, metric: str) -> bool:
+        """A metric of `stage_metrics` (`wall_s`, a headline name, `report.json:full_prefix_ms.median`)
+        that is a timing or memory measurement: what a rerun of the same work measures otherwise."""
+        if metric == WALL_TIME or any(m.name == metric and m.timing for m in self.metrics):
+            return True
+        keys = path_keys(metric.partition(":")[2]) if ":" in metric else []
+        return any(self.is_timing_key(key) or self.is_memory_key(key) for key in keys)
+
+
+def matches(text: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(text, pattern) for pattern in patterns)
+
+
+def path_keys(path: str) -> list[str]:
+    """The object keys along a value's path (`a.b[2].c` → a, b, c); list selectors such as
+    `[phase=train]` name values, not keys, and are left out."""
+    return [part for part in PATH_PARTS.split(path) if part and "=" not in part and not part.isdigit()]
+
+
+NOTHING = Declaration()
+
+
+def declaration_of(manifest: Mapping[str, Any]) -> Declaration:
+    """The declaration a (checked) manifest records; NOTHING for one written before declarations."""
+    recorded = manifest.get("command", {}).get("declaration")
+    if not isinstance(recorded, Mapping):
+        return NOTHING
+    metrics = tuple(
+        Metric(m["name"], m["source"], m["key"], m.get("column"), bool(m.get("timing", False)))
+        for m in recorded.get("metrics", [])
+    )
+    return Declaration(
+        side_outputs=dict(recorded.get("side_outputs", {})),
+        metrics=metrics,
+        timing_keys=tuple(recorded.get("timing_keys", ())),
+        memory_keys=tuple(recorded.get("memory_keys", ())),
+        timing_files=tuple(recorded.get("timing_files", ())),
+        omitted_keys=tuple(recorded.get("omitted_keys", ())),
+        deliverable=bool(recorded.get("deliverable", False)),
+    )
+
+
+def declared_by(module: str) -> Declaration:
+    """The `DECLARATION` of MODULE, the module whose code an artifact records (NOTHING without one).
+
+    Under the CLI it is the command module being run, loaded already; a library call's is loaded
+    here, so that a manifest records the same declaration whichever way the command was called.
+    """
+    try:
+        loaded = sys.modules.get(module) or importlib.import_module(module)
+    except ImportError:
+        return NOTHING
+    found = getattr(loaded, "DECLARATION", None)
+    return found if isinstance(found, Declaration) else NOTHING
+
+
+def union(first: Declaration, second: Declaration) -> Declaration:
+    """What either declares (two versions of one stage, as `lineage diff` compares them)."""
+
+    def both(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(dict.fromkeys((*a, *b)))
+
+    return Declaration(
+        side_outputs={**second.side_outputs, **first.side_outputs},
+        metrics=both(first.metrics, second.metrics),
+        timing_keys=both(first.timing_keys, second.timing_keys),
+        memory_keys=both(first.memory_keys, second.memory_keys),
+        timing_files=both(first.timing_files, second.timing_files),
+        omitted_keys=both(first.omitted_keys, second.omitted_keys),
+        deliverable=first.deliverable or second.deliverable,
+    )
