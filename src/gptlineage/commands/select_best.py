@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from gptlineage.errors import GptlineageError
-from gptlineage.files import link_member
 from gptlineage.jsonio import read_json, write_json_atomic
-from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.lineage.artifact import ArtifactWriter, link_member
 from gptlineage.training.checkpoints import list_checkpoints
 from gptlineage.training.layout import PARAMETERS_FILE, PASSPORT_FILE, RunDir
 from gptlineage.training.metrics import best_checkpoint
