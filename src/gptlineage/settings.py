@@ -78,22 +78,24 @@ def setting(
     change the result (a memory limit), left out of the parameters that identify the work;
     `unset` says what a None default resolves to (`--lr`'s help: "(default: 6e-4 for gpt2-small,
     else 3e-4)"), written from the values the resolving code uses."""
-    metadata = {
-        "help": help,
-        "unset": unset,
-        "choices": choices,
-        "minimum": minimum,
-        "maximum": maximum,
-        "above": above,
-        "below": below,
-        "group": group,
-        "flag": flag,
-        "finite": finite,
-        "work": work,
-    }
+    metadata = {name: value for name, value in locals().items() if name != "default"}  # every keyword above
     if isinstance(default, (list, dict, set)):
         raise TypeError("mutable defaults are not settings; use a tuple")
     return dataclasses.field(default=default, metadata=metadata)
+
+
+OUTPUT_HELP = "artifact directory to write"
+
+
+def output_setting(holds: str = "", **options: Any) -> Any:
+    """Every command's `--output`, as a settings field: the artifact directory it writes (holding `holds`)."""
+    return setting(help=f"{OUTPUT_HELP} ({holds})" if holds else OUTPUT_HELP, **options)
+
+
+def add_output_flag(parser: argparse.ArgumentParser, holds: str = "") -> None:
+    """`--output` for a parser whose other flags are not a settings class: as `add_flags` makes it."""
+    help_text = f"{OUTPUT_HELP} ({holds})" if holds else OUTPUT_HELP
+    parser.add_argument("--output", type=Path, required=True, dest="output", help=f"{help_text} (required)")
 
 
 @functools.cache

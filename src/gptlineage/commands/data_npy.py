@@ -13,9 +13,8 @@ Example:
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from gptlineage.settings import add_flags, from_args
+from gptlineage.settings import add_flags, add_output_flag, from_args
 from gptlineage.tabular.tutorial import DataNpyConfig, npy_tutorial
 
 NAME = "data-npy"
@@ -28,7 +27,7 @@ EXAMPLE = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flags(parser, DataNpyConfig)
-    parser.add_argument("--output", type=Path, required=True, help="artifact directory to write")
+    add_output_flag(parser)
 
 
 def run(args: argparse.Namespace) -> int:

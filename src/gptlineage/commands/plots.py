@@ -20,6 +20,7 @@ from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.reporting.comparison_figure import comparison_svg
 from gptlineage.reporting.plots import overview_svg, read_metrics, run_figures
+from gptlineage.settings import add_output_flag
 from gptlineage.training.layout import RunDir
 
 NAME = "plots"
@@ -34,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--run", type=Path, action="append", required=True, help="a training artifact (repeat, in chain order)"
     )
-    parser.add_argument("--output", type=Path, required=True, help="artifact directory to write")
+    add_output_flag(parser)
     parser.add_argument(
         "--comparison", type=Path, help="a matched-comparison artifact (comparison.json + metrics); skipped if absent"
     )

@@ -18,6 +18,7 @@ from typing import Any
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json, write_json_atomic
 from gptlineage.lineage.artifact import ArtifactWriter, link_member
+from gptlineage.settings import add_output_flag
 from gptlineage.training.checkpoints import list_checkpoints
 from gptlineage.training.layout import PARAMETERS_FILE, PASSPORT_FILE, RunDir
 from gptlineage.training.metrics import best_checkpoint
@@ -29,7 +30,7 @@ SELECTION = "lowest validation loss among saved checkpoints after step 0"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", type=Path, required=True, help="a training artifact (gptlineage train --output)")
-    parser.add_argument("--output", type=Path, required=True, help="artifact directory to write")
+    add_output_flag(parser)
 
 
 def read_points(path: Path) -> list[dict[str, Any]]:

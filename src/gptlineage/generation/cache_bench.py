@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 from gptlineage.errors import GptlineageError
 from gptlineage.generation.cache_check import CacheCheckConfig, PromptConfig, prompt_ids
 from gptlineage.generation.settings import ModelSource, SamplingConfig
+from gptlineage.model.statements import passport_statements
 from gptlineage.progress import Progress
-from gptlineage.settings import check_settings, setting, setting_like
-from gptlineage.training.statements import passport_statements
+from gptlineage.settings import check_settings, output_setting, setting, setting_like
 
 # The decoders (and torch) are imported by the functions that run them: the settings below are
 # checked, by the workflow before any job, without loading torch.
@@ -75,7 +75,7 @@ class CacheBenchConfig:
     timed_runs: int = setting(
         3, "timed runs of each path after one untimed warm-up; the report gives their median and minimum", minimum=1
     )
-    output: Path = setting_like(CacheCheckConfig, "output")
+    output: Path = output_setting("report.json")
 
     def __post_init__(self) -> None:
         check_settings(self)

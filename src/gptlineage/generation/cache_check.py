@@ -40,7 +40,7 @@ from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
 from gptlineage.errors import GptlineageError
 from gptlineage.generation.settings import DEFAULT_SYSTEM, ModelSource, SamplingConfig
 from gptlineage.jsonio import finite_or_none
-from gptlineage.settings import SettingError, check_settings, setting, setting_like
+from gptlineage.settings import SettingError, check_settings, output_setting, setting, setting_like
 from gptlineage.splitmix import key_of, sample_nat
 
 # The decoders (and torch) are imported by the functions that run them: the settings above are
@@ -88,7 +88,7 @@ class CacheCheckConfig:
     repetition_penalty: float = setting_like(SamplingConfig, "repetition_penalty")
     repetition_window: int = setting_like(SamplingConfig, "repetition_window")
     pad_full_prefix: bool = setting(False, "pad the full-prefix input to the context with id 0, as the reference does")
-    output: Path = setting(help="artifact directory to write (report.json)")
+    output: Path = output_setting("report.json")
 
     def __post_init__(self) -> None:
         check_settings(self)

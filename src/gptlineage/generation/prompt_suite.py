@@ -30,11 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 from gptlineage.corpus.tokenizer import gpt2_encoding, tokenizer_identity
 from gptlineage.errors import GptlineageError
-from gptlineage.generation.cache_check import CacheCheckConfig
 from gptlineage.generation.settings import ModelSource, SamplingConfig
 from gptlineage.lineage.checks import printable
 from gptlineage.progress import Progress
-from gptlineage.settings import check_settings, setting, setting_like
+from gptlineage.settings import check_settings, output_setting, setting, setting_like
 
 # The decoders (and torch) are imported by the functions that run them: the settings below are
 # checked, by the workflow before any job, without loading torch.
@@ -62,7 +61,7 @@ class PromptSuiteConfig:
         PAPER_SUITE, "prompt suite (gptlineage.prompt-suite.v1); the default is the reference's nine prompts"
     )
     generate: int = setting_like(SamplingConfig, "generate", 48)
-    output: Path = setting_like(CacheCheckConfig, "output")
+    output: Path = output_setting("report.json")
 
     def __post_init__(self) -> None:
         check_settings(self)

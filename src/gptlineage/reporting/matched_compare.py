@@ -19,7 +19,7 @@ from gptlineage.errors import GptlineageError
 from gptlineage.generation.settings import ModelSource
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.artifact import ArtifactWriter
-from gptlineage.settings import check_settings, setting, setting_like
+from gptlineage.settings import check_settings, output_setting, setting, setting_like
 from gptlineage.training.config import EvaluationSettings, ScheduleSettings
 from gptlineage.training.metrics import metrics_document
 
@@ -71,7 +71,7 @@ class MatchedCompareConfig:
         group="data",
     )
     settings: MatchedSettings = field(default_factory=MatchedSettings)
-    output: Path = setting(help="artifact directory to write")
+    output: Path = output_setting()
 
     def __post_init__(self) -> None:
         check_settings(self)

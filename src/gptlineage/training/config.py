@@ -21,7 +21,7 @@ from gptlineage.corpus.tokenizer import VOCAB_SIZE, gpt2_encoding
 from gptlineage.devices import check_device_name
 from gptlineage.errors import GptlineageError
 from gptlineage.model.shapes import PRECISION_NAMES, PRESETS, GPTConfig, model_config
-from gptlineage.settings import SettingError, check_settings, setting
+from gptlineage.settings import SettingError, check_settings, output_setting, setting
 from gptlineage.training.schedule import check_batch_split, steps_for_budget
 
 LARGE_PRESET = "gpt2-small"  # the reference experiment's model; its defaults differ from the small presets'
@@ -290,7 +290,7 @@ class TrainConfig:
 class TrainOutputs:
     """Where a training run writes: the artifact, and optional copies of three of its files."""
 
-    output: Path = setting(help="artifact directory to write", group="outputs")
+    output: Path = output_setting(group="outputs")
     save_params: Path | None = setting(None, "also copy the final parameters here", group="outputs")
     metrics: Path | None = setting(None, "also copy metrics.json here", group="outputs")
     passport: Path | None = setting(None, "also copy passport.json here", group="outputs")
