@@ -17,6 +17,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from gptlineage.errors import GptlineageError
+from gptlineage.model.parameters import load_parameters, read_parameters, save_parameters
 from gptlineage.training.checkpoints import (
     list_checkpoints,
     load_checkpoint,
@@ -24,7 +25,6 @@ from gptlineage.training.checkpoints import (
     resume_compatibility,
     save_checkpoint,
 )
-from gptlineage.training.parameters import load_parameters, read_parameters, save_parameters
 
 REPO = Path(__file__).resolve().parent.parent
 VOCAB = 11
@@ -390,7 +390,7 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[2])
 import gptlineage.training.optimizer_state as optimizer_state
 from gptlineage.training.checkpoints import save_checkpoint
-from gptlineage.training.parameters import save_parameters
+from gptlineage.model.parameters import save_parameters
 from test_checkpoint import CONFIG, make, train
 
 root = Path(sys.argv[1])

@@ -91,12 +91,34 @@ def test_torch_in_lineage_and_imports_against_the_layers_are_found(tmp_path):
         },
     )
     assert shape.check(src) == [
-        "src/gptlineage/lineage/rocrate.py:1: imports gptlineage.corpus.shards.read_tokens (lineage/ imports nothing from corpus/)",
-        "src/gptlineage/lineage/rocrate.py:2: imports gptlineage.reporting.plots (lineage/ imports nothing from reporting/)",
+        "src/gptlineage/lineage/rocrate.py:1: imports gptlineage.corpus.shards.read_tokens (lineage imports nothing from corpus)",
+        "src/gptlineage/lineage/rocrate.py:2: imports gptlineage.reporting.plots (lineage imports nothing from reporting)",
         "src/gptlineage/lineage/walk.py:4: imports torch (lineage/ never imports torch)",
         "src/gptlineage/lineage/walk.py:5: imports transformers.GPT2Config (lineage/ never imports torch)",
-        "src/gptlineage/model/gpt.py:3: imports gptlineage.training.schedule.lr (model/ imports nothing from training/)",
-        "src/gptlineage/training/train.py:2: imports gptlineage.generation.decoding.x (training/ imports nothing from generation/)",
+        "src/gptlineage/model/gpt.py:3: imports gptlineage.training.schedule.lr (model imports nothing from training)",
+        "src/gptlineage/training/train.py:2: imports gptlineage.generation.decoding.x (training imports nothing from generation)",
+    ]
+
+
+def test_base_modules_tabular_commands_and_an_unplaced_module_are_held_to_their_rows(tmp_path):
+    src = write_tree(
+        tmp_path / "src",
+        {
+            "gptlineage/errors.py": "class GptlineageError(Exception): ...\n",
+            "gptlineage/settings.py": "from gptlineage.errors import GptlineageError\nfrom gptlineage.training import config\n",
+            "gptlineage/tabular/tutorial.py": "from gptlineage.lineage.artifact import A\nfrom gptlineage.corpus import shards\n",
+            "gptlineage/generation/chat.py": "from gptlineage.training.config import C\nfrom gptlineage.tabular import runtime\n",
+            "gptlineage/commands/lineage.py": "from gptlineage.command_line import rebuilt\nfrom gptlineage.cli import main\n",
+            "gptlineage/cli.py": "from gptlineage.commands import lineage\n",
+            "gptlineage/helpers.py": "import os\n",
+        },
+    )
+    assert shape.check(src) == [
+        "src/gptlineage/commands/lineage.py:2: imports gptlineage.cli.main (commands imports nothing from cli)",
+        "src/gptlineage/generation/chat.py:2: imports gptlineage.tabular.runtime (generation imports nothing from tabular)",
+        "src/gptlineage/helpers.py: helpers is in no layer (add its row to FORBIDDEN_LAYERS)",
+        "src/gptlineage/settings.py:2: imports gptlineage.training.config (settings imports nothing from training)",
+        "src/gptlineage/tabular/tutorial.py:2: imports gptlineage.corpus.shards (tabular imports nothing from corpus)",
     ]
 
 

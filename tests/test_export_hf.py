@@ -18,7 +18,7 @@ from gptlineage.errors import GptlineageError
 from gptlineage.generation.decoding import FullPrefixDecoder, SamplingConfig, generate_tokens
 from gptlineage.model.gpt import GPT, GPTConfig
 from gptlineage.model.hf import hf_model, hf_to_ours, ours_config, ours_to_hf
-from gptlineage.training.parameters import save_parameters
+from gptlineage.model.parameters import save_parameters
 
 transformers = pytest.importorskip("transformers")
 

@@ -7,7 +7,7 @@ import stat
 import pytest
 
 from gptlineage.model.gpt import GPT, GPTConfig
-from gptlineage.training.parameters import save_parameters
+from gptlineage.model.parameters import save_parameters
 
 
 @pytest.fixture

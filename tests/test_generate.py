@@ -27,8 +27,8 @@ from gptlineage.generation.decoding import (
 from gptlineage.generation.prompt_suite import matches_expected
 from gptlineage.model.gpt import GPT, GPTConfig
 from gptlineage.model.kvcache import CachedDecoder
+from gptlineage.model.parameters import save_parameters
 from gptlineage.splitmix import key_of, sample_nat
-from gptlineage.training.parameters import save_parameters
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 

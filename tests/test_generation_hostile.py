@@ -22,7 +22,7 @@ from gptlineage.commands import train as train_command
 from gptlineage.corpus.tokenizer import gpt2_encoding
 from gptlineage.generation.decoding import FullPrefixDecoder, SamplingConfig, generate_tokens, sample_token
 from gptlineage.model.gpt import GPT, GPTConfig
-from gptlineage.training.parameters import save_parameters
+from gptlineage.model.parameters import save_parameters
 from gptlineage.workflow_support import slice_error
 
 CLEAR_SCREEN = "\x1b[2J"

@@ -32,9 +32,9 @@ from gptlineage.jsonio import read_json
 from gptlineage.lineage.artifact import read_manifest
 from gptlineage.lineage.outputs import HOST_TAG
 from gptlineage.model.gpt import GPT
+from gptlineage.model.parameters import save_parameters
 from gptlineage.settings import SettingError, from_mapping
 from gptlineage.tabular.tutorial import DataCsvConfig
-from gptlineage.training.parameters import save_parameters
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 

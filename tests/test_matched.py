@@ -18,8 +18,8 @@ from gptlineage.cli import main
 from gptlineage.corpus.prepare import PrepareConfig, prepare
 from gptlineage.corpus.synth_chat import stage1_dataset, write_chat_dataset
 from gptlineage.model.gpt import GPT, GPTConfig
+from gptlineage.model.parameters import save_parameters
 from gptlineage.reporting import matched
-from gptlineage.training.parameters import save_parameters
 from gptlineage.training.schedule import learning_rate
 
 pytest.importorskip("transformers")

@@ -15,7 +15,7 @@ from safetensors.torch import save_file
 from gptlineage.cli import main
 from gptlineage.errors import GptlineageError
 from gptlineage.model.gpt import GPT, GPTConfig
-from gptlineage.training.parameters import SHAPE_FIELDS, SHAPE_KEY, load_parameters, save_parameters
+from gptlineage.model.parameters import SHAPE_FIELDS, SHAPE_KEY, load_parameters, save_parameters
 
 SHAPE = GPTConfig(context=8, vocab=64, width=8, heads=2, layers=1)
 

@@ -6,9 +6,13 @@ Rules, for every module under src/gptlineage/:
   lives below the commands;
 - nothing under gptlineage/lineage/ imports torch (or transformers, which loads torch), so
   `gptlineage lineage ...` starts fast and works where torch is absent;
-- imports point down the layers: lineage/ imports nothing from corpus, model, training,
-  generation, reporting, tabular or commands; model/ nothing from training, generation,
-  reporting or commands; training/ nothing from generation, reporting or commands.
+- imports point down the layers (FORBIDDEN_LAYERS, the order the package's imports follow):
+  the base modules (errors, jsonio, settings, files, ...) at the bottom import no layer; then
+  lineage, corpus, model, training, generation, reporting and commands, each importing only
+  from those before it; tabular/ stands beside them on lineage alone; the entry modules (cli,
+  command_line, workflow_support, workflow_jobs) sit on top, and only commands may import one
+  of them (command_line, which rebuilds a command line);
+- every module is in a layer: a new top-level module or folder must be given its row.
 
 Imports are read with `ast`, function-level imports included; nothing is imported or run.
 Prints one line per finding and exits 1 when there is any, else prints nothing and exits 0.
@@ -30,11 +34,17 @@ PACKAGE = "gptlineage"
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 TORCH_MODULES = ("torch", "transformers")  # transformers imports torch when it is imported
-# Layer (the first folder under gptlineage/) -> layers it must not import from.
+# Layer (the first folder under gptlineage/, or a top-level module) -> layers it must not import from.
+BASE = ("errors", "jsonio", "settings", "splitmix", "cpus", "progress", "devices", "files", "registry")
+STACK = ("lineage", "corpus", "model", "training", "generation", "reporting", "commands")  # bottom up
+ENTRY = ("cli", "parser", "command_line", "command_settings", "workflow_support", "workflow_jobs", "__main__")
+ABOVE = {layer: STACK[index + 1 :] for index, layer in enumerate(STACK)}
 FORBIDDEN_LAYERS = {
-    "lineage": ("corpus", "model", "training", "generation", "reporting", "tabular", "commands"),
-    "model": ("training", "generation", "reporting", "commands"),
-    "training": ("generation", "reporting", "commands"),
+    **{base: (*STACK, "tabular", *ENTRY) for base in BASE},
+    **{layer: (*ABOVE[layer], "tabular", *ENTRY) for layer in STACK[:-1]},
+    "tabular": (*STACK[1:], *ENTRY),
+    "commands": tuple(entry for entry in ENTRY if entry != "command_line"),
+    **dict.fromkeys(ENTRY, ()),
 }
 DEFAULT_SRC = Path(__file__).resolve().parent.parent / "src"
 
@@ -68,7 +78,8 @@ def imported_modules(tree: ast.Module, name: str, is_package: bool) -> Iterator[
 
 
 def layer_of(dotted: str) -> str | None:
-    """The first folder under gptlineage/ (gptlineage.training.train -> training), or None."""
+    """The first folder under gptlineage/, or the top-level module (gptlineage.training.train ->
+    training, gptlineage.errors.GptlineageError -> errors), or None (the package itself, or not ours)."""
     parts = dotted.split(".")
     return parts[1] if len(parts) > 1 and parts[0] == PACKAGE else None
 
@@ -103,7 +114,9 @@ def import_findings(relative: str, name: str, imports: list[tuple[int, str]], co
         if layer == "lineage" and imported.split(".")[0] in TORCH_MODULES:
             findings.append(f"{where} (lineage/ never imports torch)")
         if layer_of(imported) in FORBIDDEN_LAYERS.get(layer, ()):
-            findings.append(f"{where} ({layer}/ imports nothing from {layer_of(imported)}/)")
+            findings.append(f"{where} ({layer} imports nothing from {layer_of(imported)})")
+    if layer is not None and layer not in FORBIDDEN_LAYERS:
+        findings.append(f"{relative}: {layer} is in no layer (add its row to FORBIDDEN_LAYERS)")
     return list(dict.fromkeys(findings))  # `from m import a, b` is one finding, not two
 
 

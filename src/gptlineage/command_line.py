@@ -203,7 +203,7 @@ def rebuilt_command(
     paths = Rebuild(artifact_dir, manifest, output, scratch)
     paths.cwd = cwd
     recorded = "declaration" in manifest["command"]  # else written before declarations: the code's now
-    paths.declared = declaration_of(manifest) if recorded else declared_by(COMMANDS[argv[1]])
+    paths.declared = declaration_of(manifest) if recorded else declared_by(registry.command(argv[1]).module)
 
     def rebuilt(action: argparse.Action) -> list[str]:
         return option_words(action, getattr(values, action.dest, None), paths)

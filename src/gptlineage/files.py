@@ -1,4 +1,4 @@
-"""Small file-system helpers shared across layers.
+"""Small file-system helpers shared across layers (below all of them: it imports nothing from the package).
 
 Example:
     link_or_copy(Path("results/.pretrain.work/checkpoints/step-50/model.safetensors"),
@@ -15,9 +15,6 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-
-from gptlineage.errors import GptlineageError
-from gptlineage.lineage.hashing import sha256_file
 
 
 def link_or_copy(source: Path, destination: Path) -> None:
@@ -42,15 +39,6 @@ def permit_as_umask(path: Path) -> None:
     mask = os.umask(0o022)
     os.umask(mask)
     os.chmod(path, 0o666 & ~mask)
-
-
-def link_member(source: Path, destination: Path, sha256: str) -> None:
-    """`link_or_copy`, then check that the bytes now at `destination` hash to `sha256` (what the
-    manifest recorded for the input): a file swapped meanwhile is refused, not passed on."""
-    link_or_copy(source, destination)
-    if sha256_file(destination) != sha256:
-        destination.unlink()
-        raise GptlineageError(f"{source}: changed while it was being copied (its sha256 is not the one recorded)")
 
 
 def temporary_sibling(path: Path) -> Path:

@@ -69,27 +69,33 @@ def setting(
     flag: bool = True,
     finite: bool = True,
     work: bool = True,
+    unset: str | None = None,
 ) -> Any:
     """A dataclass field with its help text and range (`above`/`below` are strict bounds).
 
     `flag=False` keeps a field out of the command line (a part filled in by the command);
     `finite=False` lets a float setting be NaN or infinite; `work=False` marks a guard that cannot
-    change the result (a memory limit), left out of the parameters that identify the work."""
-    metadata = {
-        "help": help,
-        "choices": choices,
-        "minimum": minimum,
-        "maximum": maximum,
-        "above": above,
-        "below": below,
-        "group": group,
-        "flag": flag,
-        "finite": finite,
-        "work": work,
-    }
+    change the result (a memory limit), left out of the parameters that identify the work;
+    `unset` says what a None default resolves to (`--lr`'s help: "(default: 6e-4 for gpt2-small,
+    else 3e-4)"), written from the values the resolving code uses."""
+    metadata = {name: value for name, value in locals().items() if name != "default"}  # every keyword above
     if isinstance(default, (list, dict, set)):
         raise TypeError("mutable defaults are not settings; use a tuple")
     return dataclasses.field(default=default, metadata=metadata)
+
+
+OUTPUT_HELP = "artifact directory to write"
+
+
+def output_setting(holds: str = "", **options: Any) -> Any:
+    """Every command's `--output`, as a settings field: the artifact directory it writes (holding `holds`)."""
+    return setting(help=f"{OUTPUT_HELP} ({holds})" if holds else OUTPUT_HELP, **options)
+
+
+def add_output_flag(parser: argparse.ArgumentParser, holds: str = "") -> None:
+    """`--output` for a parser whose other flags are not a settings class: as `add_flags` makes it."""
+    help_text = f"{OUTPUT_HELP} ({holds})" if holds else OUTPUT_HELP
+    parser.add_argument("--output", type=Path, required=True, dest="output", help=f"{help_text} (required)")
 
 
 @functools.cache
@@ -350,7 +356,10 @@ def flag_options(field: dataclasses.Field, annotation: Any) -> dict[str, Any]:
     """argparse keyword arguments for one setting."""
     meta = field.metadata
     default = None if field.default is dataclasses.MISSING else field.default
-    shown = "required" if field.default is dataclasses.MISSING else f"default: {default_text(default)}"
+    if field.default is dataclasses.MISSING:
+        shown = "required"
+    else:
+        shown = f"default: {meta.get('unset') if default is None and meta.get('unset') else default_text(default)}"
     options: dict[str, Any] = {"help": f"{meta.get('help', '')} ({shown})".strip(), "dest": field.name}
     if field.default is dataclasses.MISSING:
         options["required"] = True
@@ -374,8 +383,9 @@ def default_text(default: Any) -> str:
     return str(default)
 
 
-def setting_like(cls: type, name: str, default: Any = dataclasses.MISSING) -> Any:
-    """The setting `name` of `cls` declared again (help, range, group), with `default` when given.
+def setting_like(cls: type, name: str, default: Any = dataclasses.MISSING, **changes: Any) -> Any:
+    """The setting `name` of `cls` declared again (help, range, group), with `default` when given
+    and the keywords of `setting` in `changes` replaced (`group=`, `minimum=`).
 
     How a config shares another config's setting, or changes only its default, without
     writing its help and range a second time:
@@ -384,6 +394,7 @@ def setting_like(cls: type, name: str, default: Any = dataclasses.MISSING) -> An
             top_k: int = setting_like(SamplingConfig, "top_k", 1)
     """
     original = cls.__dataclass_fields__[name]
-    return dataclasses.field(
-        default=original.default if default is dataclasses.MISSING else default, metadata=original.metadata
-    )
+    metadata = {**original.metadata, **changes}
+    if default is not dataclasses.MISSING and default is not None:
+        metadata["unset"] = None  # a value replaces what an unset setting resolved to
+    return dataclasses.field(default=original.default if default is dataclasses.MISSING else default, metadata=metadata)

@@ -14,10 +14,9 @@ Example:
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from gptlineage.lineage.declaration import Declaration, Metric
-from gptlineage.settings import add_flags, from_args
+from gptlineage.settings import add_flags, add_output_flag, from_args
 from gptlineage.tabular.tutorial import DataCsvConfig, csv_tutorial
 
 EXAMPLE = (
@@ -29,7 +28,7 @@ DECLARATION = Declaration(metrics=(Metric("final_loss", "trainlog.json", "loss.l
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flags(parser, DataCsvConfig)
-    parser.add_argument("--output", type=Path, required=True, help="artifact directory to write")
+    add_output_flag(parser)
 
 
 def run(args: argparse.Namespace) -> int:

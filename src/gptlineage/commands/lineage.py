@@ -22,6 +22,7 @@ from gptlineage.lineage.artifact import content_sha256
 from gptlineage.lineage.checks import is_hex64, printable
 from gptlineage.lineage.sources import NOT_HERE
 from gptlineage.lineage.walk import prov_document, show_lines, verify, write_prov_json
+from gptlineage.settings import add_output_flag
 
 EXAMPLE = "gptlineage lineage show results/data_csv"
 FORMATS = ["prov-json", "ro-crate"]
@@ -81,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     report = actions.add_parser("report", help="write one self-contained HTML page of PATH and everything upstream")
     report.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
-    report.add_argument("--output", type=Path, required=True, help="artifact directory to write (holds index.html)")
+    add_output_flag(report, "holds index.html")
 
 
 def artifact_id_flag(text: str) -> str:
@@ -224,7 +225,7 @@ def add_iteration_actions(actions: argparse._SubParsersAction) -> None:
     compare.add_argument(
         "runs", type=Path, nargs="+", metavar="RUN", help="artifacts to compare (A B [C ...]), A first"
     )
-    compare.add_argument("--output", type=Path, required=True, help="artifact directory to write (holds index.html)")
+    add_output_flag(compare, "holds index.html")
     again = actions.add_parser("reproduce", help="rerun an artifact's recorded command and compare every output file")
     again.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
     again.add_argument("--tolerance", type=float, default=0.0, help="accept numbers that differ by at most this much")

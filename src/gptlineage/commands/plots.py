@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.reporting.comparison_figure import comparison_svg
 from gptlineage.reporting.plots import overview_svg, read_metrics, run_figures
+from gptlineage.settings import add_flags, check_settings, from_args, output_setting, setting
 from gptlineage.training.layout import RunDir
 
 EXAMPLE = (
@@ -29,18 +32,26 @@ EXAMPLE = (
 )
 
 
+@dataclass(frozen=True)
+class PlotsConfig:
+    """`gptlineage plots`: the runs of a chain, in order, an optional comparison, the profiles' length."""
+
+    run: tuple[Path, ...] = setting(help="a training artifact (repeat, in chain order)")
+    output: Path = output_setting()
+    comparison: Path | None = setting(
+        None, "a matched-comparison artifact (comparison.json + metrics); skipped if absent"
+    )
+    top: int = setting(10, "phases shown in each profile", minimum=1)
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--run", type=Path, action="append", required=True, help="a training artifact (repeat, in chain order)"
-    )
-    parser.add_argument("--output", type=Path, required=True, help="artifact directory to write")
-    parser.add_argument(
-        "--comparison", type=Path, help="a matched-comparison artifact (comparison.json + metrics); skipped if absent"
-    )
-    parser.add_argument("--top", type=int, default=10, help="phases shown in each profile (default 10)")
+    add_flags(parser, PlotsConfig)
 
 
-def run_names(runs: list[Path]) -> list[str]:
+def run_names(runs: Sequence[Path]) -> list[str]:
     """Each run's directory name, which names its figures; two runs with one name would collide.
 
     The path is normalized first (`results/x/..` is `results`), so a name is one plain path
@@ -56,35 +67,34 @@ def run_names(runs: list[Path]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.top < 1:
-        raise GptlineageError("--top must be at least 1")
-    names = run_names(args.run)
-    comparison = args.comparison if args.comparison is not None and args.comparison.is_dir() else None
-    if args.comparison is not None and comparison is None:
-        print(f"skipped comparison.svg: {args.comparison} does not exist")
+    config = from_args(PlotsConfig, args)
+    names = run_names(config.run)
+    comparison = config.comparison if config.comparison is not None and config.comparison.is_dir() else None
+    if config.comparison is not None and comparison is None:
+        print(f"skipped comparison.svg: {config.comparison} does not exist")
     # Draw everything before the artifact opens: a bad input leaves no half-written artifact.
     figures = {
         f"{name}/{file}": svg
-        for run_dir, name in zip(args.run, names)
-        for file, svg in run_figures(run_dir, name, args.top).items()
+        for run_dir, name in zip(config.run, names)
+        for file, svg in run_figures(run_dir, name, config.top).items()
     }
     figures["overview.svg"] = overview_svg(
-        [(name, read_metrics(RunDir(run_dir).metrics)) for run_dir, name in zip(args.run, names)]
+        [(name, read_metrics(RunDir(run_dir).metrics)) for run_dir, name in zip(config.run, names)]
     )
     if comparison is not None:
         figures["comparison.svg"] = comparison_svg(comparison)
     inputs = {}
-    for run_dir, name in zip(args.run, names):
+    for run_dir, name in zip(config.run, names):
         inputs[f"{name}_metrics"] = RunDir(run_dir).metrics
         inputs[f"{name}_trace_summary"] = RunDir(run_dir).trace_summary
     if comparison is not None:
         inputs["comparison"] = comparison
-    parameters = {"runs": names, "top": args.top, "comparison": comparison is not None}
-    with ArtifactWriter(args.output, command=args.command, parameters=parameters, inputs=inputs) as artifact:
+    parameters = {"runs": names, "top": config.top, "comparison": comparison is not None}
+    with ArtifactWriter(config.output, command=args.command, parameters=parameters, inputs=inputs) as artifact:
         for relative, svg in figures.items():
             (artifact.path / relative).parent.mkdir(parents=True, exist_ok=True)
             (artifact.path / relative).write_bytes(svg)
         artifact.summary = {"runs": names, "figures": sorted(figures)}
     for relative in sorted(figures):
-        print(f"wrote {args.output / relative}")
+        print(f"wrote {config.output / relative}")
     return 0

@@ -19,7 +19,7 @@ from typing import Any
 from gptlineage.corpus.prepare import PrepareConfig, prepare
 from gptlineage.corpus.sources import source_inputs
 from gptlineage.lineage.artifact import ArtifactWriter
-from gptlineage.settings import add_flags, as_mapping, from_args
+from gptlineage.settings import add_flags, add_output_flag, as_mapping, from_args
 
 EXAMPLE = (
     "gptlineage prepare --input data/shakespeare/plays.jsonl.gz --max-documents 20 "
@@ -29,7 +29,7 @@ EXAMPLE = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flags(parser, PrepareConfig)
-    parser.add_argument("--output", type=Path, required=True, help="artifact directory to write")
+    add_output_flag(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gptlineage.errors import GptlineageError
-from gptlineage.files import link_member
 from gptlineage.jsonio import read_json, write_json_atomic
-from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.lineage.artifact import ArtifactWriter, link_member
 from gptlineage.lineage.declaration import Declaration, Metric
+from gptlineage.settings import add_flags, check_settings, from_args, output_setting, setting
 from gptlineage.training.checkpoints import list_checkpoints
 from gptlineage.training.layout import PARAMETERS_FILE, PASSPORT_FILE, RunDir
 from gptlineage.training.metrics import best_checkpoint
@@ -29,9 +30,19 @@ DECLARATION = Declaration(metrics=(Metric("best_val_loss", "summary", "validatio
 SELECTION = "lowest validation loss among saved checkpoints after step 0"
 
 
+@dataclass(frozen=True)
+class SelectBestConfig:
+    """`gptlineage select-best`: the training run to choose from and where the choice goes."""
+
+    run: Path = setting(help="a training artifact (gptlineage train --output)")
+    output: Path = output_setting()
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run", type=Path, required=True, help="a training artifact (gptlineage train --output)")
-    parser.add_argument("--output", type=Path, required=True, help="artifact directory to write")
+    add_flags(parser, SelectBestConfig)
 
 
 def read_points(path: Path) -> list[dict[str, Any]]:
@@ -52,21 +63,22 @@ def read_points(path: Path) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    run_dir = RunDir(args.run)
+    config = from_args(SelectBestConfig, args)
+    run_dir = RunDir(config.run)
     points = read_points(run_dir.metrics)
     # The directory as listed: a name such as `step-05` still reads as step 5.
     saved = dict(list_checkpoints(run_dir.checkpoints))
     step = best_checkpoint(points, set(saved))
     if step is None:
         raise GptlineageError(
-            f"{args.run}: no saved checkpoint after step 0 has a validation loss"
+            f"{config.run}: no saved checkpoint after step 0 has a validation loss"
             " (set --checkpoint-every to a multiple of --eval-every)"
         )
     loss = next(p["loss"] for p in points if p["phase"] == "validation" and p["step"] == step)
     chosen = saved[step] / PARAMETERS_FILE
     passport = run_dir.passport
     with ArtifactWriter(
-        args.output,
+        config.output,
         command=args.command,
         parameters={"selection": SELECTION},
         inputs={"checkpoint": chosen, "passport": passport},
@@ -81,12 +93,12 @@ def run(args: argparse.Namespace) -> int:
             artifact.path / "selected-checkpoint.json",
             {
                 "schema": "gptlineage.selected-checkpoint.v1",
-                "checkpoint": os.path.relpath(chosen.absolute(), args.output.absolute()),
+                "checkpoint": os.path.relpath(chosen.absolute(), config.output.absolute()),
                 "loss": loss,
                 "selection": SELECTION,
                 "step": step,
             },
         )
         artifact.summary = {"step": step, "validation_loss": loss}
-    print(f"selected step {step} (validation loss {loss:.6f}) of {args.run}: {RunDir(args.output).parameters}")
+    print(f"selected step {step} (validation loss {loss:.6f}) of {config.run}: {RunDir(config.output).parameters}")
     return 0

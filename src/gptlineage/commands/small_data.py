@@ -10,10 +10,9 @@ Example:
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from gptlineage.lineage.artifact import ArtifactWriter
-from gptlineage.settings import add_flags, from_args
+from gptlineage.settings import add_flags, add_output_flag, from_args
 from gptlineage.tabular.layout import CSV_FILE, X_FILE, Y_FILE
 from gptlineage.tabular.regression import (
     SmallDataConfig,
@@ -27,7 +26,7 @@ EXAMPLE = "gptlineage small-data --output results/examples/small_data"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flags(parser, SmallDataConfig)
-    parser.add_argument("--output", type=Path, required=True, help="artifact directory to write")
+    add_output_flag(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,7 +15,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from gptlineage.corpus.synth_chat import (
     STAGE1_DIR,
@@ -25,7 +24,7 @@ from gptlineage.corpus.synth_chat import (
     write_synth_chat,
 )
 from gptlineage.lineage.artifact import ArtifactWriter
-from gptlineage.settings import add_flags, as_mapping, from_args
+from gptlineage.settings import add_flags, add_output_flag, as_mapping, from_args
 
 EXAMPLE = (
     "gptlineage synth-chat --stage1-dialogues 300 --stage2-dialogues-per-split 100 --suite-prompts 14 "
@@ -35,7 +34,7 @@ EXAMPLE = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flags(parser, SynthChatConfig)
-    parser.add_argument("--output", type=Path, required=True, help="artifact directory to write")
+    add_output_flag(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 from gptlineage.corpus.dialogue import encode_dialogue, slice_records, usable_dialogue
 from gptlineage.corpus.local_files import read_text_file
+from gptlineage.corpus.prepare_config import PrepareConfig, is_text_file
 from gptlineage.corpus.shards import MaskWriter, RecordWriter, ShardWriter
 from gptlineage.corpus.sources import (
     DocumentProgress,
@@ -35,9 +36,7 @@ from gptlineage.corpus.sources import (
     describe_source,
     document_rows,
     documents_consumed,
-    is_text_file,
     is_validation,
-    local_builder,
     round_robin_rows,
     source_description,
     source_inputs,
@@ -45,64 +44,9 @@ from gptlineage.corpus.sources import (
 from gptlineage.corpus.tokenizer import EOT_ID, encode_stream, gpt2_encoding, tokenizer_identity
 from gptlineage.cpus import available_cpus
 from gptlineage.errors import GptlineageError
-from gptlineage.settings import SettingError, check_settings, setting
 
 SHARD_FORMAT = "llm.c .bin: 256 little-endian int32 header (magic 20240520, version 1, token count), then uint16 tokens"
 SPLIT_RULE = "validation iff int.from_bytes(sha256(f'{seed}:{index}')[:8], 'big') / 2**64 < validation_fraction"
-
-
-@dataclass(frozen=True)
-class PrepareConfig:
-    """Everything `gptlineage prepare` reads; each field is a flag and a workflow config key."""
-
-    input: tuple[str, ...] = setting(
-        (), "local .txt, .jsonl(.gz), .json(.gz) or .parquet file (repeatable)", group="source"
-    )
-    hf_dataset: str | None = setting(
-        None, "Hugging Face dataset id, or a local dataset directory, read in streaming mode", group="source"
-    )
-    hf_config: str | None = setting(None, "dataset configuration name", group="source")
-    hf_revision: str | None = setting(None, "dataset commit (recorded; ignored for local directories)", group="source")
-    hf_split: tuple[str, ...] = setting(("train",), "split to read (repeatable, read round-robin)", group="source")
-    text_column: str = setting("text", "text column of each row", group="source")
-    messages_column: str | None = setting(
-        None, "column holding a list of {role, content} messages: dialogue mode", group="source"
-    )
-    max_documents: int = setting(0, "stop after this many documents (0 = no limit)", minimum=0, group="limits")
-    skip_documents: int = setting(0, "drop this many rows of the interleaved stream first", minimum=0, group="limits")
-    skip_documents_from: str | None = setting(
-        None, "corpus artifact to continue after: skip the rows it consumed (its manifest's count)", group="limits"
-    )
-    max_tokens: int = setting(0, "write at most this many tokens (0 = no limit)", minimum=0, group="limits")
-    skip_tokens: int = setting(0, "drop this many source tokens first (not for dialogues)", minimum=0, group="limits")
-    validation_fraction: float = setting(0.1, "share of documents for validation", above=0.0, below=1.0)
-    record_context: int = setting(1024, "longest dialogue record window, in tokens", above=0)
-    seed: int = setting(1337, "seed of the per-document split")
-
-    def __post_init__(self) -> None:
-        check_settings(self)
-        if bool(self.input) == bool(self.hf_dataset):
-            raise SettingError(
-                "input", "pass either --input (repeatable) or --hf-dataset, not both and not neither", whole=True
-            )
-        if self.skip_documents and self.skip_documents_from:
-            raise SettingError("skip_documents_from", "and --skip-documents exclude each other: pass one of them")
-        if self.messages_column and self.skip_tokens:
-            raise SettingError("skip_tokens", "would cut a conversation; use --skip-documents with --messages-column")
-        for path in self.input:
-            if not (is_text_file(path) or local_builder(path)):
-                raise SettingError(
-                    "input", f"{path}: unsupported input; expected .txt, .jsonl(.gz), .json(.gz) or .parquet"
-                )
-        text_files = [is_text_file(path) for path in self.input]
-        if self.messages_column and any(text_files):
-            raise SettingError("messages_column", "needs JSONL/Parquet --input files or --hf-dataset, not text files")
-        if any(text_files) and not all(text_files):
-            raise SettingError("input", "files must be all text files or all JSONL/Parquet files")
-
-    @property
-    def dialogue(self) -> bool:
-        return self.messages_column is not None
 
 
 def prepare(config: PrepareConfig, output: Path) -> dict[str, Any]:

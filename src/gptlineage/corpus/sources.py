@@ -15,22 +15,16 @@ import zlib
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tqdm import tqdm
 
 from gptlineage.corpus.local_datasets import LocalDataset, missing_config_error, resolve_local, saved_streams
 from gptlineage.corpus.local_files import diagnose_local_file, is_json_lines_file, json_lines_rows
+from gptlineage.corpus.prepare_config import PrepareConfig, local_builder
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import read_manifest
 from gptlineage.progress import Progress
-
-if TYPE_CHECKING:  # the config module imports this one for its input checks
-    from gptlineage.corpus.prepare import PrepareConfig
-
-TEXT_SUFFIXES = (".txt",)
-JSON_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
-PARQUET_SUFFIXES = (".parquet",)
 
 
 def source_inputs(config: PrepareConfig) -> dict[str, Path]:
@@ -82,19 +76,6 @@ def local_dataset(config: PrepareConfig) -> LocalDataset | None:
     """The folder a local --hf-dataset directory is read from (its configuration's), or None for a hub id."""
     if config.hf_dataset and Path(config.hf_dataset).is_dir():
         return resolve_local(Path(config.hf_dataset), config.hf_config)
-    return None
-
-
-def is_text_file(path: str) -> bool:
-    return path.endswith(TEXT_SUFFIXES)
-
-
-def local_builder(path: str) -> str | None:
-    """The `datasets` builder that reads a local data file, or None."""
-    if path.endswith(JSON_SUFFIXES):
-        return "json"
-    if path.endswith(PARQUET_SUFFIXES):
-        return "parquet"
     return None
 
 

@@ -31,26 +31,20 @@ import dataclasses
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from gptlineage.errors import GptlineageError
 from gptlineage.generation.cache_check import CacheCheckConfig, PromptConfig, prompt_ids
-from gptlineage.generation.decoding import (
-    FullPrefixDecoder,
-    Generation,
-    SamplingConfig,
-    check_fits,
-    describe_sampling,
-    generate_tokens,
-)
-from gptlineage.generation.source import ModelSource
-from gptlineage.model.gpt import GPT
-from gptlineage.model.kvcache import CachedDecoder
+from gptlineage.generation.settings import ModelSource, SamplingConfig
+from gptlineage.model.statements import passport_statements
 from gptlineage.progress import Progress
-from gptlineage.settings import check_settings, setting, setting_like
-from gptlineage.training.statements import passport_statements
+from gptlineage.settings import check_settings, output_setting, setting, setting_like
+
+# The decoders (and torch) are imported by the functions that run them: the settings below are
+# checked, by the workflow before any job, without loading torch.
+if TYPE_CHECKING:
+    from gptlineage.generation.decoding import Generation
+    from gptlineage.model.gpt import GPT
 
 WARMUP_RUNS = 1  # untimed runs of each path before the timed ones
 
@@ -81,7 +75,7 @@ class CacheBenchConfig:
     timed_runs: int = setting(
         3, "timed runs of each path after one untimed warm-up; the report gives their median and minimum", minimum=1
     )
-    output: Path = setting_like(CacheCheckConfig, "output")
+    output: Path = output_setting("report.json")
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -103,6 +97,9 @@ def benchmark(
     model: GPT, prompt: list[int], settings: SamplingConfig, *, pad_to_context: bool = False, runs: int = 3
 ) -> BenchRuns:
     """One untimed warm-up of each path, then `runs` timed rounds of full-prefix then cached."""
+    from gptlineage.generation.decoding import FullPrefixDecoder, check_fits, generate_tokens
+    from gptlineage.model.kvcache import CachedDecoder
+
     if settings.generate <= 0:
         raise GptlineageError(f"--generate must be positive, got {settings.generate}")
     context = model.config.context
@@ -172,6 +169,10 @@ def timings(runs: BenchRuns) -> dict[str, dict[str, Any]]:
 
 def cache_bench_report(config: CacheBenchConfig, model: GPT) -> dict[str, Any]:
     """Run the benchmark, print its lines and return report.json's content; greedy paths must agree."""
+    import torch
+
+    from gptlineage.generation.decoding import check_fits, describe_sampling
+
     settings = config.sampling
     print(describe_sampling(settings), flush=True)
     prompt, prompt_info = prompt_ids(config.prompt, settings.seed, model)

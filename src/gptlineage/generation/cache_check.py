@@ -34,27 +34,22 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
 from gptlineage.errors import GptlineageError
-from gptlineage.generation.chat import DEFAULT_SYSTEM, chat_prompt
-from gptlineage.generation.decoding import (
-    FullPrefixDecoder,
-    SamplingConfig,
-    check_fits,
-    check_vocabulary,
-    greedy_token,
-    penalized,
-)
-from gptlineage.generation.source import ModelSource
+from gptlineage.generation.settings import DEFAULT_SYSTEM, ModelSource, SamplingConfig
 from gptlineage.jsonio import finite_or_none
-from gptlineage.model.gpt import GPT
-from gptlineage.model.kvcache import CachedDecoder
-from gptlineage.settings import SettingError, check_settings, setting, setting_like
+from gptlineage.settings import SettingError, check_settings, output_setting, setting, setting_like
 from gptlineage.splitmix import key_of, sample_nat
+
+# The decoders (and torch) are imported by the functions that run them: the settings above are
+# checked, by the workflow before any job, without loading torch.
+if TYPE_CHECKING:
+    import torch
+
+    from gptlineage.model.gpt import GPT
+    from gptlineage.model.kvcache import CachedDecoder
 
 TOLERANCE = 1e-3  # the reference's absolute tolerance on any logit
 
@@ -93,7 +88,7 @@ class CacheCheckConfig:
     repetition_penalty: float = setting_like(SamplingConfig, "repetition_penalty")
     repetition_window: int = setting_like(SamplingConfig, "repetition_window")
     pad_full_prefix: bool = setting(False, "pad the full-prefix input to the context with id 0, as the reference does")
-    output: Path = setting(help="artifact directory to write (report.json)")
+    output: Path = output_setting("report.json")
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -112,6 +107,9 @@ def synthetic_prompt(count: int, vocab: int, seed: int) -> list[int]:
 
 def prompt_ids(prompt: PromptConfig, seed: int, model: GPT) -> tuple[list[int], dict[str, Any]]:
     """The prompt's ids and how it was made (for the report); synthetic ids are drawn with `seed`."""
+    from gptlineage.generation.chat import chat_prompt
+    from gptlineage.generation.decoding import check_vocabulary
+
     if prompt.prompt_tokens is not None:
         return synthetic_prompt(prompt.prompt_tokens, model.config.vocab, seed), {
             "kind": "synthetic",
@@ -127,6 +125,8 @@ def prompt_ids(prompt: PromptConfig, seed: int, model: GPT) -> tuple[list[int], 
 
 
 def top_two(logits: torch.Tensor) -> tuple[float, float]:
+    import torch
+
     if logits.numel() < 2:
         return float(logits.max()), -math.inf
     values = torch.topk(logits, 2).values
@@ -160,6 +160,8 @@ class PrefixComparison:
 
 
 def _timed(call, device: torch.device):
+    import torch
+
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     began = time.perf_counter()
@@ -179,6 +181,11 @@ def cached_logits_at(decoder: CachedDecoder, ids: list[int]) -> torch.Tensor:
 
 def check_prefixes(model: GPT, ids: list[int], *, pad_to_context: bool = False) -> list[PrefixComparison]:
     """Compare both decoders at prefixes [1, min(4, L), L]; raise on a tolerance or argmax failure."""
+    import torch
+
+    from gptlineage.generation.decoding import FullPrefixDecoder, check_fits, greedy_token
+    from gptlineage.model.kvcache import CachedDecoder
+
     if not ids:
         raise GptlineageError("cache check: the prompt is empty")
     check_fits(len(ids), 0, model.config.context)
@@ -251,6 +258,9 @@ def rollout(
     cached decoder's own greedy choice at that prefix: while it equals token_full at every
     step, the two independent greedy decodings are identical.
     """
+    from gptlineage.generation.decoding import FullPrefixDecoder, check_fits, greedy_token, penalized
+    from gptlineage.model.kvcache import CachedDecoder
+
     check_fits(len(ids), count, model.config.context, "--rollout")
     full, cached = FullPrefixDecoder(model, pad_to_context=pad_to_context), CachedDecoder(model)
     reference, candidate = full.prefill(ids), cached.prefill(ids)
@@ -313,6 +323,8 @@ def rollout_report(model: GPT, ids: list[int], config: CacheCheckConfig) -> dict
 
 def cache_check_report(config: CacheCheckConfig, model: GPT) -> dict[str, Any]:
     """The whole check on `model`: report.json's content (raises on a failed comparison)."""
+    from gptlineage.generation.decoding import check_fits
+
     ids, prompt = prompt_ids(config.prompt, config.seed, model)
     if config.rollout:
         check_fits(len(ids), config.rollout, model.config.context, "--rollout")  # before any work

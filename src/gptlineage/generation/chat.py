@@ -41,12 +41,12 @@ from gptlineage.generation.decoding import (
     generate_tokens,
     make_decoder,
 )
+from gptlineage.generation.settings import DEFAULT_SYSTEM
 from gptlineage.generation.source import ModelSource
 from gptlineage.lineage.checks import printable
 from gptlineage.model.gpt import GPT
 from gptlineage.settings import SettingError, check_settings, setting
 
-DEFAULT_SYSTEM = "A conversation between a user and a helpful assistant."
 EOT_TEXT = "<|endoftext|>"
 USER_TURN = "\nUser:"  # a new user line: the model has finished its answer
 QUIT_COMMANDS = frozenset({":q", ":quit"})

@@ -35,7 +35,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections import Counter
@@ -47,11 +46,10 @@ import torch
 
 from gptlineage.corpus.tokenizer import EOT_ID
 from gptlineage.errors import GptlineageError
+from gptlineage.generation.settings import SamplingConfig
 from gptlineage.model.gpt import GPT
 from gptlineage.model.kvcache import CachedDecoder
-from gptlineage.settings import SEED_RANGE, check_settings, setting
 from gptlineage.splitmix import key_of, sample_nat
-from gptlineage.training.config import MIN_TEMPERATURE
 
 UNIFORM_STEPS = 2**32  # u takes values k / 2**32, as in the reference
 
@@ -125,42 +123,6 @@ def make_decoder(model: GPT, kind: str, *, pad_to_context: bool = False) -> Deco
 
 
 # ---------------------------------------------------------------- sampling
-
-
-@dataclass(frozen=True)
-class SamplingConfig:
-    """How the next token is chosen; the defaults are the reference's chat defaults."""
-
-    generate: int = setting(96, "new tokens at most", minimum=0, group="sampling")
-    temperature: float = setting(
-        0.8,
-        f"softmax temperature, at least {MIN_TEMPERATURE:g} (greedy: --top-k 1)",
-        minimum=MIN_TEMPERATURE,
-        group="sampling",
-    )
-    top_k: int = setting(
-        40,
-        "sample among the k largest logits; 1 = greedy over the penalized logits (add --repetition-penalty 0 "
-        "for plain greedy), 0 = all",
-        minimum=0,
-        group="sampling",
-    )
-    seed: int = setting(1337, "sampling seed; chat turn n uses seed + n (modulo 2**63)", group="sampling")
-    repetition_penalty: float = setting(
-        1.05, "subtracted from a logit per occurrence of its id in the window (0: off)", group="sampling"
-    )
-    repetition_window: int = setting(
-        64, "tokens the penalty looks back over, prompt included", minimum=0, group="sampling"
-    )
-    stop_at_eot: bool = setting(True, "stop at <|endoftext|>; random weights give it no meaning", flag=False)
-
-    def __post_init__(self) -> None:
-        check_settings(self)  # which also refuses a NaN or infinite temperature or penalty
-
-    def for_turn(self, previous_turns: int) -> SamplingConfig:
-        """The settings of a chat turn: the seed advances by one per earlier turn, wrapping past 2**63 - 1
-        (the largest seed) to 0, so every turn of a session started with a valid seed has one."""
-        return dataclasses.replace(self, seed=(self.seed + previous_turns) % (SEED_RANGE[1] + 1))
 
 
 def describe_sampling(settings: SamplingConfig) -> str:

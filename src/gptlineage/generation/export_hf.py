@@ -25,7 +25,7 @@ from gptlineage.lineage.artifact import read_manifest
 from gptlineage.lineage.hashing import sha256_file
 from gptlineage.model.gpt import count_parameters
 from gptlineage.model.hf import PROBE_TOLERANCE, check_export, write_hf_directory
-from gptlineage.settings import check_settings, setting
+from gptlineage.settings import check_settings, output_setting
 
 FORMAT = "transformers GPT2LMHeadModel, safetensors float32"
 
@@ -35,7 +35,7 @@ class ExportConfig:
     """`gptlineage export-hf`: the model to export and where."""
 
     model: ModelSource
-    output: Path = setting(help="artifact directory to write (the Hugging Face model directory)")
+    output: Path = output_setting("the Hugging Face model directory")
 
     def __post_init__(self) -> None:
         check_settings(self)

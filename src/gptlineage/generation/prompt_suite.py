@@ -26,19 +26,19 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gptlineage.corpus.tokenizer import gpt2_encoding, tokenizer_identity
 from gptlineage.errors import GptlineageError
-from gptlineage.generation import batched
-from gptlineage.generation.cache_check import CacheCheckConfig
-from gptlineage.generation.chat import chat_prompt, complete_batch, not_text
-from gptlineage.generation.decoding import SamplingConfig, check_fits, check_vocabulary
-from gptlineage.generation.source import ModelSource, check_text_vocabulary
+from gptlineage.generation.settings import ModelSource, SamplingConfig
 from gptlineage.lineage.checks import printable
-from gptlineage.model.gpt import GPT
 from gptlineage.progress import Progress
-from gptlineage.settings import check_settings, setting, setting_like
+from gptlineage.settings import check_settings, output_setting, setting, setting_like
+
+# The decoders (and torch) are imported by the functions that run them: the settings below are
+# checked, by the workflow before any job, without loading torch.
+if TYPE_CHECKING:
+    from gptlineage.model.gpt import GPT
 
 SCHEMA = "gptlineage.prompt-suite-report.v1"
 PAPER_SUITE = Path(__file__).resolve().parent.parent / "assets" / "paper-prompt-suite.json"
@@ -61,7 +61,7 @@ class PromptSuiteConfig:
         PAPER_SUITE, "prompt suite (gptlineage.prompt-suite.v1); the default is the reference's nine prompts"
     )
     generate: int = setting_like(SamplingConfig, "generate", 48)
-    output: Path = setting_like(CacheCheckConfig, "output")
+    output: Path = output_setting("report.json")
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -108,6 +108,8 @@ def exact_match_by_family(cases: list[dict[str, Any]]) -> dict[str, dict[str, An
 
 def check_suite_text(path: Path, suite: dict[str, Any]) -> None:
     """Refuse, before any work, a case whose text the report could not hold (a lone surrogate, "\\ud800")."""
+    from gptlineage.generation.chat import not_text
+
     for number, case in enumerate(suite["cases"], start=1):
         for key in ("prompt", "expected", "family"):
             problem = not_text(case[key])
@@ -120,6 +122,8 @@ def answer_groups(prompts: list[list[int]]) -> list[list[int]]:
 
     Decoding group by group is then the same arithmetic as one call for all (the same rows in
     the same batches), and each group's answers can be printed as soon as it is done."""
+    from gptlineage.generation import batched
+
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     return [order[first : first + batched.BATCH_ROWS] for first in range(0, len(order), batched.BATCH_ROWS)]
 
@@ -152,6 +156,10 @@ def judged(case: dict[str, Any], ids: list[int], completion: Any) -> dict[str, A
 
 def answer_cases(config: PromptSuiteConfig, model: GPT, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every case answered greedily and judged, each printed as its batch finishes; all must fit before any runs."""
+    from gptlineage.generation.chat import chat_prompt, complete_batch
+    from gptlineage.generation.decoding import check_fits, check_vocabulary
+    from gptlineage.generation.source import check_text_vocabulary
+
     check_text_vocabulary(model)
     encoding, settings = gpt2_encoding(), config.sampling
     prompts = [chat_prompt(encoding, SYSTEM, [], case["prompt"]) for case in cases]

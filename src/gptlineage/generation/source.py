@@ -22,114 +22,26 @@ Example:
 
 from __future__ import annotations
 
-import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from gptlineage.corpus.tokenizer import VOCAB_SIZE
-from gptlineage.devices import check_device_here, check_device_name
+from gptlineage.devices import check_device_here
 from gptlineage.errors import GptlineageError
+from gptlineage.generation.settings import DIMENSIONS, OUTPUT_FIELDS, ModelSource
 from gptlineage.jsonio import read_json
-from gptlineage.lineage.artifact import ArtifactWriter, check_member_file, is_artifact_dir, read_manifest
-from gptlineage.lineage.tree import lexical
-from gptlineage.lineage.walk import input_artifact_dir
-from gptlineage.model.gpt import GPT, PRECISIONS, GPTConfig, model_config
-from gptlineage.settings import SettingError, as_mapping, check_settings, setting
+from gptlineage.lineage.artifact import ArtifactWriter, check_member_file
+from gptlineage.model.gpt import GPT, PRECISIONS
+from gptlineage.model.parameters import load_parameters
+from gptlineage.model.shapes import GPTConfig, model_config
+from gptlineage.settings import as_mapping
 from gptlineage.training.memory import check_model_memory
-from gptlineage.training.parameters import load_parameters
 
 PASSPORT = "passport.json"
 PARAMETERS = "parameters.safetensors"
-DIMENSIONS = ("context", "vocab", "width", "heads", "layers", "layer_norm_eps")
-# bf16 is a training mode (float32 parameters under autocast), not a dtype to decode in.
-DECODING_PRECISIONS = tuple(name for name in PRECISIONS if name != "bf16")
-OUTPUT_FIELDS = ("output",)  # where an artifact goes, not what it holds
-DELIVERABLE_COMMAND = "experiment"  # `gptlineage experiment`: the deliverable, whose `model` input is the model
-MODEL_ROLE = "model"
-TRAINING_COMMAND = "train"
-
-
-def _dimension(name: str) -> Any:
-    return setting(None, f"override the preset's {name} (not with --run)", minimum=1, group="model")
-
-
-@dataclass(frozen=True)
-class ModelSource:
-    """Where the weights and dimensions come from; exactly one of run, load_params, random_init
-    (load_params may also replace a run's parameters)."""
-
-    run: Path | None = setting(
-        None,
-        "a training artifact (its passport.json gives the dimensions, its parameters.safetensors the "
-        "weights), or the experiment's deliverable (gptlineage experiment), which stands for its model",
-        group="model",
-    )
-    load_params: Path | None = setting(
-        None, "parameter file (safetensors); with --run, replaces its parameters", group="model"
-    )
-    random_init: bool = setting(False, "random weights (drawn with --init-seed) instead of a checkpoint", group="model")
-    init_seed: int = setting(0, "seed of --random-init", group="model")
-    preset: str | None = setting(
-        None, "quick, cpu-small or gpt2-small; none means quick (not with --run)", group="model"
-    )
-    context: int | None = _dimension("context")
-    vocab: int | None = _dimension("vocab")
-    width: int | None = _dimension("width")
-    heads: int | None = _dimension("heads")
-    layers: int | None = _dimension("layers")
-    layer_norm_eps: float | None = setting(
-        None, "override the preset's LayerNorm epsilon (not with --run)", above=0, group="model"
-    )
-    precision: str = setting("float32", "parameter dtype", choices=DECODING_PRECISIONS, group="model")
-    device: str = setting("cpu", "cpu, cuda or cuda:N", group="model")
-
-    def __post_init__(self) -> None:
-        check_settings(self)
-        check_device_name(self.device)
-        if self.random_init and (self.run is not None or self.load_params is not None):
-            raise SettingError("random_init", "takes no --run or --load-params")
-        if not self.random_init and self.run is None and self.load_params is None:
-            raise SettingError("run", "pass --run, --load-params or --random-init", whole=True)
-        if self.run is not None:
-            given = [name for name in ("preset", *DIMENSIONS) if getattr(self, name) is not None]
-            if given:
-                flag = given[0].replace("_", "-")
-                raise SettingError(given[0], f"--run gives the model dimensions; do not also pass --{flag}", whole=True)
-            object.__setattr__(self, "run", training_run(self.run))  # frozen: set once, before anyone reads it
-
-
-def training_run(run: Path) -> Path:
-    """The training artifact `--run RUN` stands for: RUN itself, or, when RUN is the experiment's
-    deliverable, the training run recorded as its `model` input (checked: inside the tree that holds
-    RUN, the same artifact the deliverable recorded, and a training run)."""
-    if not is_artifact_dir(run):
-        return run  # not an artifact at all: the passport check says what is missing
-    manifest = read_manifest(run)
-    if manifest["command"]["name"] != DELIVERABLE_COMMAND:
-        return run
-    entry = next((e for e in manifest["inputs"] if e["role"] == MODEL_ROLE and "artifact_path" in e), None)
-    if entry is None:
-        raise SettingError("run", f"{run}: an experiment artifact with no {MODEL_ROLE!r} input artifact")
-    model = input_artifact_dir(lexical(run), entry)
-    tree = lexical(run).parent
-    if tree not in model.parents:
-        raise SettingError(
-            "run", f"{run}: its model input {entry['artifact_path']} lies outside {tree}; pass the training run itself"
-        )
-    where = Path(os.path.normpath(run / entry["artifact_path"]))  # relative when RUN was
-    if not is_artifact_dir(model):
-        raise SettingError("run", f"{run}: its model input {where} is missing")
-    found = read_manifest(model)
-    if found["id"] != entry["artifact_id"]:
-        raise SettingError("run", f"{run}: its model input {where} was replaced after the experiment was written")
-    if found["command"]["name"] != TRAINING_COMMAND:
-        raise SettingError(
-            "run", f"{run}: its model input {where} is a {found['command']['name']!r} artifact, not a training run"
-        )
-    return where
 
 
 def read_passport_dimensions(run: Path) -> GPTConfig:

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from gptlineage.errors import GptlineageError
+from gptlineage.files import link_or_copy
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.checks import check_manifest, printable
 from gptlineage.lineage.declaration import Declaration, declared_by
@@ -319,3 +320,12 @@ class ArtifactWriter:
         manifest["run"] = {"started_utc": self.started, "finished_utc": utc_now(), "host": host_name(), **git_state()}
         manifest[SEAL_KEY] = manifest_sha256(manifest)
         return check_manifest(manifest, printable(self.output / MANIFEST))  # the schema every reader checks
+
+
+def link_member(source: Path, destination: Path, sha256: str) -> None:
+    """`link_or_copy`, then check that the bytes now at `destination` hash to `sha256` (what the
+    manifest recorded for the input): a file swapped meanwhile is refused, not passed on."""
+    link_or_copy(source, destination)
+    if sha256_file(destination) != sha256:
+        destination.unlink()
+        raise GptlineageError(f"{source}: changed while it was being copied (its sha256 is not the one recorded)")

@@ -28,86 +28,20 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
 from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gptlineage.errors import GptlineageError
+# The shape lives without torch in model.shapes; the model's users find it here too.
+from gptlineage.model.shapes import INIT_STD, PRECISION_NAMES, GPTConfig
+from gptlineage.model.shapes import PRESETS as PRESETS
+from gptlineage.model.shapes import model_config as model_config
 
 # Parameter dtype per precision name: bf16 keeps float32 parameters and computes under autocast.
-PRECISIONS = {"float32": torch.float32, "float64": torch.float64, "bf16": torch.float32}
-INIT_STD = 0.02  # GPT-2's standard deviation for embeddings and linear weights
-
-
-# ---------------------------------------------------------------- configuration
-
-
-@dataclass(frozen=True)
-class GPTConfig:
-    """The model's shape. `context` is the longest sequence; `width` the residual stream."""
-
-    context: int
-    vocab: int
-    width: int
-    heads: int
-    layers: int
-    dropout: float = 0.0
-    layer_norm_eps: float = 1e-5
-
-    def __post_init__(self) -> None:
-        for name in ("context", "vocab", "width", "heads", "layers"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise GptlineageError(f"{name} must be a positive integer, got {value!r}")
-        if not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
-            raise GptlineageError(f"dropout must be in [0, 1), got {self.dropout!r}")
-        if not (isinstance(self.layer_norm_eps, (int, float)) and 0.0 < self.layer_norm_eps < math.inf):
-            raise GptlineageError(f"layer_norm_eps must be positive and finite, got {self.layer_norm_eps!r}")
-        if self.width % self.heads:
-            raise GptlineageError(f"attention heads ({self.heads}) must divide model width ({self.width})")
-
-    @property
-    def head_dim(self) -> int:
-        return self.width // self.heads
-
-    @property
-    def residual_std(self) -> float:
-        """Init std of the two projections that write into the residual stream in each block.
-
-        Each block adds two such outputs, so 2·layers of them sum into the final stream;
-        scaling by 1/sqrt(2·layers) keeps that sum's variance independent of depth.
-        """
-        return INIT_STD / math.sqrt(2 * self.layers)
-
-
-PRESETS: dict[str, GPTConfig] = {
-    "quick": GPTConfig(context=16, vocab=50257, width=64, heads=4, layers=2),
-    "gpt2-small": GPTConfig(context=1024, vocab=50257, width=768, heads=12, layers=12),
-    # Not in the reference: a model small enough to train for real on a laptop CPU.
-    "cpu-small": GPTConfig(context=128, vocab=50257, width=128, heads=4, layers=4),
-}
-
-
-def model_config(preset: str, **overrides: int | float | None) -> GPTConfig:
-    """The named preset with some fields replaced; `None` values are ignored.
-
-    Names are trimmed and case-insensitive. Overridden fields are checked like any config:
-    positive sizes, dropout in [0, 1), heads dividing width.
-    """
-    key = preset.strip().lower()
-    if key not in PRESETS:
-        raise GptlineageError(f"unknown preset '{preset}'; expected quick, gpt2-small or cpu-small")
-    known = {field.name for field in fields(GPTConfig)}
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise TypeError(f"model_config() got unknown fields {unknown}; expected some of {sorted(known)}")
-    changes = {name: value for name, value in overrides.items() if value is not None}
-    return replace(PRESETS[key], **changes)
+PRECISIONS = dict(zip(PRECISION_NAMES, (torch.float32, torch.float64, torch.float32)))
 
 
 def set_strict_float32() -> None:

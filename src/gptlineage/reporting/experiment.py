@@ -31,7 +31,7 @@ from gptlineage.lineage.tree import lexical
 from gptlineage.lineage.walk import Node, resolve_artifact, verified_lineage
 from gptlineage.reporting.page import lineage_context, render_page
 from gptlineage.reporting.results import results_panel
-from gptlineage.settings import SettingError, check_settings, setting
+from gptlineage.settings import SettingError, check_settings, output_setting, setting
 
 NAME = "experiment"
 SUMMARY_SCHEMA = "gptlineage.experiment-summary.v1"
@@ -45,7 +45,7 @@ class ExperimentConfig:
     part: tuple[str, ...] = setting(
         (), "ROLE=PATH of one result of the experiment (repeatable); the first is the headline model"
     )
-    output: Path = setting(help="artifact directory to write (index.html, summary.json)")
+    output: Path = output_setting("index.html, summary.json")
     name: str | None = setting(
         None, "the experiment's name on its page (default: the output directory's name; a sweep's is its own)"
     )

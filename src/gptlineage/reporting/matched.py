@@ -27,7 +27,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,7 +42,8 @@ from gptlineage.errors import GptlineageError
 from gptlineage.model.gpt import GPT, PRECISIONS, set_strict_float32
 from gptlineage.model.hf import hf_model, hf_to_ours
 from gptlineage.progress import Progress, loss_text
-from gptlineage.settings import SettingError, check_settings, from_mapping, setting
+from gptlineage.reporting.matched_compare import MatchedSettings
+from gptlineage.settings import from_mapping
 from gptlineage.training.config import Plan, TrainConfig, plan, with_corpus_files
 from gptlineage.training.data import Split, load_split
 from gptlineage.training.metrics import validation_point
@@ -59,40 +59,7 @@ from gptlineage.training.step import (
 )
 
 SCHEMA = "gptlineage.reporting.matched-comparison.v1"
-ATTENTION = ("sdpa", "eager")
 SIDES = ("gptlineage", "reference")
-SCHEDULE = "schedule (defaults: the reference's matched comparison)"
-COMPARISON = "comparison"
-
-
-@dataclass(frozen=True)
-class MatchedSettings:
-    """The comparison's schedule and tolerance. The defaults are the reference experiment's: 50
-    AdamW updates of 6 rows, learning rate 3e-5 warming up over 10 updates and decaying to 3e-6,
-    no weight decay, validation on 2 batches every 10 updates, and a 1e-4 train-loss threshold."""
-
-    updates: int = setting(50, "optimizer updates", minimum=1, group=SCHEDULE)
-    batch: int = setting(6, "rows per update", minimum=1, group=SCHEDULE)
-    seed: int = setting(0, "batch stream seed", group=SCHEDULE)
-    lr: float = setting(3e-5, "peak learning rate", minimum=0, group=SCHEDULE)
-    min_lr: float = setting(3e-6, "final learning rate", minimum=0, group=SCHEDULE)
-    warmup_steps: int = setting(10, "linear warmup updates", minimum=0, group=SCHEDULE)
-    weight_decay: float = setting(0.0, "AdamW decoupled weight decay on every tensor", minimum=0, group=SCHEDULE)
-    eval_every: int = setting(10, "validate every N updates, and at the start and end", minimum=0, group=SCHEDULE)
-    eval_batches: int = setting(2, "fixed validation batches", minimum=1, group=SCHEDULE)
-    threshold: float = setting(1e-4, "fail when a train loss differs by more than this", minimum=0, group=COMPARISON)
-    attn_implementation: str = setting(
-        "sdpa", "the reference's attention kernel in transformers", choices=ATTENTION, group=COMPARISON
-    )
-    threads: int = setting(0, "torch CPU threads; 0 = every CPU this job may use", minimum=0, group=COMPARISON)
-
-    def __post_init__(self) -> None:
-        check_settings(self)
-        for name in ("lr", "min_lr", "weight_decay", "threshold"):
-            if not math.isfinite(getattr(self, name)):
-                raise SettingError(name, f"must be finite, got {getattr(self, name)}")
-        if self.min_lr > self.lr:
-            raise GptlineageError("--min-lr cannot exceed --lr")
 
 
 # ---------------------------------------------------------------- the two trainers

@@ -26,12 +26,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from gptlineage.errors import GptlineageError
 from gptlineage.settings import SettingError, check_settings, setting
-from gptlineage.tabular.dataset import Dataset, Sample, SampleStream, batch, dtype_name, first_overflow
+
+# torch (and the dataset built on it) is imported by the functions that build tensors: the CSV
+# settings are checked, by the workflow before any job, without loading torch.
+if TYPE_CHECKING:
+    import torch
+
+    from gptlineage.tabular.dataset import Dataset
 
 # The reference trims with Lean's `Char.isWhitespace`: exactly these four characters.
 ASCII_WHITESPACE = " \t\r\n"
@@ -184,6 +189,10 @@ def _split_row(
 
 def check_row_range(row: CsvRow, dtype: torch.dtype, path: str | Path) -> None:
     """Every value of the row must stay finite in the run dtype (1e300 is inf in float32)."""
+    import torch
+
+    from gptlineage.tabular.dataset import dtype_name, first_overflow
+
     overflow = first_overflow(torch.tensor(row.values, dtype=torch.float64), dtype)
     if overflow is not None:
         column = overflow[0] + 1
@@ -197,6 +206,10 @@ def csv_rows_dataset(
     path: str | Path, input_width: int, target_width: int, options: CsvOptions = CsvOptions()
 ) -> Dataset:
     """Unbatched samples of shape (input_width,)/(target_width,), read at every materialize."""
+    import torch
+
+    from gptlineage.tabular.dataset import Dataset, Sample, SampleStream
+
     if input_width < 0 or target_width < 0:
         raise GptlineageError(f"from_csv: widths must be >= 0, got input {input_width} and target {target_width}")
 
@@ -232,5 +245,7 @@ def from_csv(
     The file is read at materialization; rows are then shuffled once with `seed` (when
     `shuffle`) and grouped into full batches exactly like `batch`.
     """
+    from gptlineage.tabular.dataset import batch
+
     rows = csv_rows_dataset(path, input_width, target_width, options)
     return batch(rows, batch_size, shuffle=shuffle, seed=seed)

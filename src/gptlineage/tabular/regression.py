@@ -22,17 +22,23 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import nn
 
 from gptlineage.errors import GptlineageError
 from gptlineage.settings import check_settings, setting
-from gptlineage.tabular.dataset import Dataset, format_shape
 from gptlineage.tabular.runtime import arithmetic_mode, check_arithmetic, scalar_name
 
-DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
+# torch (and the dataset built on it) is imported by the functions that train: the settings
+# below are checked, by the workflow before any job, without loading torch.
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from gptlineage.tabular.dataset import Dataset
+
+DTYPE_NAMES = ("float32", "float64")  # the run's torch dtype: getattr(torch, name)
 INPUT_WIDTH, HIDDEN_WIDTH, OUTPUT_WIDTH = 2, 8, 1
 PROBE_VALUE = 0.25
 LOSS_COLOR = "#4e79a7"
@@ -79,7 +85,7 @@ class RegressionTrainConfig:
     batch: int = setting(5, "rows per batch, last partial batch dropped", above=0)
     seed: int = setting(0, "seeds the MLP initialisation and the shuffle")
     lr: float = setting(0.05, "Adam learning rate", minimum=0)
-    dtype: str = setting("float32", "arithmetic of every input and target", choices=tuple(DTYPES))
+    dtype: str = setting("float32", "arithmetic of every input and target", choices=DTYPE_NAMES)
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -101,14 +107,17 @@ class RegressionResult:
     steps: int
 
 
-def build_mlp(seed: int, dtype: torch.dtype = torch.float32) -> nn.Sequential:
+def build_mlp(seed: int, dtype: torch.dtype | None = None) -> nn.Sequential:
     """Linear(2, 8) -> ReLU -> Linear(8, 1), 33 parameters, initialised from `seed` alone.
 
     Built on the meta device so nn.Linear's own initialisation never touches the global
     RNG; weights and biases are then drawn like PyTorch's default, U(-1/sqrt(fan_in),
     1/sqrt(fan_in)), from a private generator. They are drawn in float32 and widened, so
-    the float32 and float64 runs of one seed start from the same point.
+    the float32 and float64 runs of one seed start from the same point (None: float32).
     """
+    import torch
+    from torch import nn
+
     model = nn.Sequential(
         nn.Linear(INPUT_WIDTH, HIDDEN_WIDTH, device="meta"),
         nn.ReLU(),
@@ -121,10 +130,12 @@ def build_mlp(seed: int, dtype: torch.dtype = torch.float32) -> nn.Sequential:
                 bound = 1.0 / math.sqrt(layer.in_features)
                 nn.init.uniform_(layer.weight, -bound, bound, generator=generator)
                 nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
-    return model.to(dtype)
+    return model.to(torch.float32 if dtype is None else dtype)
 
 
 def _describe(layer: nn.Module) -> str:
+    from torch import nn
+
     if isinstance(layer, nn.Linear):
         return f"Linear({layer.in_features}, {layer.out_features})"
     return type(layer).__name__
@@ -136,6 +147,10 @@ def _state_count(module: nn.Module) -> int:
 
 def model_summary_lines(batch: int, model: nn.Sequential | None = None) -> list[str]:
     """The reference's model summary, with shapes found by running a zero batch through."""
+    import torch
+
+    from gptlineage.tabular.dataset import format_shape
+
     model = model if model is not None else build_mlp(0)
     dtype = next(model.parameters()).dtype
     x = torch.zeros(batch, INPUT_WIDTH, dtype=dtype)
@@ -162,6 +177,9 @@ def model_summary_lines(batch: int, model: nn.Sequential | None = None) -> list[
 
 def _mean_loss(model: nn.Module, batches: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> float:
     """Mean over batches of each batch's MSE; 0.0 for no batches (an empty-set convention)."""
+    import torch
+    from torch import nn
+
     if not batches:
         return 0.0
     with torch.no_grad():
@@ -179,6 +197,11 @@ def train_regression(dataset: Dataset, config: RegressionTrainConfig, arithmetic
 
 
 def _train_regression(dataset: Dataset, config: RegressionTrainConfig) -> RegressionResult:
+    import torch
+    from torch import nn
+
+    from gptlineage.tabular.dataset import format_shape
+
     expected = ((config.batch, INPUT_WIDTH), (config.batch, OUTPUT_WIDTH))
     if (dataset.input_shape, dataset.target_shape) != expected:
         raise GptlineageError(
@@ -186,7 +209,7 @@ def _train_regression(dataset: Dataset, config: RegressionTrainConfig) -> Regres
             f"{format_shape(dataset.target_shape)} do not match the model "
             f"{format_shape(expected[0])} -> {format_shape(expected[1])}"
         )
-    dtype = DTYPES[config.dtype]
+    dtype = getattr(torch, config.dtype)
     stream = dataset.materialize(dtype)
     batches = [(stream[i].input, stream[i].target) for i in range(len(stream))]
     if config.steps > 0 and not batches:
@@ -211,7 +234,7 @@ def _train_regression(dataset: Dataset, config: RegressionTrainConfig) -> Regres
 
 def transcript_train_lines(result: RegressionResult, dtype_name: str, arithmetic: str = "native") -> list[str]:
     """The trainer's report lines; floats print with %f like the reference."""
-    if dtype_name not in DTYPES:
+    if dtype_name not in DTYPE_NAMES:
         raise GptlineageError(f"train: unsupported dtype {dtype_name!r}")
     scalar = scalar_name(arithmetic, dtype_name)
     rows = ["[" + ", ".join(f"{v:f}" for v in row) + "]" for row in result.probe]

@@ -19,8 +19,6 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import torch
-
 from gptlineage.settings import SettingError, check_settings, setting
 
 ARITHMETICS = ("native", "ieee")
@@ -60,39 +58,45 @@ def scalar_name(arithmetic: str, dtype_name: str) -> str:
     return SCALAR_NAMES[(arithmetic, dtype_name)]
 
 
-# Every float32 precision switch of the backends: (module, attribute) pairs.
-_PRECISION_SWITCHES = (
-    (torch.backends.cuda.matmul, "fp32_precision"),
-    (torch.backends.cudnn.conv, "fp32_precision"),
-    (torch.backends.cudnn.rnn, "fp32_precision"),
-    (torch.backends.mkldnn.matmul, "fp32_precision"),
-    (torch.backends.mkldnn.conv, "fp32_precision"),
-    (torch.backends.mkldnn.rnn, "fp32_precision"),
-)
+def precision_switches() -> tuple[tuple[object, str], ...]:
+    """Every float32 precision switch of the backends: (module, attribute) pairs.
+
+    torch is imported here, not at the top: the settings above are checked (by the workflow,
+    before any job) without loading torch."""
+    import torch
+
+    backends = torch.backends
+    modules = (backends.cuda.matmul, backends.cudnn.conv, backends.cudnn.rnn)
+    modules += (backends.mkldnn.matmul, backends.mkldnn.conv, backends.mkldnn.rnn)
+    return tuple((module, "fp32_precision") for module in modules)
 
 
 def flushes_subnormals() -> bool:
     """Whether float32 arithmetic flushes subnormals to zero right now (2**-140 * 2 == 0)."""
+    import torch
+
     tiny = torch.tensor(2.0**-140, dtype=torch.float32)
     return float(tiny * 2) == 0.0
 
 
 def precision_state() -> tuple[tuple[str, ...], bool]:
     """The current float32 switches and flush-to-zero state (what `strict_binary32` restores)."""
-    return tuple(getattr(module, name) for module, name in _PRECISION_SWITCHES), flushes_subnormals()
+    return tuple(getattr(module, name) for module, name in precision_switches()), flushes_subnormals()
 
 
 @contextlib.contextmanager
 def strict_binary32() -> Iterator[None]:
     """Run the block in strict IEEE-754 binary32: no TF32, no bfloat16, subnormals kept."""
+    import torch
+
     switches, flushed = precision_state()
     try:
-        for module, name in _PRECISION_SWITCHES:
+        for module, name in precision_switches():
             setattr(module, name, "ieee")
         torch.set_flush_denormal(False)
         yield
     finally:
-        for (module, name), value in zip(_PRECISION_SWITCHES, switches):
+        for (module, name), value in zip(precision_switches(), switches):
             setattr(module, name, value)
         if flushed:
             torch.set_flush_denormal(True)

@@ -14,15 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.settings import as_mapping, setting
 from gptlineage.tabular.csv_loader import CsvOptions, from_csv
-from gptlineage.tabular.dataset import Dataset, batch
 from gptlineage.tabular.layout import DEFAULT_DIR, TableDir
-from gptlineage.tabular.npy_loader import check_supervised_npy, from_supervised_npy
 from gptlineage.tabular.regression import (
     RegressionTrainConfig,
     model_summary_lines,
@@ -31,6 +29,9 @@ from gptlineage.tabular.regression import (
     write_trainlog,
 )
 from gptlineage.tabular.runtime import RuntimeSettings, check_arithmetic
+
+if TYPE_CHECKING:  # the dataset modules import torch; the settings here are checked without it
+    from gptlineage.tabular.dataset import Dataset
 
 INPUT_WIDTH = 2  # x1, x2
 TARGET_WIDTH = 1  # y
@@ -175,6 +176,9 @@ def csv_tutorial(config: DataCsvConfig, output: Path) -> None:
 
 def npy_tutorial(config: DataNpyConfig, output: Path) -> None:
     """Print the NPY transcript and the arrays' headers, train on them, and write the artifact."""
+    from gptlineage.tabular.dataset import batch
+    from gptlineage.tabular.npy_loader import check_supervised_npy, from_supervised_npy
+
     training, x, y = config.training, config.x, config.y
     transcript = header_lines("NPY loader training tutorial", training, x.parent, [("x_path", x), ("y_path", y)], 8)
     print("\n".join(transcript), flush=True)

@@ -45,6 +45,7 @@ import torch
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json, write_json_atomic
 from gptlineage.lineage.hashing import sha256_file
+from gptlineage.model.parameters import fsync_path, read_parameters, save_parameters
 from gptlineage.training.layout import PARAMETERS_FILE, checkpoint_name, checkpoint_step
 from gptlineage.training.optimizer_state import (
     OPTIMIZER_JSON_FILE,
@@ -56,7 +57,6 @@ from gptlineage.training.optimizer_state import (
     write_optimizer_state,
     write_rng_state,
 )
-from gptlineage.training.parameters import fsync_path, read_parameters, save_parameters
 
 CHECKPOINT_SCHEMA = "gptlineage.training.checkpoint.v1"
 STATE_FILE = "state.json"

@@ -13,7 +13,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -21,15 +20,20 @@ from gptlineage.corpus.layout import CorpusDir
 from gptlineage.corpus.tokenizer import VOCAB_SIZE, gpt2_encoding
 from gptlineage.devices import check_device_name
 from gptlineage.errors import GptlineageError
-from gptlineage.model.gpt import PRECISIONS, PRESETS, GPTConfig, model_config
-from gptlineage.settings import SettingError, check_settings, setting
-from gptlineage.training.distributed import check_batch_split
-from gptlineage.training.schedule import steps_for_budget
+from gptlineage.model.shapes import PRECISION_NAMES, PRESETS, GPTConfig, model_config
+from gptlineage.settings import SettingError, check_settings, output_setting, setting
+from gptlineage.training.schedule import check_batch_split, steps_for_budget
 
 LARGE_PRESET = "gpt2-small"  # the reference experiment's model; its defaults differ from the small presets'
-# The reference experiment's LayerNorm epsilon follows the backend: its CPU forward pass keeps
-# 1e-5, its CUDA forward pass (and the matched PyTorch run) uses 1e-6.
+# The reference's LayerNorm epsilon follows the backend: 1e-5 on CPU, 1e-6 on CUDA (and the matched run).
 LAYER_NORM_EPS_CPU, LAYER_NORM_EPS_CUDA = 1e-5, 1e-6
+EPS_BY_DEVICE = f"{LAYER_NORM_EPS_CPU} on CPU, {LAYER_NORM_EPS_CUDA} on CUDA"
+# What `plan` fills in for a schedule setting left unset, as the reference does; the help quotes these.
+LARGE_DEFAULTS = {"steps": 1000, "batch": 4, "lr": 6e-4}
+SMALL_DEFAULTS = {"steps": 2, "batch": 2, "lr": 3e-4}
+MIN_LR_FRACTION = 0.1  # min_lr = 0.1 x lr
+WARMUP_CAP, WARMUP_DIVISOR = 2000, 10  # gpt2-small warms up over min(2000, steps // 10), the others not at all
+SHORT_RUN, EVAL_EVERY = 10, 100  # eval_every: 1 for a run of at most SHORT_RUN updates, else EVAL_EVERY
 DATA_ROLES = ("train_bin", "val_bin", "train_mask", "val_mask", "train_records", "val_records")
 DIALOGUE_ROLES = DATA_ROLES[2:]
 
@@ -45,9 +49,7 @@ class ModelSettings:
     heads: int | None = setting(None, "override the preset's attention heads", minimum=1, group="model")
     layers: int | None = setting(None, "override the preset's layers", minimum=1, group="model")
     dropout: float | None = setting(None, "override the preset's dropout", minimum=0, below=1, group="model")
-    layer_norm_eps: float | None = setting(
-        None, "LayerNorm epsilon; unset: 1e-5 on CPU, 1e-6 on CUDA", above=0, group="model"
-    )
+    layer_norm_eps: float | None = setting(None, "LayerNorm epsilon", above=0, group="model", unset=EPS_BY_DEVICE)
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -62,34 +64,38 @@ class ModelSettings:
             raise SettingError("preset" if "preset" in str(error) else "heads", str(error), whole=True) from None
 
 
+def by_preset(name: str) -> str:
+    """The help's account of what an unset NAME becomes: "1000 for gpt2-small, else 2"."""
+    return f"{LARGE_DEFAULTS[name]:g} for {LARGE_PRESET}, else {SMALL_DEFAULTS[name]:g}"
+
+
 @dataclass(frozen=True)
 class ScheduleSettings:
     """How long and how fast: updates, batch, the warmup-cosine learning rate, AdamW's decay, the seed."""
 
-    steps: int | None = setting(
-        None, "optimizer updates; unset: 1000 for gpt2-small, else 2", minimum=0, group="schedule"
-    )
+    steps: int | None = setting(None, "optimizer updates", minimum=0, group="schedule", unset=by_preset("steps"))
     token_budget: int | None = setting(
         None, "steps = ceil(budget / (batch x context)); not with --steps", above=0, group="schedule"
     )
     batch: int | None = setting(
-        None, "rows per update across all processes; unset: 4 for gpt2-small, else 2", minimum=1, group="schedule"
+        None, "rows per update across all processes", minimum=1, group="schedule", unset=by_preset("batch")
     )
-    lr: float | None = setting(
-        None, "peak learning rate; unset: 6e-4 for gpt2-small, else 3e-4", above=0, group="schedule"
+    lr: float | None = setting(None, "peak learning rate", above=0, group="schedule", unset=by_preset("lr"))
+    min_lr: float | None = setting(
+        None, "final learning rate", minimum=0, group="schedule", unset=f"{MIN_LR_FRACTION:g} x lr"
     )
-    min_lr: float | None = setting(None, "final learning rate; unset: 0.1 x lr", minimum=0, group="schedule")
     warmup_steps: int | None = setting(
-        None, "linear warmup updates; unset: min(2000, steps/10) for gpt2-small, else 0", minimum=0, group="schedule"
+        None,
+        "linear warmup updates",
+        minimum=0,
+        group="schedule",
+        unset=f"min({WARMUP_CAP}, steps/{WARMUP_DIVISOR}) for {LARGE_PRESET}, else 0",
     )
     weight_decay: float = setting(0.1, "AdamW decoupled weight decay", minimum=0, group="schedule")
     seed: int = setting(0, "initialization and batch stream seed", minimum=0, group="schedule")
 
     def __post_init__(self) -> None:
-        check_settings(self)
-        for name in ("lr", "min_lr", "weight_decay"):
-            if getattr(self, name) is not None and not math.isfinite(getattr(self, name)):
-                raise SettingError(name, "must be finite")
+        check_settings(self)  # which also refuses a NaN or infinite rate or decay
         if self.steps is not None and self.token_budget is not None:
             raise SettingError(
                 "steps", "cannot go with --token-budget: pass either --steps or --token-budget, not both"
@@ -104,9 +110,10 @@ class EvaluationSettings:
 
     eval_every: int | None = setting(
         None,
-        "validate every N updates, 0 = only at start and end; unset: 1 if steps <= 10, else 100",
+        "validate every N updates, 0 = only at start and end",
         minimum=0,
         group="evaluation",
+        unset=f"1 if steps <= {SHORT_RUN}, else {EVAL_EVERY}",
     )
     eval_batches: int = setting(4, "fixed validation batches", minimum=1, group="evaluation")
 
@@ -173,7 +180,7 @@ class RuntimeSettings:
     """Where and how the numbers are computed; none of it changes the schedule or the data stream."""
 
     precision: str = setting(
-        "float32", "float32 (no TF32), float64 or bf16 (autocast)", choices=tuple(PRECISIONS), group="runtime"
+        "float32", "float32 (no TF32), float64 or bf16 (autocast)", choices=PRECISION_NAMES, group="runtime"
     )
     device: str = setting("cpu", "cpu, cuda or cuda:N (one GPU; with --processes: cuda)", group="runtime")
     threads: int = setting(
@@ -283,7 +290,7 @@ class TrainConfig:
 class TrainOutputs:
     """Where a training run writes: the artifact, and optional copies of three of its files."""
 
-    output: Path = setting(help="artifact directory to write", group="outputs")
+    output: Path = output_setting(group="outputs")
     save_params: Path | None = setting(None, "also copy the final parameters here", group="outputs")
     metrics: Path | None = setting(None, "also copy metrics.json here", group="outputs")
     passport: Path | None = setting(None, "also copy passport.json here", group="outputs")
@@ -354,21 +361,24 @@ def plan(config: TrainConfig) -> Plan:
     if data.train_bin is None or data.val_bin is None:
         raise SettingError("train_bin", "and --val-bin (or --data) are required")
     large = config.model.preset == LARGE_PRESET
+    defaults = LARGE_DEFAULTS if large else SMALL_DEFAULTS
     dims = replace(config.model.dimensions(), layer_norm_eps=layer_norm_eps(config))
-    batch = schedule.batch if schedule.batch is not None else (4 if large else 2)
+    batch = schedule.batch if schedule.batch is not None else defaults["batch"]
     check_batch_split(batch, config.runtime.processes, config.runtime.accumulate, config.runtime.nodes)
     if schedule.token_budget is not None:
         steps = steps_for_budget(schedule.token_budget, batch, dims.context)
     else:
-        steps = schedule.steps if schedule.steps is not None else (1000 if large else 2)
-    lr = schedule.lr if schedule.lr is not None else (6e-4 if large else 3e-4)
-    min_lr = schedule.min_lr if schedule.min_lr is not None else 0.1 * lr
+        steps = schedule.steps if schedule.steps is not None else defaults["steps"]
+    lr = schedule.lr if schedule.lr is not None else defaults["lr"]
+    min_lr = schedule.min_lr if schedule.min_lr is not None else MIN_LR_FRACTION * lr
     if min_lr > lr:
         raise SettingError("min_lr", f"cannot exceed --lr ({min_lr} > {lr})")
-    warmup = schedule.warmup_steps if schedule.warmup_steps is not None else (min(2000, steps // 10) if large else 0)
+    warmup = schedule.warmup_steps
+    if warmup is None:
+        warmup = min(WARMUP_CAP, steps // WARMUP_DIVISOR) if large else 0
     eval_every = config.evaluation.eval_every
     if eval_every is None:
-        eval_every = 1 if steps <= 10 else 100
+        eval_every = 1 if steps <= SHORT_RUN else EVAL_EVERY
     prompt = sample_prompt(config.sample, dims)
     trim = not config.runtime.compile
     return Plan(dims, steps, batch, lr, min_lr, warmup, eval_every, data.dialogue, prompt, trim_dialogue_padding=trim)

@@ -37,6 +37,7 @@ import torch
 import torch.distributed as torch_dist
 
 from gptlineage.errors import GptlineageError
+from gptlineage.training.schedule import check_batch_split
 
 
 @dataclass(frozen=True)
@@ -101,19 +102,6 @@ def setup(device: str) -> Distributed:
 def teardown(dist: Distributed) -> None:
     if dist.world > 1 and torch_dist.is_initialized():
         torch_dist.destroy_process_group()
-
-
-def check_batch_split(batch: int, processes: int, accumulate: int, nodes: int = 1) -> None:
-    """Refuse a global batch that does not split evenly over the ranks (nodes x processes) and micro-batches."""
-    if batch % (nodes * processes * accumulate) == 0:
-        return
-    if nodes == 1:
-        raise GptlineageError(
-            f"--batch {batch} must be divisible by processes × accumulate = {processes} × {accumulate}"
-        )
-    raise GptlineageError(
-        f"--batch {batch} must be divisible by nodes × processes × accumulate = {nodes} × {processes} × {accumulate}"
-    )
 
 
 def rank_rows(batch: int, dist: Distributed, accumulate: int) -> slice:

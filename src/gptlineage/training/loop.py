@@ -33,6 +33,7 @@ from gptlineage.cpus import available_cpus
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.model.gpt import GPT, PRECISIONS, count_parameters, set_strict_float32
+from gptlineage.model.parameters import load_parameters, save_parameters
 from gptlineage.progress import Progress, loss_text
 from gptlineage.training.checkpoints import (
     list_checkpoints,
@@ -48,7 +49,6 @@ from gptlineage.training.distributed import SINGLE, Distributed, check_batch_spl
 from gptlineage.training.layout import RunDir, checkpoint_name
 from gptlineage.training.memory import check_training_memory
 from gptlineage.training.metrics import Metrics, best_checkpoint, validation_point
-from gptlineage.training.parameters import load_parameters, save_parameters
 from gptlineage.training.step import Updater, build_optimizer, evaluate, on_device, timed_update, training_objective
 from gptlineage.training.trace import Tracer
 from gptlineage.training.watch import live_status

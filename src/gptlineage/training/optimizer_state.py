@@ -23,7 +23,7 @@ import torch
 
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json, write_json_atomic
-from gptlineage.training.parameters import open_safetensors, shape_text, write_safetensors
+from gptlineage.model.parameters import open_safetensors, shape_text, write_safetensors
 
 OPTIMIZER_SCHEMA = "gptlineage.optimizer.v1"
 RNG_SCHEMA = "gptlineage.rng.v2"  # v2: the GPU stream of the training device only

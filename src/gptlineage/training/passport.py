@@ -2,7 +2,7 @@
 
 Like the reference experiment's, the passport names the statements proved about training (the
 reference's theorem names, each with the tests here that mirror it) and the runtime boundary:
-what those tests cover and what they do not (see `training.statements`).
+what those tests cover and what they do not (see `model.statements`).
 
 Example:
     write_json_atomic(Path("results/pretrain/passport.json"), passport(config, result))
@@ -18,12 +18,12 @@ from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json
 from gptlineage.lineage.artifact import find_artifact_dir, read_manifest
 from gptlineage.lineage.identity import code_identity, environment_identity
+from gptlineage.model.statements import RUNTIME_BOUNDARY, passport_statements
 from gptlineage.training.config import DATA_ROLES, TrainConfig
 from gptlineage.training.layout import RunDir
 from gptlineage.training.loop import TrainingResult, objective_name
 from gptlineage.training.metrics import validation_summary
 from gptlineage.training.sampler import validation_seed
-from gptlineage.training.statements import RUNTIME_BOUNDARY, passport_statements
 from gptlineage.training.step import ADAM_BETAS, ADAM_EPS
 
 PASSPORT_SCHEMA = "gptlineage.training-passport.v1"

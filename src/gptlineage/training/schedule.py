@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 
+from gptlineage.errors import GptlineageError
+
 
 def learning_rate(step: int, total: int, warmup: int, peak: float, minimum: float) -> float:
     """The learning rate for update `step` of `total` (the reference's formula, edge cases included)."""
@@ -44,3 +46,16 @@ def steps_for_budget(tokens: int | float, batch: int, context: int) -> int:
         raise ValueError(f"batch ({batch}) and context ({context}) must be positive")
     per_step = batch * context
     return -(-tokens // per_step)  # ceil(tokens / per_step) without floats
+
+
+def check_batch_split(batch: int, processes: int, accumulate: int, nodes: int = 1) -> None:
+    """Refuse a global batch that does not split evenly over the ranks (nodes x processes) and micro-batches."""
+    if batch % (nodes * processes * accumulate) == 0:
+        return
+    if nodes == 1:
+        raise GptlineageError(
+            f"--batch {batch} must be divisible by processes × accumulate = {processes} × {accumulate}"
+        )
+    raise GptlineageError(
+        f"--batch {batch} must be divisible by nodes × processes × accumulate = {nodes} × {processes} × {accumulate}"
+    )

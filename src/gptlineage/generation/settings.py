@@ -1,0 +1,157 @@
+"""The decoding commands' shared settings, without torch: where the model comes from
+(`ModelSource`), how the next token is chosen (`SamplingConfig`) and the chat transcript's
+system line.
+
+`gptlineage.generation.source` loads the model a `ModelSource` names and
+`gptlineage.generation.decoding` samples as a `SamplingConfig` says; the settings live here so
+the workflow checks a decoding slice (cache_check, prompt_suite, ...) without loading torch.
+
+Example:
+    ModelSource(random_init=True, preset="quick")      # random weights, the quick preset's shape
+    ModelSource(run=Path("results/pretrain"), width=8)  # SettingError: --run gives the model dimensions; ...
+    SamplingConfig(top_k=1).for_turn(2).seed            # 1339: chat turn n samples with seed + n
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gptlineage.devices import check_device_name
+from gptlineage.lineage.artifact import is_artifact_dir, read_manifest
+from gptlineage.lineage.tree import lexical
+from gptlineage.lineage.walk import input_artifact_dir
+from gptlineage.model.shapes import PRECISION_NAMES
+from gptlineage.settings import SEED_RANGE, SettingError, check_settings, setting
+from gptlineage.training.config import MIN_TEMPERATURE
+
+DEFAULT_SYSTEM = "A conversation between a user and a helpful assistant."
+DIMENSIONS = ("context", "vocab", "width", "heads", "layers", "layer_norm_eps")
+# bf16 is a training mode (float32 parameters under autocast), not a dtype to decode in.
+DECODING_PRECISIONS = tuple(name for name in PRECISION_NAMES if name != "bf16")
+OUTPUT_FIELDS = ("output",)  # where an artifact goes, not what it holds
+DELIVERABLE_COMMAND = "experiment"  # `gptlineage experiment`: the deliverable, whose `model` input is the model
+MODEL_ROLE = "model"
+TRAINING_COMMAND = "train"
+
+
+def _dimension(name: str) -> Any:
+    return setting(None, f"override the preset's {name} (not with --run)", minimum=1, group="model")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where the weights and dimensions come from; exactly one of run, load_params, random_init
+    (load_params may also replace a run's parameters)."""
+
+    run: Path | None = setting(
+        None,
+        "a training artifact (its passport.json gives the dimensions, its parameters.safetensors the "
+        "weights), or the experiment's deliverable (gptlineage experiment), which stands for its model",
+        group="model",
+    )
+    load_params: Path | None = setting(
+        None, "parameter file (safetensors); with --run, replaces its parameters", group="model"
+    )
+    random_init: bool = setting(False, "random weights (drawn with --init-seed) instead of a checkpoint", group="model")
+    init_seed: int = setting(0, "seed of --random-init", group="model")
+    preset: str | None = setting(
+        None, "quick, cpu-small or gpt2-small; none means quick (not with --run)", group="model"
+    )
+    context: int | None = _dimension("context")
+    vocab: int | None = _dimension("vocab")
+    width: int | None = _dimension("width")
+    heads: int | None = _dimension("heads")
+    layers: int | None = _dimension("layers")
+    layer_norm_eps: float | None = setting(
+        None, "override the preset's LayerNorm epsilon (not with --run)", above=0, group="model"
+    )
+    precision: str = setting("float32", "parameter dtype", choices=DECODING_PRECISIONS, group="model")
+    device: str = setting("cpu", "cpu, cuda or cuda:N", group="model")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        check_device_name(self.device)
+        if self.random_init and (self.run is not None or self.load_params is not None):
+            raise SettingError("random_init", "takes no --run or --load-params")
+        if not self.random_init and self.run is None and self.load_params is None:
+            raise SettingError("run", "pass --run, --load-params or --random-init", whole=True)
+        if self.run is not None:
+            given = [name for name in ("preset", *DIMENSIONS) if getattr(self, name) is not None]
+            if given:
+                flag = given[0].replace("_", "-")
+                raise SettingError(given[0], f"--run gives the model dimensions; do not also pass --{flag}", whole=True)
+            object.__setattr__(self, "run", training_run(self.run))  # frozen: set once, before anyone reads it
+
+
+def training_run(run: Path) -> Path:
+    """The training artifact `--run RUN` stands for: RUN itself, or, when RUN is the experiment's
+    deliverable, the training run recorded as its `model` input (checked: inside the tree that holds
+    RUN, the same artifact the deliverable recorded, and a training run)."""
+    if not is_artifact_dir(run):
+        return run  # not an artifact at all: the passport check says what is missing
+    manifest = read_manifest(run)
+    if manifest["command"]["name"] != DELIVERABLE_COMMAND:
+        return run
+    entry = next((e for e in manifest["inputs"] if e["role"] == MODEL_ROLE and "artifact_path" in e), None)
+    if entry is None:
+        raise SettingError("run", f"{run}: an experiment artifact with no {MODEL_ROLE!r} input artifact")
+    model = input_artifact_dir(lexical(run), entry)
+    tree = lexical(run).parent
+    if tree not in model.parents:
+        raise SettingError(
+            "run", f"{run}: its model input {entry['artifact_path']} lies outside {tree}; pass the training run itself"
+        )
+    where = Path(os.path.normpath(run / entry["artifact_path"]))  # relative when RUN was
+    if not is_artifact_dir(model):
+        raise SettingError("run", f"{run}: its model input {where} is missing")
+    found = read_manifest(model)
+    if found["id"] != entry["artifact_id"]:
+        raise SettingError("run", f"{run}: its model input {where} was replaced after the experiment was written")
+    if found["command"]["name"] != TRAINING_COMMAND:
+        raise SettingError(
+            "run", f"{run}: its model input {where} is a {found['command']['name']!r} artifact, not a training run"
+        )
+    return where
+
+
+# ---------------------------------------------------------------- sampling
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How the next token is chosen; the defaults are the reference's chat defaults."""
+
+    generate: int = setting(96, "new tokens at most", minimum=0, group="sampling")
+    temperature: float = setting(
+        0.8,
+        f"softmax temperature, at least {MIN_TEMPERATURE:g} (greedy: --top-k 1)",
+        minimum=MIN_TEMPERATURE,
+        group="sampling",
+    )
+    top_k: int = setting(
+        40,
+        "sample among the k largest logits; 1 = greedy over the penalized logits (add --repetition-penalty 0 "
+        "for plain greedy), 0 = all",
+        minimum=0,
+        group="sampling",
+    )
+    seed: int = setting(1337, "sampling seed; chat turn n uses seed + n (modulo 2**63)", group="sampling")
+    repetition_penalty: float = setting(
+        1.05, "subtracted from a logit per occurrence of its id in the window (0: off)", group="sampling"
+    )
+    repetition_window: int = setting(
+        64, "tokens the penalty looks back over, prompt included", minimum=0, group="sampling"
+    )
+    stop_at_eot: bool = setting(True, "stop at <|endoftext|>; random weights give it no meaning", flag=False)
+
+    def __post_init__(self) -> None:
+        check_settings(self)  # which also refuses a NaN or infinite temperature or penalty
+
+    def for_turn(self, previous_turns: int) -> SamplingConfig:
+        """The settings of a chat turn: the seed advances by one per earlier turn, wrapping past 2**63 - 1
+        (the largest seed) to 0, so every turn of a session started with a valid seed has one."""
+        return dataclasses.replace(self, seed=(self.seed + previous_turns) % (SEED_RANGE[1] + 1))
