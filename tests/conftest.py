@@ -3,19 +3,58 @@ that runs without torch (tests/test_family_envs.py) loads none."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+# The end-to-end test files (marker `e2e`, registered in pyproject.toml): they run the workflow,
+# the CLI in subprocesses, several processes or environments, a browser, or build training chains.
+# Every other file is a unit test file: `pytest -m "not e2e"` is the fast loop.
+E2E_FILES = {
+    "test_artifact_hostile.py",
+    "test_checkpoint.py",
+    "test_cluster_profile.py",
+    "test_config_hostile.py",
+    "test_ddp.py",
+    "test_envs.py",
+    "test_experiment.py",
+    "test_family_envs.py",
+    "test_file_modes.py",
+    "test_gpu_defects.py",
+    "test_help_examples.py",
+    "test_hostile_inputs.py",
+    "test_identity.py",
+    "test_lineage_cache.py",
+    "test_lineage_reproduce.py",
+    "test_memory_compile.py",
+    "test_multinode.py",
+    "test_object_store.py",
+    "test_page_browser.py",
+    "test_paper_fidelity.py",
+    "test_paper_profile.py",
+    "test_plots.py",
+    "test_progress.py",
+    "test_relocated_lineage.py",
+    "test_report.py",
+    "test_reproduce_hostile.py",
+    "test_slurm.py",
+    "test_synth_chat.py",
+    "test_train.py",
+    "test_train_hostile.py",
+    "test_watch.py",
+    "test_workflow.py",
+}
 
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers",
-        "slurm: submits jobs to the local SLURM cluster of tools/local_slurm.sh (pytest -m slurm); "
-        "skips without one, fails without one when CI is set",
-    )
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in E2E_FILES:
+            item.add_marker(pytest.mark.e2e)
 
 
 # A tiny model that trains in milliseconds a step: 1,024-token vocabulary, context 16.
@@ -97,6 +136,27 @@ def tiny_chain(tmp_path_factory) -> Path:
         )
         == 0
     )
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_workflow(tmp_path_factory) -> Path:
+    """The workflow's tiny chain (test_workflow.build_tiny_workflow), built once for the whole run:
+    the pytest-xdist workers share one build, the first to ask builds it under a lock. Copy it before
+    changing it (test_workflow's `workflow_copy`)."""
+    from test_workflow import build_tiny_workflow
+
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return build_tiny_workflow(tmp_path_factory.mktemp("tiny_workflow"))
+    shared = tmp_path_factory.getbasetemp().parent  # the workers' common folder for this run
+    root, done = shared / "tiny_workflow", shared / "tiny_workflow.done"
+    with open(shared / "tiny_workflow.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.exists():
+            shutil.rmtree(root, ignore_errors=True)  # a build another worker left unfinished
+            root.mkdir()
+            build_tiny_workflow(root)
+            done.touch()
     return root
 
 

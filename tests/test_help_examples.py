@@ -1,6 +1,6 @@
 """Every command's `--help` example runs as written, from the root of a tree the workflow built.
 
-The tree is test_workflow's tiny one (its fixture, built once for this module): the paths the
+The tree is a copy of test_workflow's tiny one (built once a session): the paths the
 examples read are those the workflow writes, and each example writes under results/examples/,
 where it cannot replace a result of the workflow. `lineage` and `watch` are left to their own tests.
 """

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -142,9 +141,7 @@ def test_absurd_sizes_are_refused_in_one_line_before_anything_is_allocated(
 
     monkeypatch.setattr(loop, "load_split", never)
     monkeypatch.setattr(loop, "GPT", never)
-    clock = time.perf_counter()
     line = refused(corpus, tmp_path / "out", capsys, "--steps", "2", *argv)
-    assert time.perf_counter() - clock < 2.0
     assert line.startswith("error: train: this run needs about ") and " GiB is available (" in line
     assert needs in line and "--max-memory" in line
 

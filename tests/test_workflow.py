@@ -72,9 +72,10 @@ def copy_workflow(workdir: Path) -> Path:
     return workdir
 
 
-@pytest.fixture(scope="module")
-def workflow_copy(tmp_path_factory) -> Path:
-    workdir = copy_workflow(tmp_path_factory.mktemp("workflow"))
+def build_tiny_workflow(root: Path) -> Path:
+    """The one tiny chain the workflow tests read (conftest's `tiny_workflow` builds it once a
+    session): the workflow in ROOT with each stage a few tiny updates, run to TARGET."""
+    workdir = copy_workflow(root)
     config = yaml.safe_load((workdir / "config.yaml").read_text())
     for stage in STAGES:
         config[stage].update(TINY_TRAINING)
@@ -91,19 +92,25 @@ def workflow_copy(tmp_path_factory) -> Path:
     return workdir
 
 
-def test_the_one_target_builds_every_result_and_each_verifies(workflow_copy):
+@pytest.fixture(scope="module")
+def workflow_copy(tiny_workflow, tmp_path_factory) -> Path:
+    """This module's own copy of the session's tiny chain, free to change."""
+    workdir = tmp_path_factory.mktemp("workflow") / "tree"
+    shutil.copytree(tiny_workflow, workdir, symlinks=True)  # keeps each file's time
+    return workdir
+
+
+def test_the_one_target_builds_every_result_and_each_verifies(workflow_copy, monkeypatch, capsys):
+    from gptlineage.cli import main
+
     for target in RESULTS:
         assert (workflow_copy / target / "manifest.json").is_file(), target
     assert (workflow_copy / "results/data_csv/trainlog.json").is_file()
+    monkeypatch.chdir(workflow_copy)
     for target in RESULTS:
-        done = subprocess.run(
-            [sys.executable, "-m", "gptlineage", "lineage", "verify", target],
-            cwd=workflow_copy,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert done.returncode == 0, done.stdout
+        code = main(["lineage", "verify", target])
+        printed = capsys.readouterr()
+        assert code == 0 and printed.out.startswith("OK: "), printed.out + printed.err
 
 
 def test_every_job_writes_its_log_with_the_commands_output_and_its_benchmark(workflow_copy):
