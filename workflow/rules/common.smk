@@ -36,7 +36,7 @@ def code(name):
     """The package files that `gptlineage NAME` runs, as paths relative to the workflow.
 
     The command module (NAME's in gptlineage.registry) and everything it imports. cli.py and the
-    registry are left out on purpose (no command a rule runs imports them): they only route
+    registry are left out on purpose (none of the commands imports them): they only route
     `gptlineage <command>` to the module, and since they list every command, adding a command
     would otherwise rerun every rule. They are `local`: with a default storage provider (an S3
     store) the package stays in the checkout, only the results move."""
