@@ -12,12 +12,13 @@ from pathlib import Path
 import jsonschema  # a dependency of snakemake: the published schema must be one other tools read
 import pytest
 
-from gptlineage.cli import COMMANDS, main
+from gptlineage.cli import main
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import MANIFEST, ArtifactWriter, artifact_id, read_manifest
 from gptlineage.lineage.checks import check_manifest
 from gptlineage.lineage.declaration import DROP, NOTHING, SCRATCH, Declaration, Metric, declaration_of
 from gptlineage.lineage.manifest_schema import MANIFEST_SCHEMA, schema_text
+from gptlineage.registry import COMMAND_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
 LINEAGE = ROOT / "src" / "gptlineage" / "lineage"
@@ -113,7 +114,7 @@ def string_constants(path: Path) -> list[str]:
 
 def test_the_lineage_layer_names_no_command():
     """What a command is (its side outputs, metrics, timings) comes from its declaration only."""
-    names = [name for name in COMMANDS if name != "lineage"]  # `lineage` is also the layer's own name
+    names = [name for name in COMMAND_NAMES if name != "lineage"]  # `lineage` is also the layer's own name
     pattern = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])")
     found = {
         f"{path.name}: {text!r}"

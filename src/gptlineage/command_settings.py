@@ -20,9 +20,8 @@ from gptlineage.corpus.prepare import PrepareConfig
 from gptlineage.corpus.synth_chat import SynthChatConfig
 from gptlineage.generation.cache_bench import CacheBenchConfig
 from gptlineage.generation.cache_check import CacheCheckConfig
-from gptlineage.generation.chat import GenerateConfig
-from gptlineage.generation.export_hf import ExportConfig
 from gptlineage.generation.prompt_suite import PromptSuiteConfig
+from gptlineage.generation.settings import ExportConfig, GenerateConfig
 from gptlineage.reporting.experiment import ExperimentConfig
 from gptlineage.reporting.matched_compare import MatchedCompareConfig
 from gptlineage.tabular.regression import SmallDataConfig

@@ -20,8 +20,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
 from gptlineage.corpus.dialogue import (
@@ -32,7 +31,6 @@ from gptlineage.corpus.dialogue import (
 from gptlineage.errors import GptlineageError
 from gptlineage.generation.batched import generate_batch
 from gptlineage.generation.decoding import (
-    DECODERS,
     Decoder,
     Generation,
     SamplingConfig,
@@ -41,28 +39,14 @@ from gptlineage.generation.decoding import (
     generate_tokens,
     make_decoder,
 )
-from gptlineage.generation.settings import DEFAULT_SYSTEM
-from gptlineage.generation.source import ModelSource
+from gptlineage.generation.settings import DEFAULT_SYSTEM, GenerateConfig, not_text
 from gptlineage.lineage.checks import printable
 from gptlineage.model.gpt import GPT
-from gptlineage.settings import SettingError, check_settings, setting
 
 EOT_TEXT = "<|endoftext|>"
 USER_TURN = "\nUser:"  # a new user line: the model has finished its answer
 QUIT_COMMANDS = frozenset({":q", ":quit"})
 CHAT_PROMPT = "you> "
-
-
-def not_text(text: str) -> str | None:
-    """Why `text` cannot be written as UTF-8, or None: the first byte that was not UTF-8 where it was
-    read (Python keeps such a byte as a surrogate, U+DC80..U+DCFF) or the first lone surrogate."""
-    for index, char in enumerate(text):
-        code = ord(char)
-        if 0xDC80 <= code <= 0xDCFF:
-            return f"byte 0x{code - 0xDC00:02x} at character {index + 1} is not UTF-8"
-        if 0xD800 <= code <= 0xDFFF:
-            return f"a lone surrogate \\u{code:04x} at character {index + 1} is not text"
-    return None
 
 
 def terminal_text(text: str) -> str:
@@ -232,34 +216,6 @@ def chat_loop(
 
 
 # ---------------------------------------------------------------- gptlineage generate
-
-
-@dataclass(frozen=True, kw_only=True)
-class GenerateConfig:
-    """`gptlineage generate`: one completion (--prompt), one chat answer (--message), or else a chat loop."""
-
-    model: ModelSource
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    prompt: tuple[str, ...] = setting((), "complete this text once (no chat transcript); repeat for several")
-    message: tuple[str, ...] = setting((), "answer this chat message once; repeat for several")
-    system: str = setting(DEFAULT_SYSTEM, 'system line of the chat transcript; "" omits it')
-    decoder: str = setting(
-        "cached",
-        "cached: key/value cache, the prompt plus --generate must fit the context; full-prefix: the whole"
-        " prefix again per token, its last context tokens once it is longer (a sliding window, as nanoGPT)",
-        choices=DECODERS,
-    )
-    output: Path | None = setting(None, "also write the prompts and outputs to DIR/generation.json (an artifact)")
-
-    def __post_init__(self) -> None:
-        check_settings(self)
-        if self.prompt and self.message:
-            raise SettingError("message", "is not allowed with --prompt")
-        for name, texts in (("prompt", self.prompt), ("message", self.message), ("system", (self.system,))):
-            for text in texts:
-                problem = not_text(text)
-                if problem is not None:  # refused now: the record of the outputs could not hold it
-                    raise SettingError(name, f"{problem}: pass UTF-8 text")
 
 
 def answer_all(config: GenerateConfig, model: GPT, encoding: TextDecoder) -> list[dict[str, Any]]:

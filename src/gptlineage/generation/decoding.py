@@ -110,9 +110,6 @@ class FullPrefixDecoder:
         return self._logits()
 
 
-DECODERS = ("cached", "full-prefix")
-
-
 def make_decoder(model: GPT, kind: str, *, pad_to_context: bool = False) -> Decoder:
     """The decoder called `kind`: "cached" or "full-prefix"."""
     if kind == "cached":

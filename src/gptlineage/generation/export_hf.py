@@ -15,30 +15,17 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from gptlineage.generation.hf_card import write_hub_files
+from gptlineage.generation.settings import ExportConfig
 from gptlineage.generation.source import ModelSource, load_model, model_artifact, recorded_settings
 from gptlineage.lineage.artifact import read_manifest
 from gptlineage.lineage.hashing import sha256_file
 from gptlineage.model.gpt import count_parameters
 from gptlineage.model.hf import PROBE_TOLERANCE, check_export, write_hf_directory
-from gptlineage.settings import check_settings, output_setting
 
 FORMAT = "transformers GPT2LMHeadModel, safetensors float32"
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExportConfig:
-    """`gptlineage export-hf`: the model to export and where."""
-
-    model: ModelSource
-    output: Path = output_setting("the Hugging Face model directory")
-
-    def __post_init__(self) -> None:
-        check_settings(self)
 
 
 def export_hf(config: ExportConfig, command: str) -> dict[str, Any]:

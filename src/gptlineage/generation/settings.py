@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from gptlineage.lineage.artifact import is_artifact_dir, read_manifest
 from gptlineage.lineage.tree import lexical
 from gptlineage.lineage.walk import input_artifact_dir
 from gptlineage.model.shapes import PRECISION_NAMES
-from gptlineage.settings import SEED_RANGE, SettingError, check_settings, setting
+from gptlineage.settings import SEED_RANGE, SettingError, check_settings, output_setting, setting
 from gptlineage.training.config import MIN_TEMPERATURE
 
 DEFAULT_SYSTEM = "A conversation between a user and a helpful assistant."
@@ -155,3 +155,57 @@ class SamplingConfig:
         """The settings of a chat turn: the seed advances by one per earlier turn, wrapping past 2**63 - 1
         (the largest seed) to 0, so every turn of a session started with a valid seed has one."""
         return dataclasses.replace(self, seed=(self.seed + previous_turns) % (SEED_RANGE[1] + 1))
+
+
+DECODERS = ("cached", "full-prefix")  # generate --decoder
+
+
+def not_text(text: str) -> str | None:
+    """Why `text` cannot be written as UTF-8, or None: the first byte that was not UTF-8 where it was
+    read (Python keeps such a byte as a surrogate, U+DC80..U+DCFF) or the first lone surrogate."""
+    for index, char in enumerate(text):
+        code = ord(char)
+        if 0xDC80 <= code <= 0xDCFF:
+            return f"byte 0x{code - 0xDC00:02x} at character {index + 1} is not UTF-8"
+        if 0xD800 <= code <= 0xDFFF:
+            return f"a lone surrogate \\u{code:04x} at character {index + 1} is not text"
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class GenerateConfig:
+    """`gptlineage generate`: one completion (--prompt), one chat answer (--message), or else a chat loop."""
+
+    model: ModelSource
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    prompt: tuple[str, ...] = setting((), "complete this text once (no chat transcript); repeat for several")
+    message: tuple[str, ...] = setting((), "answer this chat message once; repeat for several")
+    system: str = setting(DEFAULT_SYSTEM, 'system line of the chat transcript; "" omits it')
+    decoder: str = setting(
+        "cached",
+        "cached: key/value cache, the prompt plus --generate must fit the context; full-prefix: the whole"
+        " prefix again per token, its last context tokens once it is longer (a sliding window, as nanoGPT)",
+        choices=DECODERS,
+    )
+    output: Path | None = setting(None, "also write the prompts and outputs to DIR/generation.json (an artifact)")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        if self.prompt and self.message:
+            raise SettingError("message", "is not allowed with --prompt")
+        for name, texts in (("prompt", self.prompt), ("message", self.message), ("system", (self.system,))):
+            for text in texts:
+                problem = not_text(text)
+                if problem is not None:  # refused now: the record of the outputs could not hold it
+                    raise SettingError(name, f"{problem}: pass UTF-8 text")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExportConfig:
+    """`gptlineage export-hf`: the model to export and where."""
+
+    model: ModelSource
+    output: Path = output_setting("the Hugging Face model directory")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
