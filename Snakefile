@@ -10,7 +10,7 @@
 #   snakemake --configfile config.paper.yaml --cores 1 results/corpus_sft_stage2   # the paper profile
 
 
-from snakemake.utils import min_version
+from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
@@ -21,7 +21,8 @@ configfile: "config.yaml"
 include: "workflow/rules/common.smk"
 
 
-check_config(config)
+check_config(config)  # first: its one line names the bad key better than a schema error does
+validate(config, "workflow/schemas/config.schema.yaml", set_default=False)  # python -m gptlineage.workflow_schema
 SWEEP = experiments(config)  # the default experiment ("") and each named one, by name
 
 

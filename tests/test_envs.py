@@ -1,6 +1,6 @@
 """The conda environments of the workflow's rule families (envs/*.yaml) hold exactly what their
-commands import, pinned as in pyproject.toml, and their post-deploy scripts install the
-workflow's own package from the checkout, not from a path in Snakemake's copy of the env file.
+commands import, each pinned to the version the tests ran (one that pyproject.toml allows), and
+their post-deploy scripts install the workflow's own package from the checkout, not from a path in Snakemake's copy of the env file.
 
 Creating the environments needs the conda channels and is not done here: the post-deploy
 script's install step runs in a temporary virtual environment standing in for the conda one.
@@ -11,12 +11,14 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import platform
 import re
 import shutil
 import subprocess
 import sys
 import tomllib
 import venv
+from importlib import metadata
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
@@ -24,9 +26,11 @@ import pytest
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from gptlineage import registry
 from gptlineage.lineage.codedeps import external_imports, third_party_imports
+from gptlineage.lineage.identity import environment_class
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE_ROOT = REPO / "src"
@@ -111,13 +115,41 @@ def test_env_lists_exactly_what_its_commands_import(family):
     assert set(pip) == wanted, f"missing {sorted(wanted - set(pip))}, unused {sorted(set(pip) - wanted)}"
 
 
+def conda_pins(family: str) -> dict[str, str]:
+    """An env file's conda packages -> the version each is pinned to (`python=3.11.7`), "" if unpinned."""
+    spec = yaml.safe_load((ENVS / f"{family}.yaml").read_text(encoding="utf-8"))
+    entries = [entry for entry in spec["dependencies"] if isinstance(entry, str)]
+    return {name: version for name, _, version in (entry.partition("=") for entry in entries)}
+
+
+def installed_version(name: str) -> str:
+    """The version of the installed package, without a local label (torch's `+cpu`: pip picks the build)."""
+    return Version(metadata.version(name)).public
+
+
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_env_pins_as_pyproject_does(family):
+def test_env_pins_every_package_to_the_version_the_tests_ran(family):
+    """The results' numbers (and ids: lineage.identity's environment class) depend on these versions."""
+    assert conda_pins(family) == {name: installed_version(name) for name in ("pip", "setuptools")} | {
+        "python": platform.python_version()
+    }
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     declared = {canonicalize_name(req.name): req for req in map(Requirement, project["dependencies"])}
     for name, requirement in read_env(family)[1].items():
-        if name in declared:  # pyarrow comes with datasets and is not declared there
-            assert str(requirement) == str(declared[name]), (family, str(requirement), str(declared[name]))
+        assert str(requirement.specifier) == f"=={installed_version(name)}", (family, str(requirement))
+        if name in declared:  # the pin is one that pyproject.toml allows (pyarrow comes with datasets)
+            assert declared[name].specifier.contains(metadata.version(name)), (family, str(declared[name]))
+
+
+def test_the_packages_of_the_artifact_ids_environment_are_pinned_where_a_family_uses_them():
+    """environment_class: python, torch and numpy versions enter every artifact id."""
+    versioned = set(environment_class({})) - {"device"}
+    assert versioned == {"python", "torch", "numpy"}
+    for family in FAMILIES:
+        pins = {name: str(requirement.specifier) for name, requirement in read_env(family)[1].items()}
+        assert conda_pins(family)["python"] == platform.python_version()
+        for name in versioned - {"python"} - ({"torch"} if family == "corpus" else set()):
+            assert pins[name] == f"=={installed_version(name)}", (family, name)
 
 
 def test_families_need_different_packages():

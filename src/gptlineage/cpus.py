@@ -4,18 +4,33 @@ A batch scheduler (SLURM, a cgroup cpuset, `taskset`) pins a job to some cores o
 node; `os.cpu_count()` still reports the whole node, so sizing thread pools by it
 oversubscribes the allocation. The scheduling affinity mask is what the job was given.
 
+A workflow job is given fewer still: Snakemake runs each shell command with OMP_NUM_THREADS
+set to the job's `threads` (the profile's set-threads, scaled down to --cores), so two 2-thread
+jobs under `--cores 4` share the machine instead of each taking all of it. Every thread pool
+here (torch's intra-op threads, the tokenizer's encoding threads) is sized by `available_cpus`,
+so this is the one place that reads it. An explicit setting (`--threads N`) still decides.
+
 Example:
     taskset -c 0 python -c "from gptlineage.cpus import available_cpus; print(available_cpus())"   # 1
+    OMP_NUM_THREADS=1 python -c "from gptlineage.cpus import available_cpus; print(available_cpus())"  # 1
 """
 
 from __future__ import annotations
 
 import os
 
+# What Snakemake (snakemake/shell.py) and OpenMP convention use for the threads a job may use.
+JOB_THREADS = "OMP_NUM_THREADS"
+
 
 def available_cpus() -> int:
-    """CPUs in this process's affinity mask (at least 1); the node's count where there is no mask (macOS)."""
+    """CPUs this job may use (at least 1): its affinity mask (the node's count where there is no
+    mask, macOS), capped by OMP_NUM_THREADS when that is a positive integer (the job's threads)."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # no sched_getaffinity on this platform
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    threads = os.environ.get(JOB_THREADS, "").strip()
+    if threads.isdigit() and int(threads) > 0:  # unset, empty or garbage: no cap (as torch reads it)
+        return min(cpus, int(threads))
+    return cpus

@@ -14,6 +14,7 @@ rule synth_chat:
         benchmark_file("synth_chat")
     conda:
         "../../envs/corpus.yaml"
+    threads: 1
     params:
         cli=cli("synth_chat"),
     shell:
@@ -36,6 +37,7 @@ for stage in TRAINING_STAGES:
         cache: CACHE
         conda:
             "../../envs/corpus.yaml"
+        threads: 1
         params:
             cli=cli(stage.corpus),
             chat=chat_dataset(stage.corpus),

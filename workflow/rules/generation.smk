@@ -14,6 +14,7 @@ rule cache_check:
         benchmark_file("cache_check")
     conda:
         "../../envs/generation.yaml"
+    threads: 1
     resources:
         gpu=gpu_count("cache_check"),
     params:
@@ -34,6 +35,7 @@ rule cache_bench:
         benchmark_file("cache_bench")
     conda:
         "../../envs/generation.yaml"
+    threads: 1
     resources:
         gpu=gpu_count("cache_bench"),
     params:
@@ -55,6 +57,7 @@ rule prompt_suite:
         benchmark_file("prompt_suite")
     conda:
         "../../envs/generation.yaml"
+    threads: 1
     resources:
         gpu=gpu_count("prompt_suite"),
     params:

@@ -17,6 +17,7 @@ rule export_hf:
         benchmark_file("export_hf")
     conda:
         "../../envs/reporting.yaml"
+    threads: 1
     shell:
         "gptlineage export-hf --run {input.run} --output {output} > {log} 2>&1"
 
@@ -40,6 +41,7 @@ rule matched_compare:
     cache: CACHE  # Snakemake's between-workflow cache, with --cache (README: old results back)
     conda:
         "../../envs/reporting.yaml"
+    threads: 1
     resources:
         gpu=gpu_count("matched_compare"),
     params:
@@ -67,6 +69,7 @@ rule plots:
         benchmark_file("plots")
     conda:
         "../../envs/reporting.yaml"
+    threads: 1
     params:
         runs=plot_runs,
     shell:
@@ -92,6 +95,7 @@ rule:
         benchmark_file(FINAL.name)
     conda:
         "../../envs/reporting.yaml"
+    threads: 1
     params:
         parts=parts_flags,
         name=experiment_name,

@@ -12,6 +12,7 @@ rule small_data:
         benchmark_file("small_data")
     conda:
         "../../envs/tabular.yaml"
+    threads: 1
     params:
         cli=cli("small_data"),
     shell:
@@ -30,6 +31,7 @@ rule data_csv:
         benchmark_file("data_csv")
     conda:
         "../../envs/tabular.yaml"
+    threads: 1
     params:
         cli=cli("data_csv"),
         csv=CSV_FILE,
@@ -49,6 +51,7 @@ rule data_npy:
         benchmark_file("data_npy")
     conda:
         "../../envs/tabular.yaml"
+    threads: 1
     params:
         cli=cli("data_npy"),
         x=X_FILE,

@@ -21,6 +21,7 @@ rule select_best:
     cache: CACHE  # Snakemake's between-workflow cache, with --cache (README: old results back)
     conda:
         "../../envs/training.yaml"
+    threads: 1
     shell:
         "gptlineage select-best --run {input.run} --output {output} > {log} 2>&1"
 
@@ -41,6 +42,7 @@ for stage in TRAINING_STAGES:
         cache: CACHE
         conda:
             "../../envs/training.yaml"
+        threads: 1
         resources:
             **stage_resources(stage),
         params:

@@ -188,6 +188,7 @@ class RuntimeSettings:
         "torch CPU threads per process; 0 = every CPU this job may use, shared among this node's processes",
         minimum=0,
         group="runtime",
+        work=False,  # not the work: the count is recorded in the manifest's environment (it changes CPU bits)
     )
     compile: bool = setting(False, "torch.compile the model and its loss", group="runtime")
     deterministic: bool = setting(

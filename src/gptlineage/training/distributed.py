@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 import torch.distributed as torch_dist
 
+from gptlineage.cpus import available_cpus
 from gptlineage.errors import GptlineageError
 from gptlineage.training.schedule import check_batch_split
 
@@ -224,7 +225,9 @@ def relaunch_with_torchrun(command: list[str], logs: Path) -> int:
     shutil.rmtree(logs, ignore_errors=True)
     logs.mkdir(parents=True)
     environment = dict(os.environ, TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE=RANK_PREFIX_TEMPLATE)
-    environment.setdefault("OMP_NUM_THREADS", "1")  # torchrun's own default; our --threads decides per rank
+    # The job's CPUs (gptlineage.cpus), which each rank divides among this node's ranks (torchrun
+    # would set 1 where it is unset); an explicit --threads decides per rank instead.
+    environment["OMP_NUM_THREADS"] = str(available_cpus())
     environment["PYTHONUNBUFFERED"] = "1"  # the ranks write to their log files: line by line, not in blocks
     launcher = subprocess.Popen(
         command,

@@ -124,8 +124,8 @@ def prepare_process(config: TrainConfig, dist: Distributed) -> None:
         raise GptlineageError(f"--device {runtime.device}: CUDA is not available on this machine")
     set_strict_float32()
     set_determinism(runtime.deterministic, runtime.device)
-    # Snakemake exports OMP_NUM_THREADS=1 for a one-core job; `threads` decides instead (0 = every CPU this
-    # job may use, shared among this node's ranks), since the default profile is sized for the whole machine.
+    # `threads` decides; 0 = every CPU this job may use (its Snakemake threads: gptlineage.cpus), shared among
+    # this node's ranks.
     torch.set_num_threads(runtime.threads or max(1, available_cpus() // dist.local_world))
     torch.manual_seed(config.schedule.seed)  # only dropout draws from it; recorded and restored with checkpoints
 
