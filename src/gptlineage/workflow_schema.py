@@ -29,7 +29,7 @@ import yaml
 
 from gptlineage.settings import is_seed, setting_fields
 from gptlineage.workflow_jobs import EXPERIMENT_NAME, RESERVED
-from gptlineage.workflow_support import EXPERIMENTS_KEY, SLICES, load, wired_keys
+from gptlineage.workflow_support import EXPERIMENTS_KEY, SLICES, wired_keys
 
 SCHEMA_FILE = Path("workflow/schemas/config.schema.yaml")
 HEADER = (
@@ -42,7 +42,7 @@ BOUNDS = {"minimum": "minimum", "maximum": "maximum", "above": "exclusiveMinimum
 
 def slice_settings(name: str) -> type:
     """The settings class of the config slice NAME (the one place that reads SLICES' reference)."""
-    return load(SLICES[name].settings)
+    return SLICES[name].settings
 
 
 def json_value(value: Any) -> Any:
