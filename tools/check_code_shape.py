@@ -37,7 +37,16 @@ TORCH_MODULES = ("torch", "transformers")  # transformers imports torch when it 
 # Layer (the first folder under gptlineage/, or a top-level module) -> layers it must not import from.
 BASE = ("errors", "jsonio", "settings", "splitmix", "cpus", "progress", "devices", "files", "registry")
 STACK = ("lineage", "corpus", "model", "training", "generation", "reporting", "commands")  # bottom up
-ENTRY = ("cli", "parser", "command_line", "command_settings", "workflow_support", "workflow_jobs", "__main__")
+ENTRY = (
+    "cli",
+    "parser",
+    "command_line",
+    "command_settings",
+    "workflow_support",
+    "workflow_jobs",
+    "workflow_schema",
+    "__main__",
+)
 ABOVE = {layer: STACK[index + 1 :] for index, layer in enumerate(STACK)}
 FORBIDDEN_LAYERS = {
     **{base: (*STACK, "tabular", *ENTRY) for base in BASE},
