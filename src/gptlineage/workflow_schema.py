@@ -77,7 +77,9 @@ def setting_schema(field: dataclasses.Field, annotation: Any) -> dict[str, Any]:
     schema: dict[str, Any] = {"anyOf": [value, {"type": "null"}]}
     if field.metadata.get("help"):
         schema["description"] = field.metadata["help"]
-    if field.default is not dataclasses.MISSING and field.default is not None:
+    # An absolute path (a file shipped in the package) is this checkout's: the help names it instead.
+    absolute = isinstance(field.default, Path) and field.default.is_absolute()
+    if field.default is not dataclasses.MISSING and field.default is not None and not absolute:
         schema["default"] = json_value(field.default)
     return schema
 

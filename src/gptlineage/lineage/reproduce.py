@@ -178,7 +178,7 @@ def run_again(words: Sequence[str], cwd: Path, threads: Any, log: Path) -> float
     """Run `gptlineage WORDS` (this package, isolated) in the private folder CWD; seconds taken."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
     if isinstance(threads, int) and threads > 0:
-        env["OMP_NUM_THREADS"] = str(threads)  # torch's default thread count, as recorded
+        env["OMP_NUM_THREADS"] = str(threads)  # the CPUs (and torch's default threads), as recorded
     started = time.monotonic()
     with open(log, "w", encoding="utf-8") as handle:
         done = subprocess.run(
@@ -225,7 +225,10 @@ def reproduce(
         cwd = scratch / "cwd"  # inside a 0700 folder: nothing in it but the links REBUILD makes
         cwd.mkdir(mode=0o700)
         words = rebuild(manifest, artifact_dir, rerun_dir, scratch, cwd)
-        seconds = run_again(words[1:], cwd, manifest["environment"].get("threads"), scratch / "rerun.log")
+        # The CPUs the run was allowed (OMP_NUM_THREADS caps them, as a Snakemake job's threads do).
+        environment = manifest["environment"]
+        allowed = environment.get("cpus") or environment.get("threads")
+        seconds = run_again(words[1:], cwd, allowed, scratch / "rerun.log")
         rerun = read_manifest(rerun_dir)
         report = compare_rerun(artifact_dir, manifest, rerun_dir, rerun, tolerance)
     finally:
