@@ -171,10 +171,15 @@ def weights_read(model: GPT, tokens: int, reader: str) -> Callable[[], None]:
     return read
 
 
+def suite_prompts(encoding, cases: int) -> list[list[int]]:
+    """The first CASES prompts of the synthetic-chat suite (seed 0), as chat transcripts' tokens."""
+    return [chat_prompt(encoding, SYSTEM, [], case["prompt"]) for case in prompt_suite(0, cases)]
+
+
 def suite(model: GPT, cases: int, generate: int) -> dict[str, Callable[[], list]]:
     """The prompt suite's decoding, batched and one prompt at a time; each returns all new tokens, in order."""
     encoding = gpt2_encoding()
-    prompts = [chat_prompt(encoding, SYSTEM, [], case["prompt"]) for case in prompt_suite(0, cases)]
+    prompts = suite_prompts(encoding, cases)
     settings = dataclasses.replace(SUITE_SAMPLING, generate=generate)
 
     def batched() -> list:
@@ -192,7 +197,7 @@ def suite_against_hf(model: GPT, cases: int, generate: int) -> dict[str, Callabl
     greedy without a repetition penalty; each returns every prompt's new tokens up to <|endoftext|>,
     each prompt's followed by -1 (so the prompts' boundaries are compared too)."""
     encoding = gpt2_encoding()
-    prompts = [chat_prompt(encoding, SYSTEM, [], case["prompt"]) for case in prompt_suite(0, cases)]
+    prompts = suite_prompts(encoding, cases)
     settings = SamplingConfig(generate=generate, top_k=1, temperature=1.0, repetition_penalty=0.0)
     peer = hf_model(model)
     device = model.output_weight.device

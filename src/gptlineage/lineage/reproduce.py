@@ -10,7 +10,7 @@ caller rebuild the command line from the manifest (`gptlineage.command_line`: th
 is data, parsed by the command's own parser and written anew, --output pointed at a temporary
 sibling of the artifact, no recorded word passed on); run it as this package in Python's
 isolated mode (no cwd, no PYTHON* variable on sys.path) from an empty private folder, with the
-recorded thread count (OMP_NUM_THREADS), killed with this process; compare each output file's
+recorded CPU allowance (OMP_NUM_THREADS), killed with this process; compare each output file's
 sha256 with the manifest (a Snakemake cache restore's real files), and look closer at those
 that differ (see lineage.compare). The temporary folders are removed afterwards, and a later
 reproduce removes those of one that was killed (name, owner, marker, the process gone).
@@ -174,11 +174,11 @@ def parent_death_hook() -> Callable[[], None] | None:
     return die_with_parent
 
 
-def run_again(words: Sequence[str], cwd: Path, threads: Any, log: Path) -> float:
+def run_again(words: Sequence[str], cwd: Path, cpus: Any, log: Path) -> float:
     """Run `gptlineage WORDS` (this package, isolated) in the private folder CWD; seconds taken."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
-    if isinstance(threads, int) and threads > 0:
-        env["OMP_NUM_THREADS"] = str(threads)  # the CPUs (and torch's default threads), as recorded
+    if isinstance(cpus, int) and cpus > 0:
+        env["OMP_NUM_THREADS"] = str(cpus)  # the CPUs (and torch's default threads), as recorded
     started = time.monotonic()
     with open(log, "w", encoding="utf-8") as handle:
         done = subprocess.run(
