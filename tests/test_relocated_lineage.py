@@ -3,6 +3,7 @@ content (`lineage verify --sources DIR`); a source that is only absent is told a
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -101,3 +102,68 @@ def test_a_source_directory_is_found_by_its_name_and_tree_hash(tmp_path):
     assert finder.find_tree(entry, "other") is None
     (dataset / "part-0.arrow").write_bytes(b"changed")
     assert finder.find_tree(entry, "dataset") is None
+
+
+# Where Snakemake runs a job whose outputs go to a remote store: a local copy under the project.
+STORE_COPY = ".snakemake/storage/s3/bucket/run1/results"
+
+
+@pytest.fixture
+def retrieved(tmp_path, monkeypatch):
+    """data_csv built in a project with its output on a store's local copy, then that results tree
+    moved into another checkout's results/ beside the same shipped data; the working directory is
+    that checkout."""
+    project, other = tmp_path / "project", tmp_path / "checkout2"
+    assert main(["small-data", "--output", str(tmp_path / "small_data")]) == 0
+    for checkout in (project, other):
+        (checkout / "data").mkdir(parents=True)
+        shutil.copy(tmp_path / "small_data" / "small_regression.csv", checkout / "data" / "points.csv")
+    monkeypatch.chdir(project)
+    assert main(["data-csv", "--csv", "data/points.csv", "--steps", "2", "--output", f"{STORE_COPY}/data_csv"]) == 0
+    shutil.move(project / STORE_COPY, other / "results")
+    monkeypatch.chdir(other)
+    return other
+
+
+def test_a_tree_built_on_a_store_copy_verifies_in_the_checkout_that_retrieved_it(retrieved, capsys):
+    code, text = verify_lines(capsys, "results/data_csv")
+    assert code == 0 and text.startswith("OK: 1 artifact"), text
+    # A command that verifies its inputs' lineage before it writes (every exporter does).
+    assert main(["lineage", "export", "results/data_csv", "--format", "ro-crate", "--output", "crate"]) == 0
+    crate = (retrieved / "crate" / "ro-crate-metadata.json").read_text()
+    assert "points.csv" in crate and list((retrieved / "crate" / "sources").glob("*/points.csv"))
+
+
+def test_outside_that_checkout_its_data_is_absent_and_a_changed_copy_is_caught(retrieved, capsys, monkeypatch):
+    monkeypatch.chdir(retrieved.parent)
+    code, text = verify_lines(capsys, str(retrieved / "results" / "data_csv"))
+    assert code != 0 and "ABSENT " in text and "\nFAILED " not in f"\n{text}", text
+    monkeypatch.chdir(retrieved)
+    with (retrieved / "data" / "points.csv").open("a") as points:
+        points.write("1,2\n")
+    code, text = verify_lines(capsys, "results/data_csv")
+    assert code != 0 and "data/points.csv: input file changed since data_csv used it" in text, text
+
+
+@pytest.mark.parametrize(
+    "hint",
+    [
+        pytest.param("../project/data/points.csv", id="workdir-path-climbs-out"),
+        pytest.param("/etc/hostname", id="workdir-path-absolute"),
+        pytest.param("data/../../project/data/points.csv", id="workdir-path-climbs-inside"),
+    ],
+)
+def test_a_forged_workdir_path_is_refused_with_one_line(retrieved, capsys, hint):
+    manifest_path = retrieved / "results" / "data_csv" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    (source,) = [entry for entry in manifest["inputs"] if "workdir_path" in entry]
+    assert source["workdir_path"] == "data/points.csv"
+    source["workdir_path"] = hint
+    manifest_path.write_text(json.dumps(manifest))
+    before = {path: path.read_bytes() for path in retrieved.rglob("*") if path.is_file()}
+    assert main(["lineage", "verify", "results/data_csv"]) != 0
+    assert capsys.readouterr().err == (
+        f"error: lineage: {manifest_path}: inputs[0].workdir_path {hint!r} is not a plain relative path"
+        " (not absolute, no `..`)\n"
+    )
+    assert {path: path.read_bytes() for path in retrieved.rglob("*") if path.is_file()} == before

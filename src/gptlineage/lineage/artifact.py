@@ -64,6 +64,7 @@ from gptlineage.lineage.outputs import (
     replace_directory,
     sibling,
 )
+from gptlineage.lineage.sources import workdir_path
 from gptlineage.lineage.tree import SNAKEMAKE_FILES, artifact_files_root
 
 MANIFEST = "manifest.json"
@@ -165,13 +166,17 @@ def describe_input(role: str, path: str | Path, output_dir: Path) -> dict[str, A
 
     A plain directory (a local dataset, say) is recorded by a hash over its files. Paths are
     stored relative to the artifact being written, so a results tree can be moved or archived
-    as a whole and its lineage still resolves.
+    as a whole and its lineage still resolves; a plain source under the working directory also
+    by its path from there (`workdir_path`), which does not depend on where the artifact was written.
     """
     path = Path(path).absolute()
     if not path.exists():
         raise GptlineageError(f"{path}: input does not exist")
     entry: dict[str, Any] = {"role": role, "path": os.path.relpath(path, output_dir)}
     holder = find_artifact_dir(path)
+    hint = workdir_path(path) if holder is None else None
+    if hint is not None:  # found from the project root wherever the artifact was written
+        entry["workdir_path"] = hint
     if holder is not None:
         upstream = read_manifest(holder)
         entry["artifact_id"] = upstream["id"]

@@ -115,6 +115,7 @@ INPUT = record(
         "tree_sha256": HEX64,
         "tree_files": count("a file count"),
         "artifact_path": RELATIVE,
+        "workdir_path": {**PLAIN_RELATIVE, "x-is": "a plain relative path (not absolute, no `..`)"},
     },
     ["role", "path"],
     # An input lies in an artifact (its id and where it lies) or is a source (its own hash).

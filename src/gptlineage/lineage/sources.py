@@ -1,12 +1,19 @@
 """Source inputs found by content: a results tree copied or moved elsewhere still verifies.
 
 A plain source (a data file, a local dataset directory) is recorded by its sha256 (or a hash over
-its files) with the relative path it had as a hint. When that path holds nothing here,
-`lineage verify --sources DIR` looks for the same bytes under DIR: a file by its sha256, a
-directory by its tree hash among the directories of the recorded name. Each file under DIR is
-hashed at most once per command, however many artifacts list it.
+its files) with two hints: its path relative to the artifact, and, when it lay under the command's
+working directory (the project root, where Snakemake runs each job), its path from there
+(`workdir_path`). Where the first holds nothing, the second is looked up under the reading
+command's own working directory: an artifact Snakemake wrote to its local copy of a remote store
+(`.snakemake/storage/s3/<bucket>/<prefix>/results/...`) and another checkout retrieved into its
+results/ still finds that checkout's data. When neither holds it, `lineage verify --sources DIR`
+looks for the same bytes under DIR: a file by its sha256, a directory by its tree hash among the
+directories of the recorded name. Each file under DIR is hashed at most once per command, however
+many artifacts list it.
 
 Example:
+    workdir_path(Path("/project/data/x.csv"))         # "data/x.csv" when run in /project, else None
+    source_place(Path("results/corpus"), entry)      # the recorded place, else ./data/x.csv if it is here
     finder = SourceFinder([Path("data")])
     finder.find_file("306cd27f...")                  # Path("data/shakespeare/plays.jsonl.gz") or None
     finder.find_tree("9a1b...", "fineweb_local")     # a directory under data/ of that name and tree hash
@@ -20,10 +27,34 @@ from pathlib import Path
 from typing import Any
 
 from gptlineage.lineage.hashing import sha256_file, sha256_tree, tree_file_count
-from gptlineage.lineage.tree import is_regular_file
+from gptlineage.lineage.tree import is_regular_file, lexical
 
 TREE_DEPTH = 3  # how deep under a --sources directory a recorded directory is looked for
 NOT_HERE = "not found here; pass --sources DIR holding it"
+
+
+def workdir_path(path: str | Path) -> str | None:
+    """PATH relative to the working directory when it lies under it (never `..`), else None."""
+    try:
+        relative = Path(os.path.abspath(path)).relative_to(Path.cwd())
+    except (ValueError, OSError):  # elsewhere, or the working directory is gone
+        return None
+    return relative.as_posix() if relative.parts else None
+
+
+def source_place(directory: Path, entry: dict[str, Any]) -> Path:
+    """Where the plain source ENTRY of the artifact DIRECTORY lies here: its place relative to the
+    artifact, else, when nothing is there, under this working directory at its recorded
+    `workdir_path` (a plain relative path, checked with the manifest), else the first again."""
+    recorded = lexical(directory / entry["path"])
+    hint = entry.get("workdir_path")
+    if hint is None or os.path.lexists(recorded):
+        return recorded
+    try:
+        here = Path.cwd() / hint
+    except OSError:  # the working directory is gone
+        return recorded
+    return here if os.path.lexists(here) else recorded
 
 
 class SourceFinder:

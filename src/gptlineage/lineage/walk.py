@@ -33,7 +33,7 @@ from gptlineage.lineage.artifact import (
 from gptlineage.lineage.checks import printable
 from gptlineage.lineage.hashing import sha256_file
 from gptlineage.lineage.identity import closure_sha256
-from gptlineage.lineage.sources import SourceFinder, source_file_problems, source_tree_problems
+from gptlineage.lineage.sources import SourceFinder, source_file_problems, source_place, source_tree_problems
 from gptlineage.lineage.tree import artifact_files_root, lexical, list_tree, unlisted_directories
 
 
@@ -73,7 +73,10 @@ def input_artifact_dir(artifact_dir: Path, entry: dict[str, Any]) -> Path | None
 
 
 def input_path(artifact_dir: Path, entry: dict[str, Any]) -> Path:
-    """Where an input lies: its recorded path, relative to the artifact that used it."""
+    """Where an input lies: its recorded path, relative to the artifact that used it (a plain
+    source not there: under this working directory, `sources.source_place`)."""
+    if "artifact_path" not in entry:
+        return source_place(artifact_dir, entry)
     return lexical(artifact_dir / entry["path"])
 
 
