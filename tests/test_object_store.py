@@ -1,13 +1,18 @@
-"""The workflow with its results on an S3 store: a real S3 server on localhost (`rclone serve s3` over a
-temporary directory), Snakemake's S3 storage plugin, and a second checkout that retrieves the results
-and verifies them.
+"""The whole tiny chain with its results on an S3 store: a real S3 server on localhost (`rclone serve
+s3` over a temporary directory), Snakemake's S3 storage plugin, and a second checkout that retrieves
+the results (`rclone copy`), verifies every artifact, adopts them (`snakemake --touch`) and reruns
+only what a changed setting touches.
 
 Only the results, logs and benchmarks go to the store: the package's source files and the shipped
-data are `local()` inputs, so they stay in each checkout.
+data are `local()` inputs, so they stay in each checkout. Snakemake runs each job on a local copy
+under `.snakemake/storage/s3/<bucket>/<prefix>/`, so an artifact records the shipped data it read
+from there; a checkout that retrieved it finds that data by its path from the project root.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import socket
 import subprocess
@@ -18,10 +23,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.test_workflow import TINY_TRAINING, copy_workflow
+from gptlineage.cli import main
+from tests.test_workflow import RESULTS, TARGET, copy_workflow, planned_rules, snakemake
 
-KEY, SECRET, BUCKET = "gptlineage-test", "gptlineage-secret", "results-bucket"
-TARGETS = ["results/train/pretrain", "results/data_csv"]
+KEY, SECRET, BUCKET, PREFIX = "gptlineage-test", "gptlineage-secret", "results-bucket", "run1"
+# Their commands record no input path among their parameters, so they do the local build's work.
+SAME_WORK = ["small_data", "data_csv", "data_npy", "synth_chat", "corpus_pretrain", "train/pretrain"]
 
 
 def rclone() -> str:
@@ -58,12 +65,12 @@ def s3_server(tmp_path_factory):
     server.wait(timeout=30)
 
 
-def storage_flags(server, prefix: str) -> list[str]:
+def storage_flags(server) -> list[str]:
     return [
         "--default-storage-provider",
         "s3",
         "--default-storage-prefix",
-        f"s3://{BUCKET}/{prefix}",
+        f"s3://{BUCKET}/{PREFIX}",
         "--storage-s3-endpoint-url",
         server["endpoint"],
         "--storage-s3-access-key",
@@ -73,54 +80,93 @@ def storage_flags(server, prefix: str) -> list[str]:
     ]
 
 
-def tiny_checkout(directory: Path) -> Path:
+def tiny_checkout(directory: Path, tiny_workflow: Path) -> Path:
+    """A checkout of the workflow with the tiny workflow tests' config (each stage a few updates)."""
+    directory.mkdir(parents=True)
     workdir = copy_workflow(directory)
-    config = yaml.safe_load((workdir / "config.yaml").read_text())
-    config["pretrain"].update(TINY_TRAINING)
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    shutil.copy(tiny_workflow / "config.yaml", workdir / "config.yaml")
     return workdir
 
 
-def run(workdir: Path, *words: str) -> subprocess.CompletedProcess:
-    # Targets first: the storage options take several values each and would swallow them.
-    return subprocess.run(words, cwd=workdir, capture_output=True, text=True, timeout=600, check=False)
-
-
 @pytest.fixture(scope="module")
-def stored(s3_server, tmp_path_factory):
-    """The tiny targets built by Snakemake with every result on the store."""
-    workdir = tiny_checkout(tmp_path_factory.mktemp("checkout1"))
-    done = run(workdir, sys.executable, "-m", "snakemake", *TARGETS, "--cores", "1", *storage_flags(s3_server, "run1"))
+def stored(s3_server, tiny_workflow, tmp_path_factory):
+    """The tiny chain built by Snakemake with every result on the store."""
+    workdir = tiny_checkout(tmp_path_factory.mktemp("store_run") / "checkout1", tiny_workflow)
+    # The target first: the storage options take several values each and would swallow it.
+    done = snakemake(workdir, TARGET, *storage_flags(s3_server))
     assert done.returncode == 0, done.stderr[-3000:]
     return workdir
 
 
-def retrieve(server, prefix: str, destination: Path) -> None:
-    """Copy the store's results/ to DESTINATION with rclone (an on-the-fly remote, no config file)."""
-    remote = f":s3,provider=Other,endpoint='{server['endpoint']}',access_key_id={KEY},secret_access_key={SECRET}:"
-    done = run(destination.parent, rclone(), "copy", f"{remote}{BUCKET}/{prefix}/results", str(destination))
+@pytest.fixture(scope="module")
+def adopted(stored, s3_server, tiny_workflow, tmp_path_factory):
+    """A second checkout holding what it retrieved from the store: results/ and logs/."""
+    workdir = tiny_checkout(tmp_path_factory.mktemp("store_run") / "checkout2", tiny_workflow)
+    remote = f":s3,provider=Other,endpoint='{s3_server['endpoint']}',access_key_id={KEY},secret_access_key={SECRET}:"
+    command = [rclone(), "copy", f"{remote}{BUCKET}/{PREFIX}", str(workdir)]  # an on-the-fly remote, no config
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr
+    return workdir
 
 
-def test_the_results_live_on_the_store_not_in_the_checkout(stored, s3_server):
-    store = s3_server["root"] / BUCKET / "run1"
-    for target in TARGETS:
+def manifest(directory: Path) -> dict:
+    return json.loads((directory / "manifest.json").read_text())
+
+
+def verify_lines(capsys, *argv: str) -> tuple[int, list[str]]:
+    code = main(["lineage", "verify", *argv])
+    captured = capsys.readouterr()
+    return code, (captured.out + captured.err).splitlines()
+
+
+def test_every_result_lives_on_the_store_not_in_the_checkout(stored, s3_server, tiny_workflow):
+    store = s3_server["root"] / BUCKET / PREFIX
+    for target in RESULTS:
         assert (store / target / "manifest.json").is_file(), target
-    assert (store / "logs" / "train_pretrain.log").is_file()
     assert "step 4/4" in (store / "logs" / "train_pretrain.log").read_text()
-    assert not (stored / "results").exists()
+    assert (store / "logs" / "sft_stage2.benchmark.tsv").is_file()
+    assert not (stored / "results").exists() and not (stored / "logs").exists()
+    for name in SAME_WORK:
+        assert manifest(store / "results" / name)["id"] == manifest(tiny_workflow / "results" / name)["id"], name
+    # The job ran on the store's local copy; the shipped data is also recorded from the project root.
+    (plays,) = manifest(store / "results" / "corpus_pretrain")["inputs"]
+    assert plays["path"] == "../" * 7 + "data/shakespeare/plays.jsonl.gz"
+    assert plays["workdir_path"] == "data/shakespeare/plays.jsonl.gz"
 
 
-def test_a_second_checkout_retrieves_and_verifies_them(stored, s3_server, tmp_path):
-    (tmp_path / "checkout2").mkdir()
-    other = tiny_checkout(tmp_path / "checkout2")
-    retrieve(s3_server, "run1", other / "results")
-    gptlineage = [sys.executable, "-m", "gptlineage", "lineage", "verify"]
-    for target in TARGETS:
-        done = run(other, *gptlineage, target, "--sources", "data")
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert done.stdout.startswith("OK: "), done.stdout
-    # The shipped data is the corpus' source: without --sources it is reported absent, not changed.
-    done = run(other, *gptlineage, "results/train/pretrain")
-    assert done.returncode != 0 and "not found here; pass --sources" in done.stdout + done.stderr
-    assert "changed" not in done.stdout + done.stderr
+def test_the_second_checkout_verifies_every_artifact_it_retrieved(adopted, monkeypatch, capsys):
+    monkeypatch.chdir(adopted)
+    # The deliverable's lineage is every result: verify rehashes each artifact on the way.
+    for sources in ([], ["--sources", "data"]):
+        code, lines = verify_lines(capsys, TARGET, *sources)
+        assert code == 0 and lines[0].startswith(f"OK: {len(RESULTS)} artifacts"), (sources, lines)
+
+
+def test_away_from_a_checkout_the_shipped_data_is_absent_not_changed(adopted, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code, lines = verify_lines(capsys, str(adopted / TARGET))
+    absent = [line for line in lines if line.startswith("ABSENT ")]
+    assert code != 0 and absent and not [line for line in lines if line.startswith("FAILED ")], lines
+    assert all("plays.jsonl.gz: input file not found here; pass --sources DIR" in line for line in absent)
+    code, lines = verify_lines(capsys, str(adopted / TARGET), "--sources", str(adopted / "data"))
+    assert code == 0 and lines[0].startswith("OK: "), lines
+
+
+def test_the_second_checkout_adopts_the_results_and_reruns_only_a_changed_setting(adopted):
+    # --forceall: every job is touched and recorded (parameters, code, input checksums), not only
+    # those whose times are out of order; unrecorded, a changed setting would go unnoticed.
+    done = snakemake(adopted, "--touch", "--forceall", TARGET)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert planned_rules(adopted) == []
+    # Checksums, not times, for the shipped data (the default profile's max-checksum-file-size).
+    plays = adopted / "data" / "shakespeare" / "plays.jsonl.gz"
+    os.utime(plays, (time.time() + 60, time.time() + 60))
+    assert planned_rules(adopted) == []
+    config = yaml.safe_load((adopted / "config.yaml").read_text())
+    config["data_csv"]["steps"] += 1
+    (adopted / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    assert planned_rules(adopted) == ["data_csv", "sft_stage2"]  # and the deliverable that holds it
+    # The deliverable verifies its whole lineage here, the corpus' data included, before it writes.
+    done = snakemake(adopted, TARGET)
+    assert done.returncode == 0, (adopted / "logs" / "sft_stage2.log").read_text()[-3000:]
+    assert planned_rules(adopted) == []
