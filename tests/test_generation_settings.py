@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gptlineage import cli
+from gptlineage import cli, registry
 from gptlineage.errors import GptlineageError
 from gptlineage.generation.cache_bench import CacheBenchConfig
 from gptlineage.generation.cache_check import CacheCheckConfig, PromptConfig
@@ -33,12 +33,12 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = {
-    "generate": GenerateConfig,
-    "cache-check": CacheCheckConfig,
-    "cache-bench": CacheBenchConfig,
-    "prompt-suite": PromptSuiteConfig,
-    "matched-compare": MatchedCompareConfig,
-    "export-hf": ExportConfig,
+    registry.GENERATE.name: GenerateConfig,
+    registry.CACHE_CHECK.name: CacheCheckConfig,
+    registry.CACHE_BENCH.name: CacheBenchConfig,
+    registry.PROMPT_SUITE.name: PromptSuiteConfig,
+    registry.MATCHED_COMPARE.name: MatchedCompareConfig,
+    registry.EXPORT_HF.name: ExportConfig,
 }
 TINY = ["--random-init", "--preset", "quick", "--context", "96", "--width", "8", "--heads", "2", "--layers", "1"]
 

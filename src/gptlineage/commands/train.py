@@ -42,7 +42,7 @@ from gptlineage.generation.chat import terminal_text
 from gptlineage.generation.decoding import FullPrefixDecoder, SamplingConfig, generate_tokens
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.artifact import ArtifactWriter, find_artifact_dir
-from gptlineage.lineage.declaration import DROP, SCRATCH, Declaration, Metric
+from gptlineage.lineage.declaration import DROP, SCRATCH, TRAINING_RUN, Declaration, Metric
 from gptlineage.model.gpt import GPT
 from gptlineage.settings import add_flags, from_args, work_parameters
 from gptlineage.training.config import Plan, TrainConfig, TrainOutputs, plan, with_corpus_files
@@ -81,6 +81,7 @@ DECLARATION = Declaration(
     timing_keys=("duration_ms", "tokens_per_second", "median_tokens_per_second", "total_ns", "wall_ns", "pid"),
     memory_keys=("peak_resident_set_size_kb",),
     timing_files=("trace.json",),
+    holds=TRAINING_RUN,
 )
 
 

@@ -20,6 +20,8 @@ import json
 import sys
 from typing import Any
 
+from gptlineage.lineage.declaration import HOLDINGS
+
 SCHEMA = "gptlineage.artifact.v3"
 SCHEMA_ID = "https://gptlineage.invalid/manifest.schema.json"
 # The lengths too: a validator whose `$` lets a final newline pass (Python's re.search) still refuses one.
@@ -74,6 +76,7 @@ DECLARATION = record(
         "timing_files": texts_of("file patterns"),
         "omitted_keys": texts_of("keys"),
         "deliverable": {"type": "boolean", "x-is": "true or false"},
+        "holds": {"enum": [*HOLDINGS, None], "x-is": f"one of {', '.join(HOLDINGS)} or null"},
     },
     [],
 )

@@ -23,6 +23,7 @@ from typing import Any
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json
 from gptlineage.lineage.artifact import ArtifactWriter, content_sha256, read_manifest
+from gptlineage.lineage.declaration import SUITE_ANSWERS, TRAINING_RUN, holds
 from gptlineage.lineage.diff import diff, stages
 from gptlineage.lineage.diff_text import named, verdict_line
 from gptlineage.lineage.results import run_artifact
@@ -118,7 +119,7 @@ def curves(runs: Sequence[Run]) -> dict[str, Any]:
         name
         for run in runs
         for name, stage in sorted(run.stages.items(), key=lambda item: -item[1].depth)
-        if stage.manifest["command"]["name"] == "train"
+        if holds(stage.manifest, TRAINING_RUN)
     )
     figures, same, notes = [], [], []
     for name in names:
@@ -155,10 +156,7 @@ def case_key(case: Mapping[str, Any]) -> tuple[str, str]:
 def changed_answers(runs: Sequence[Run]) -> list[dict[str, Any]]:
     """Per prompt-suite stage: the cases whose answer or verdict differs from A's in some run."""
     names = dict.fromkeys(
-        name
-        for run in runs
-        for name, stage in run.stages.items()
-        if stage.manifest["command"]["name"] == "prompt-suite"
+        name for run in runs for name, stage in run.stages.items() if holds(stage.manifest, SUITE_ANSWERS)
     )
     suites = []
     for name in names:

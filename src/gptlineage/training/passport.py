@@ -17,6 +17,7 @@ from typing import Any
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json
 from gptlineage.lineage.artifact import find_artifact_dir, read_manifest
+from gptlineage.lineage.declaration import CHECKPOINT, holds
 from gptlineage.lineage.identity import code_identity, environment_identity
 from gptlineage.model.statements import RUNTIME_BOUNDARY, passport_statements
 from gptlineage.training.config import DATA_ROLES, TrainConfig
@@ -67,7 +68,7 @@ def tokens_at_start(load_params: Path | None) -> int | None:
     chain, schedule = started.get("chain") or {}, started.get("schedule") or {}
     before = chain.get("started_from_tokens")
     manifest = read_manifest(holder)
-    if manifest["command"]["name"] == "select-best":
+    if holds(manifest, CHECKPOINT):
         step, per_update = (manifest.get("summary") or {}).get("step"), schedule.get("tokens_per_update")
         if not (isinstance(before, int) and isinstance(step, int) and isinstance(per_update, int)):
             return None
