@@ -42,7 +42,6 @@ from typing import Any
 
 from gptlineage.errors import GptlineageError
 
-SCALARS = (bool, int, float, str, Path)
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # what torch and NumPy integers hold
 SEED_RANGE = (0, INT64_MAX)  # torch.Generator.manual_seed, NumPy and splitmix all take these
 

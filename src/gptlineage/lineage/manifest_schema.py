@@ -20,7 +20,7 @@ import json
 import sys
 from typing import Any
 
-from gptlineage.lineage.declaration import HOLDINGS
+from gptlineage.lineage.declaration import HOLDINGS, SIDE_OUTPUT_KINDS
 
 SCHEMA = "gptlineage.artifact.v3"
 SCHEMA_ID = "https://gptlineage.invalid/manifest.schema.json"
@@ -67,7 +67,7 @@ DECLARATION = record(
     {
         "side_outputs": {
             "type": "object",
-            "additionalProperties": {"enum": ["drop", "scratch"], "x-is": "drop or scratch"},
+            "additionalProperties": {"enum": list(SIDE_OUTPUT_KINDS), "x-is": " or ".join(SIDE_OUTPUT_KINDS)},
             "x-is": "an object",
         },
         "metrics": {"type": "array", "items": METRIC, "x-is": "a list"},

@@ -199,11 +199,6 @@ def lineage_context(nodes: list[Node], root: Path | None = None) -> dict[str, An
     }
 
 
-def report_html(path: str | Path) -> str:
-    """The whole page for PATH and everything upstream, in the order `lineage show` walks them."""
-    return page_html(verified_lineage(path, "report"))
-
-
 def page_html(nodes: list[Node]) -> str:
     """The lineage page for verified NODES (the reported artifact first)."""
     target = nodes[0]
