@@ -60,6 +60,8 @@ def test_help_shows_every_field_with_its_default(command, capsys, monkeypatch):
         flag = f"--{field.name.replace('_', '-')}"
         assert flag in text
         shown = "required" if field.default is dataclasses.MISSING else f"default: {default_text(field.default)}"
+        if field.default is None and field.metadata.get("unset"):  # what an unset setting resolves to
+            shown = f"default: {field.metadata['unset']}"
         assert f"{field.metadata['help']} ({shown})".strip() in text, flag
 
 
@@ -73,6 +75,9 @@ def test_per_command_defaults_differ_only_where_declared(capsys, monkeypatch):
     assert "--temperature" not in check and "--top-k" not in check and "(default: What is two plus two?)" in check
     suite = help_text("prompt-suite", capsys, monkeypatch)
     assert "new tokens at most (default: 48)" in suite and "--top-k" not in suite
+    # the packaged suite by its place in the package, never this checkout's path
+    assert "(default: the reference's nine prompts, gptlineage/assets/paper-prompt-suite.json)" in suite
+    assert str(ROOT) not in suite
 
 
 @pytest.mark.parametrize("config_file", ["config.yaml", "config.paper.yaml"])

@@ -35,12 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = from_args(PromptSuiteConfig, args)
-    suite = read_prompt_suite(config.suite)  # a bad suite fails before the model is loaded
-    check_suite_text(config.suite, suite)
+    suite = read_prompt_suite(config.suite_file)  # a bad suite fails before the model is loaded
+    check_suite_text(config.suite_file, suite)
     parameters = {**recorded_settings(config), "suite": config.suite_name}
     model = load_model(config.model)
     report = suite_report(config, model, suite, parameters)
-    with model_artifact(config, args.command, parameters, inputs={"suite": config.suite}) as artifact:
+    with model_artifact(config, args.command, parameters, inputs={"suite": config.suite_file}) as artifact:
         write_json_atomic(artifact.path / "report.json", report)
         artifact.summary = {"exact_match": report["exact_match"]}
     print(f"wrote report: {config.output / 'report.json'}")
