@@ -87,7 +87,7 @@ def test_torch_in_lineage_and_imports_against_the_layers_are_found(tmp_path):
                 "import torch\nfrom gptlineage.corpus import tokenizer\nfrom gptlineage.training.schedule import lr\n"
             ),
             "gptlineage/training/train.py": "from gptlineage.model.gpt import GPT\nfrom gptlineage.generation.decoding import x\n",
-            "gptlineage/reporting/plots.py": "from gptlineage.training.layout import RunDir\nimport numpy\n",
+            "gptlineage/reporting/plots.py": "from gptlineage.training.layout import TrainingRunFiles\nimport numpy\n",
         },
     )
     assert shape.check(src) == [

@@ -47,8 +47,8 @@ from gptlineage.model.gpt import GPT
 from gptlineage.settings import add_flags, from_args, work_parameters
 from gptlineage.training.config import Plan, TrainConfig, TrainOutputs, plan, with_corpus_files
 from gptlineage.training.distributed import Distributed, launched_by_torchrun, relaunch_with_torchrun, setup, teardown
-from gptlineage.training.layout import RunDir, work_directory
-from gptlineage.training.loop import run_training
+from gptlineage.training.layout import TrainingRunFiles, work_directory
+from gptlineage.training.loop import train_model
 from gptlineage.training.memory import check_training_memory
 from gptlineage.training.metrics import write_log
 from gptlineage.training.multinode import launch_command, node_agent
@@ -63,7 +63,11 @@ from gptlineage.training.workdir import (
 )
 
 SAMPLES_FILE = "samples.json"
-COPIED = {"--save-params": "parameters", "--metrics": "metrics", "--passport": "passport"}  # flag -> RunDir file
+COPIED = {
+    "--save-params": "parameters",
+    "--metrics": "metrics",
+    "--passport": "passport",
+}  # flag -> TrainingRunFiles file
 SAMPLES_SCHEMA = "gptlineage.training-samples.v1"
 EXAMPLE = (
     "gptlineage train --preset quick --data results/corpus_pretrain --steps 4 --eval-every 2 "
@@ -123,7 +127,7 @@ def train_here(command: str, config: TrainConfig, run_plan: Plan, outputs: Train
     try:
         resumed = continue_interrupted(config, run_plan, work, dist)
         if not dist.is_main:
-            run_training(resumed, run_plan, None, None, Tracer(), dist)
+            train_model(resumed, run_plan, None, None, Tracer(), dist)
             return 0
         return write_artifact(command, config, resumed, run_plan, outputs, dist)
     finally:
@@ -150,8 +154,8 @@ def write_artifact(
     with ArtifactWriter(
         outputs.output, command=command, parameters=parameters, inputs=inputs, device=config.runtime.device
     ) as artifact:
-        result = run_training(config, run_plan, artifact.path, work, tracer, dist)
-        built = RunDir(artifact.path)
+        result = train_model(config, run_plan, artifact.path, work, tracer, dist)
+        built = TrainingRunFiles(artifact.path)
         write_json_atomic(built.metrics, result.metrics.document())
         write_log(built.metrics_log, result.metrics.points)  # the whole history, a resumed run's too
         write_json_atomic(built.passport, passport(given, result, config.checkpoints.resume))
@@ -162,7 +166,7 @@ def write_artifact(
         tracer.write(built.trace, built.trace_summary)  # after the sample: its phase is traced
         link_checkpoints(checkpoints, artifact.path)
         artifact.summary = training_summary(result)
-    written = RunDir(outputs.output)
+    written = TrainingRunFiles(outputs.output)
     for flag, copy in copies(outputs):
         copy.parent.mkdir(parents=True, exist_ok=True)
         copy_atomic(getattr(written, COPIED[flag]), copy)  # a new file renamed over the old: no link is written through

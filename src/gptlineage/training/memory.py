@@ -78,11 +78,11 @@ class MemoryEstimate:
     def total(self) -> int:
         return self.model_state + self.batch + self.activations
 
-    def describe(self, run: Plan) -> str:
+    def describe(self, plan: Plan) -> str:
         return (
             f"{gib(self.model_state)} GiB parameters, gradients and AdamW state,"
             f" {gib(self.activations)} GiB activations and {gib(self.batch)} GiB batch"
-            f" for batch {run.batch} x context {run.model.context}"
+            f" for batch {plan.batch} x context {plan.model.context}"
         )
 
 
@@ -92,21 +92,21 @@ def loss_bytes(tokens: int, dims: GPTConfig, chunk: int, a: int, training: bool)
     return (3 if training else 2) * tokens * dims.vocab * a
 
 
-def estimate_training(run: Plan, runtime: RuntimeSettings, processes: int = 1) -> MemoryEstimate:
+def estimate_training(plan: Plan, runtime: RuntimeSettings, processes: int = 1) -> MemoryEstimate:
     """One process's peak for this plan (see the module docstring for the formula)."""
-    dims = run.model
+    dims = plan.model
     e = element_bytes(runtime.precision)
     a = e
-    rows = max(1, run.batch // (processes * runtime.accumulate))
+    rows = max(1, plan.batch // (processes * runtime.accumulate))
     tokens = rows * dims.context
     scores = 3 * dims.heads * dims.context if dims.dropout > 0 else 0
     model_state = 4 * parameter_count(dims) * e + 3 * dims.vocab * dims.width * e
     if processes > 1:  # DDP's gradient buckets: a flat copy of every gradient, all-reduced in place
         model_state += parameter_count(dims) * e
-    batch = run.batch * dims.context * (16 + e) + 40 * run.batch
+    batch = plan.batch * dims.context * (16 + e) + 40 * plan.batch
     training = tokens * a * (dims.layers * (18 * dims.width + scores) + 4 * dims.width)
     training += loss_bytes(tokens, dims, runtime.loss_chunk, a, True)
-    val_tokens = max(1, run.batch // processes) * dims.context
+    val_tokens = max(1, plan.batch // processes) * dims.context
     validation = val_tokens * a * 6 * dims.width + loss_bytes(val_tokens, dims, runtime.loss_chunk, a, False)
     return MemoryEstimate(model_state, batch, max(training, validation))
 
@@ -172,9 +172,9 @@ def of_available(has: tuple[int, str] | None) -> str:
     return f" of {gib(has[0])} GiB available ({has[1]})" if has else " (available memory unknown)"
 
 
-def estimate_node(run: Plan, runtime: RuntimeSettings, processes: int = 1) -> NodeEstimate:
+def estimate_node(plan: Plan, runtime: RuntimeSettings, processes: int = 1) -> NodeEstimate:
     """One node's part of the run: `processes` ranks with rows of processes x nodes, torchrun, compile."""
-    process = estimate_training(run, runtime, processes * runtime.nodes)
+    process = estimate_training(plan, runtime, processes * runtime.nodes)
     separate = processes * runtime.nodes > 1  # torchrun starts fresh ranks; else this process trains
     host = activations = 0
     if runtime.compile:
@@ -195,12 +195,12 @@ def cuda_free(device: str) -> int | None:
 # ---------------------------------------------------------------- the check
 
 
-def check_training_memory(config: TrainConfig, run: Plan, processes: int = 1) -> tuple[NodeEstimate, str]:
+def check_training_memory(config: TrainConfig, plan: Plan, processes: int = 1) -> tuple[NodeEstimate, str]:
     """Refuse (GptlineageError) a run whose node's estimated peak exceeds the memory available.
 
     Returns the estimate and its line (`memory: ... of ... GiB available`) for the run to print."""
     runtime = config.runtime
-    node = estimate_node(run, runtime, processes)  # each rank's rows: of the whole world
+    node = estimate_node(plan, runtime, processes)  # each rank's rows: of the whole world
     estimate = node.process
     hint = "lower --batch, raise --accumulate, or shrink the model; pass --max-memory GIB if you know better"
     if runtime.compile:  # each compile thread runs a compiler process beside the rank
@@ -216,13 +216,13 @@ def check_training_memory(config: TrainConfig, run: Plan, processes: int = 1) ->
         else:
             gpu = None if free is None else (free, "free GPU memory")
         device = estimate.device + node.compile_activations
-        refuse_if_short(device, gpu, f"{who} on {runtime.device}", estimate.describe(run) + each, hint)
+        refuse_if_short(device, gpu, f"{who} on {runtime.device}", estimate.describe(plan) + each, hint)
         host = available_memory()
         parts = f"{processes} process(es)' runtime, compiler and batches, and the launcher"
         refuse_if_short(node.host, host, f"{who}'s host processes", parts, hint)
         line = f"memory: {gib(device)} GiB per process on {runtime.device}{of_available(gpu)};"
         return node, f"{line} host {gib(node.host)} GiB{of_available(host)}"
     has = available_memory(runtime.max_memory)
-    detail = f"{node.breakdown()}; {estimate.describe(run)}{each}"
+    detail = f"{node.breakdown()}; {estimate.describe(plan)}{each}"
     refuse_if_short(node.total, has, who, detail, hint)
     return node, node.describe(has)
