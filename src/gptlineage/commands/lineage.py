@@ -38,7 +38,8 @@ EXAMPLE = "gptlineage lineage show results/data_csv"
 PROV_START = b'{\n  "prefix": {'  # how every PROV-JSON file we write begins (json.dump, indent 2)
 
 
-# Each action: its settings (gptlineage.lineage.action_settings), its help line, its handler.
+# Each action: its settings class (gptlineage.lineage.action_settings: its flags) and its help line;
+# HANDLERS (below) runs it.
 ACTIONS = {
     "show": (ShowSettings, "print the provenance tree from PATH back to its sources"),
     "verify": (VerifySettings, "rehash PATH and everything upstream; exit 0 only if every byte matches"),
