@@ -28,9 +28,10 @@ import numpy as np
 from gptlineage.cli import build_parser
 from gptlineage.corpus.shards import ShardWriter
 from gptlineage.model.gpt import model_config
+from gptlineage.model.memory import GIB
 from gptlineage.settings import from_args
 from gptlineage.training.config import TrainConfig, plan, with_corpus_files
-from gptlineage.training.memory import GIB, estimate_node
+from gptlineage.training.memory import estimate_node
 
 MIB = 2**20
 POLL_S = 0.02

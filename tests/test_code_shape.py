@@ -21,6 +21,19 @@ def test_the_package_keeps_its_shape():
     assert findings == [], "tools/check_code_shape.py findings:\n" + "\n".join(findings)
 
 
+def test_what_generation_shares_with_training_lies_below_both():
+    """The model-load memory check and the machine's available memory are model/'s, which generation
+    and training both import; generation imports nothing of training's memory estimate."""
+    src = REPO / "src"
+    for path in sorted((src / "gptlineage" / "generation").glob("*.py")):
+        name = shape.module_name(path, src)
+        tree = shape.ast.parse(path.read_text(encoding="utf-8"))
+        imported = [dotted for _, dotted in shape.imported_modules(tree, name, path.name == "__init__.py")]
+        assert not [dotted for dotted in imported if dotted.startswith("gptlineage.training.memory")], path
+    source = src / "gptlineage" / "generation" / "source.py"
+    assert "from gptlineage.model.memory import check_model_memory" in source.read_text(encoding="utf-8")
+
+
 # ---------------------------------------------------------------- the checks themselves, on a small tree
 
 
@@ -87,7 +100,7 @@ def test_torch_in_lineage_and_imports_against_the_layers_are_found(tmp_path):
                 "import torch\nfrom gptlineage.corpus import tokenizer\nfrom gptlineage.training.schedule import lr\n"
             ),
             "gptlineage/training/train.py": "from gptlineage.model.gpt import GPT\nfrom gptlineage.generation.decoding import x\n",
-            "gptlineage/reporting/plots.py": "from gptlineage.training.layout import RunDir\nimport numpy\n",
+            "gptlineage/reporting/plots.py": "from gptlineage.training.layout import TrainingRunFiles\nimport numpy\n",
         },
     )
     assert shape.check(src) == [

@@ -49,6 +49,14 @@ def test_every_slice_and_setting_is_described_with_its_type_default_and_range():
     assert definitions["continuation"]["properties"]["start"]["enum"] == ["best", "final"]
     assert "output" not in definitions["data_csv"]["properties"]  # set by the rule: refused as unknown
     assert "train_bin" not in definitions["pretrain"]["properties"]
+    # no path of this checkout: the packaged suite is named by its place in the package
+    assert str(REPO) not in SCHEMA.read_text(encoding="utf-8")
+    suite = definitions["prompt_suite"]["properties"]["suite"]
+    assert "default" not in suite and "gptlineage/assets/paper-prompt-suite.json" in suite["description"]
+    assert (
+        definitions["prompt_suite"]["description"]
+        == "settings of `gptlineage prompt-suite` (its flags, without the dashes)"
+    )
 
 
 def test_the_shipped_configs_and_a_sweep_are_valid():

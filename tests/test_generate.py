@@ -370,6 +370,9 @@ def test_prompt_suite_writes_the_rate(capsys, tmp_path):
     assert [c["expected"] for c in report["cases"]][:5] == ["blue", "positive", "Paris", None, "12"]
     assert all(c["matches"] is None for c in report["cases"] if c["expected"] is None)
     assert "exact_match=" in capsys.readouterr().out
+    # the packaged suite is recorded by its place in the package, the same on every machine
+    manifest = json.loads((tmp_path / "suite" / "manifest.json").read_text())
+    assert manifest["parameters"]["suite"] == report["suite"] == "gptlineage/assets/paper-prompt-suite.json"
 
 
 def test_match_rule_by_hand():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gptlineage import cli
+from gptlineage import cli, registry
 from gptlineage.errors import GptlineageError
 from gptlineage.generation.cache_bench import CacheBenchConfig
 from gptlineage.generation.cache_check import CacheCheckConfig, PromptConfig
@@ -33,12 +33,12 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = {
-    "generate": GenerateConfig,
-    "cache-check": CacheCheckConfig,
-    "cache-bench": CacheBenchConfig,
-    "prompt-suite": PromptSuiteConfig,
-    "matched-compare": MatchedCompareConfig,
-    "export-hf": ExportConfig,
+    registry.GENERATE.name: GenerateConfig,
+    registry.CACHE_CHECK.name: CacheCheckConfig,
+    registry.CACHE_BENCH.name: CacheBenchConfig,
+    registry.PROMPT_SUITE.name: PromptSuiteConfig,
+    registry.MATCHED_COMPARE.name: MatchedCompareConfig,
+    registry.EXPORT_HF.name: ExportConfig,
 }
 TINY = ["--random-init", "--preset", "quick", "--context", "96", "--width", "8", "--heads", "2", "--layers", "1"]
 
@@ -60,6 +60,8 @@ def test_help_shows_every_field_with_its_default(command, capsys, monkeypatch):
         flag = f"--{field.name.replace('_', '-')}"
         assert flag in text
         shown = "required" if field.default is dataclasses.MISSING else f"default: {default_text(field.default)}"
+        if field.default is None and field.metadata.get("unset"):  # what an unset setting resolves to
+            shown = f"default: {field.metadata['unset']}"
         assert f"{field.metadata['help']} ({shown})".strip() in text, flag
 
 
@@ -73,6 +75,9 @@ def test_per_command_defaults_differ_only_where_declared(capsys, monkeypatch):
     assert "--temperature" not in check and "--top-k" not in check and "(default: What is two plus two?)" in check
     suite = help_text("prompt-suite", capsys, monkeypatch)
     assert "new tokens at most (default: 48)" in suite and "--top-k" not in suite
+    # the packaged suite by its place in the package, never this checkout's path
+    assert "(default: the reference's nine prompts, gptlineage/assets/paper-prompt-suite.json)" in suite
+    assert str(ROOT) not in suite
 
 
 @pytest.mark.parametrize("config_file", ["config.yaml", "config.paper.yaml"])

@@ -50,4 +50,4 @@ def test_a_compiled_two_process_run_peaks_under_its_estimate(corpus, tmp_path, m
     measured = seen["below_command"]  # every process the command started, at their largest together
     # An upper bound, not far above: the estimate counts both ranks' compilers at once, which on a
     # busy machine rarely overlap fully (measured here: 1.5x; without compile, 1.1x).
-    assert measured <= estimate.total <= 1.75 * measured, (estimate.breakdown(), measured / memory.GIB)
+    assert measured <= estimate.total <= 1.75 * measured, (estimate.breakdown(), measured / 2**30)

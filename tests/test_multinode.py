@@ -24,6 +24,7 @@ from conftest import losses
 from test_ddp import STEPS, max_parameter_difference
 
 from gptlineage.cli import main
+from gptlineage.model import memory as machine_memory
 from gptlineage.settings import SettingError
 from gptlineage.training import memory
 from gptlineage.training.config import DataSettings, RuntimeSettings, TrainConfig, plan, with_corpus_files
@@ -256,13 +257,13 @@ def test_a_multi_node_run_that_cannot_start_is_one_line_and_writes_nothing(
     ],
 )
 def test_the_slurm_memory_request_is_read_from_the_job_s_environment(environment, limit):
-    assert memory.slurm_limit(environment) == limit
+    assert machine_memory.slurm_limit(environment) == limit
 
 
 def test_a_run_over_its_slurm_memory_request_is_refused_before_it_starts(corpus, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("SLURM_MEM_PER_NODE", "1500")  # sbatch --mem 1500 (MiB)
-    monkeypatch.setattr(memory, "mem_available", lambda: 2**40)
-    monkeypatch.setattr(memory, "cgroup_available", lambda: None)
+    monkeypatch.setattr(machine_memory, "mem_available", lambda: 2**40)
+    monkeypatch.setattr(machine_memory, "cgroup_available", lambda: None)
     flags = ["--preset", "gpt2-small", "--data", str(corpus), "--output", str(tmp_path / "out")]
     assert main(["train", *flags]) == 1
     line = capsys.readouterr().err

@@ -18,6 +18,7 @@ import yaml
 from gptlineage import registry
 from gptlineage.command_settings import SETTINGS
 from gptlineage.lineage.codedeps import module_files
+from gptlineage.lineage.declaration import CHECKPOINT, CORPUS, HOLDINGS, SUITE_ANSWERS, TRAINING_RUN, declared_by
 from gptlineage.workflow_support import EXPERIMENTS_KEY, SLICES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -67,17 +68,56 @@ def sized_rules(profile: Path) -> set[str]:
 
 
 def enumerations(source: str, filename: str) -> list[tuple[int, str, list[str]]]:
-    """Each tuple, list or set literal of SOURCE that holds two or more command names or two or more
-    stage names: its line, the kind of name, and the names."""
+    """Each tuple, list or set literal of SOURCE, or dict literal by its keys, that holds two or more
+    command names or two or more stage names: its line, the kind of name, and the names. (One name
+    alone is no enumeration: "train" is also a split's name.)"""
     found = []
     for node in ast.walk(ast.parse(source, filename)):
-        if not isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        if not isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict)):
             continue
-        words = [item.value for item in node.elts if isinstance(item, ast.Constant) and isinstance(item.value, str)]
+        items = node.keys if isinstance(node, ast.Dict) else node.elts
+        words = [item.value for item in items if isinstance(item, ast.Constant) and isinstance(item.value, str)]
         for kind, names in NAMES.items():
             named = sorted({word for word in words if word in names})
             if len(named) >= 2:
                 found.append((node.lineno, kind, named))
+    return found
+
+
+def mentions_command(node: ast.AST) -> bool:
+    """Whether NODE reads a command: `manifest["command"]`, `.get("command")`, `args.command`, `command`."""
+    return any(
+        (isinstance(sub, ast.Constant) and sub.value == "command")
+        or (isinstance(sub, ast.Name) and "command" in sub.id.lower())
+        or (isinstance(sub, ast.Attribute) and "command" in sub.attr.lower())
+        for sub in ast.walk(node)
+    )
+
+
+def command_comparisons(source: str, filename: str) -> list[tuple[int, str]]:
+    """Each comparison of SOURCE between what reads a command and a command name, spelled as a
+    string or as a module constant bound to one: its line and its text."""
+    tree = ast.parse(source, filename)
+    bound = {
+        target.id
+        for statement in tree.body
+        if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Constant)
+        if statement.value.value in NAMES["command"]
+        for target in statement.targets
+        if isinstance(target, ast.Name)
+    }
+
+    def is_name(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Constant) and node.value in NAMES["command"]) or (
+            isinstance(node, ast.Name) and node.id in bound
+        )
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(is_name(side) for side in sides) and any(mentions_command(s) for s in sides if not is_name(s)):
+                found.append((node.lineno, ast.unparse(node)))
     return found
 
 
@@ -122,6 +162,19 @@ def test_no_python_file_enumerates_commands_or_stages():
     assert found == {}
 
 
+def test_no_library_module_compares_a_command_with_a_name():
+    """The library asks a manifest's declaration what an artifact holds (a training run, a corpus),
+    never its command's name; tests may check what a named command wrote."""
+    src = [path for path in python_files() if REPO / "src" in path.parents]
+    assert REPO / "src" / "gptlineage" / "reporting" / "dag.py" in src
+    found = {}
+    for path in src:
+        hits = command_comparisons(path.read_text(encoding="utf-8"), str(path))
+        if hits:
+            found[path.relative_to(REPO).as_posix()] = hits
+    assert found == {}
+
+
 @pytest.mark.parametrize(
     ("defect", "check"),
     [
@@ -130,11 +183,25 @@ def test_no_python_file_enumerates_commands_or_stages():
         pytest.param('STAGES = ("pretrain", "continuation")', None, id="stage-tuple"),
         pytest.param('COMMANDS = ["train", "select-best", "--x"]', None, id="command-list"),
         pytest.param('SKIPPED = {"lineage", "watch"}', None, id="command-set"),
+        pytest.param('FILL = {"train": "#dbe8f6", "prepare": "#e3f0da"}', None, id="command-dict-keys"),
+        pytest.param(
+            'runs = [n for n in nodes if n.manifest["command"]["name"] == "train"]',
+            command_comparisons,
+            id="command-compared",
+        ),
+        pytest.param(
+            'if manifest["command"].get("name") != "prepare":\n    pass', command_comparisons, id="command-get-compared"
+        ),
+        pytest.param(
+            'TRAIN = "train"\nok = node.command == TRAIN', command_comparisons, id="command-constant-compared"
+        ),
     ],
 )
 def test_the_scans_catch_a_new_name_outside_the_registry(defect, check):
     if check is spelled_commands:
         assert check(defect) - NAMES["command"]
+    elif check is command_comparisons:
+        assert check(defect, "defect.py")
     else:
         assert enumerations(defect, "defect.py")
 
@@ -144,6 +211,8 @@ def test_prose_and_single_names_are_no_command_line_or_enumeration():
     assert spelled_commands(prose, markdown=True) == set()
     assert spelled_commands(f"{prose}```\n$ gptlineage train --steps 2\n```\n", markdown=True) == {"train"}
     assert enumerations('argv = ["train", "--steps", "2"]\nsplit = ("train", "validation")', "x.py") == []
+    assert enumerations('tokens = {"train": 10, "validation": 2}', "x.py") == []
+    assert command_comparisons('train = [p for p in points if p["phase"] == "train"]', "x.py") == []
 
 
 def test_each_slice_names_a_command_with_a_settings_class_and_each_command_a_module():
@@ -179,3 +248,19 @@ def test_no_command_a_rule_runs_has_the_command_list_in_its_code(command):
     files = set(module_files(command.module, REPO / "src"))
     assert command.module.replace(".", "/") + ".py" in files
     assert not files & {"gptlineage/registry.py", "gptlineage/cli.py", "gptlineage/parser.py"}
+
+
+def test_each_kind_an_artifact_holds_is_declared_by_one_command():
+    """The readers find a training run, a checkpoint, a corpus or suite answers by the declaration."""
+    declared = {}
+    for command in registry.COMMANDS:
+        kind = declared_by(command.module).holds
+        if kind is not None:
+            declared.setdefault(kind, []).append(command.name)
+    assert declared == {
+        TRAINING_RUN: [registry.TRAIN.name],
+        CHECKPOINT: [registry.SELECT_BEST.name],
+        CORPUS: [registry.PREPARE.name],
+        SUITE_ANSWERS: [registry.PROMPT_SUITE.name],
+    }
+    assert set(declared) == set(HOLDINGS)

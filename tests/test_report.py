@@ -16,6 +16,8 @@ from test_page_browser import browser_dom, find_chromium
 
 from gptlineage.cli import main
 from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.lineage.declaration import CHECKPOINT, TRAINING_RUN
+from gptlineage.reporting.dag import FILL
 
 STAGES = ("stage1", "best_stage1", "stage2")
 
@@ -51,6 +53,21 @@ def test_report_lists_every_stage_with_its_record_and_the_dag(chain, report):
     assert page.count("best validation loss") == 2 and page.count("median tokens/s") == 2
     assert page.count('src="data:image/svg+xml;base64,') == 4  # loss and profile of both training runs
     assert "<script" not in page and not re.search(r'(src|href)="(https?:)?//', page)  # no requests, no JS
+    # each box is coloured by what its manifest declares it holds, not by the command's name
+    fills = {
+        node.find("{http://www.w3.org/2000/svg}title").text.split(" (")[0]: node.find(
+            "{http://www.w3.org/2000/svg}rect"
+        ).get("fill")
+        for node in nodes
+    }
+    assert fills == {
+        "stage1": FILL[TRAINING_RUN],
+        "stage2": FILL[TRAINING_RUN],
+        "best_stage1": FILL[CHECKPOINT],
+        "train.bin": FILL["source"],
+        "val.bin": FILL["source"],
+    }
+    assert len({FILL[TRAINING_RUN], FILL[CHECKPOINT], FILL["source"]}) == 3
 
 
 def test_json_blocks_keep_their_newlines_and_fold(chain, report):

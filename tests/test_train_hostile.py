@@ -16,6 +16,7 @@ import pytest
 from conftest import TINY_TRAIN, losses
 
 import gptlineage.commands.train as train_command
+import gptlineage.model.memory as machine_memory
 import gptlineage.training.loop as loop
 import gptlineage.training.memory as memory
 from gptlineage.cli import main
@@ -147,8 +148,8 @@ def test_absurd_sizes_are_refused_in_one_line_before_anything_is_allocated(
 
 
 def test_max_memory_overrides_what_the_machine_reports(corpus, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(memory, "mem_available", lambda: 2**20)  # 1 MiB free, says the kernel
-    monkeypatch.setattr(memory, "cgroup_available", lambda: None)
+    monkeypatch.setattr(machine_memory, "mem_available", lambda: 2**20)  # 1 MiB free, says the kernel
+    monkeypatch.setattr(machine_memory, "cgroup_available", lambda: None)
     line = refused(corpus, tmp_path / "out", capsys, "--steps", "1")
     assert "GiB is available (MemAvailable)" in line
     line = refused(corpus, tmp_path / "out", capsys, "--steps", "1", "--max-memory", "0.0001")
@@ -164,11 +165,11 @@ def test_max_memory_must_be_positive_and_finite(corpus, tmp_path, capsys, value)
 def test_a_model_too_big_to_load_is_refused_naming_its_source():
     huge = model_config("quick", width=2**20, heads=1)
     with pytest.raises(GptlineageError) as refusal:
-        memory.check_model_memory(huge, "float32", "run/passport.json")
+        machine_memory.check_model_memory(huge, "float32", "run/passport.json")
     assert str(refusal.value).startswith("run/passport.json: a model of width 1048576, layers 2, ")
     assert "GiB of memory but " in str(refusal.value) and "\n" not in str(refusal.value)
     small = model_config("quick", vocab=1024, width=32, heads=2, layers=1)
-    assert memory.check_model_memory(small, "float64", "p") == 2 * 8 * memory.parameter_count(small)
+    assert machine_memory.check_model_memory(small, "float64", "p") == 2 * 8 * machine_memory.parameter_count(small)
 
 
 def fake_cgroup(tmp_path: Path, monkeypatch, proc_line: str, files: dict[str, str]) -> None:
@@ -177,8 +178,8 @@ def fake_cgroup(tmp_path: Path, monkeypatch, proc_line: str, files: dict[str, st
         (root / relative).parent.mkdir(parents=True, exist_ok=True)
         (root / relative).write_text(text)
     (tmp_path / "proc-cgroup").write_text(proc_line)
-    monkeypatch.setattr(memory, "CGROUP_ROOT", root)
-    monkeypatch.setattr(memory, "PROC_CGROUP", tmp_path / "proc-cgroup")
+    monkeypatch.setattr(machine_memory, "CGROUP_ROOT", root)
+    monkeypatch.setattr(machine_memory, "PROC_CGROUP", tmp_path / "proc-cgroup")
 
 
 def test_a_cgroup_v2_limit_counts_from_the_tightest_ancestor(tmp_path, monkeypatch):
@@ -194,16 +195,16 @@ def test_a_cgroup_v2_limit_counts_from_the_tightest_ancestor(tmp_path, monkeypat
             "job/step/memory.current": "5",
         },
     )
-    assert memory.cgroup_available() == 2**30 + 2**28  # limit - usage + reclaimable page cache
+    assert machine_memory.cgroup_available() == 2**30 + 2**28  # limit - usage + reclaimable page cache
 
 
 def test_a_cgroup_v1_limit_and_an_unlimited_one(tmp_path, monkeypatch):
     files = {"memory/a/memory.limit_in_bytes": str(3 * 2**30), "memory/a/memory.usage_in_bytes": str(2**30)}
     fake_cgroup(tmp_path, monkeypatch, "4:memory:/a\n1:cpu:/\n", files)
-    assert memory.cgroup_available() == 2 * 2**30
+    assert machine_memory.cgroup_available() == 2 * 2**30
     files["memory/a/memory.limit_in_bytes"] = str(2**63 - 4096)
     fake_cgroup(tmp_path, monkeypatch, "4:memory:/a\n", files)
-    assert memory.cgroup_available() is None
+    assert machine_memory.cgroup_available() is None
 
 
 # ---------------------------------------------------------------- resume and bookkeeping

@@ -87,7 +87,7 @@ def imported_modules(tree: ast.Module, name: str, is_package: bool) -> Iterator[
 
 
 def layer_of(dotted: str) -> str | None:
-    """The first folder under gptlineage/, or the top-level module (gptlineage.training.train ->
+    """The first folder under gptlineage/, or the top-level module (gptlineage.training.loop ->
     training, gptlineage.errors.GptlineageError -> errors), or None (the package itself, or not ours)."""
     parts = dotted.split(".")
     return parts[1] if len(parts) > 1 and parts[0] == PACKAGE else None

@@ -54,7 +54,7 @@ def checked_argv(manifest: Mapping[str, Any], known: Sequence[str]) -> list[str]
     name = argv[1]
     if name not in known:
         raise GptlineageError(f"recorded command {name!r} is not a gptlineage command; refusing to run it")
-    if name != command and not (name == "lineage" and len(argv) > 2 and command == f"lineage-{argv[2]}"):
+    if name != command and not (name == registry.LINEAGE.name and len(argv) > 2 and command == f"lineage-{argv[2]}"):
         raise GptlineageError(
             f"recorded argv runs {name!r} but the manifest's command is {command!r}; refusing to run it"
         )

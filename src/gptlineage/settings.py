@@ -12,8 +12,7 @@ refused unless the field says `finite=False`), and an integer setting must fit i
 random number generator here accepts. A field
 whose type is itself a settings dataclass is a part: its fields are flags of their own, with
 no prefix, so a config slice stays flat (`pretrain: {steps: 300, preset: cpu-small}`).
-`typed_values` reads a slice's strings as their settings' types first (`from_text`: '4' -> 4),
-as Snakemake's `--config` hands nested values over as text.
+(gptlineage.workflow_support reads a Snakemake slice's strings as their settings' types first.)
 
 Example:
     @dataclass(frozen=True)
@@ -32,7 +31,6 @@ import argparse
 import dataclasses
 import functools
 import math
-import re
 import reprlib
 import types
 import typing
@@ -42,7 +40,6 @@ from typing import Any
 
 from gptlineage.errors import GptlineageError
 
-SCALARS = (bool, int, float, str, Path)
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # what torch and NumPy integers hold
 SEED_RANGE = (0, INT64_MAX)  # torch.Generator.manual_seed, NumPy and splitmix all take these
 
@@ -70,6 +67,9 @@ def setting(
     finite: bool = True,
     work: bool = True,
     unset: str | None = None,
+    positional: bool = False,
+    metavar: str | None = None,
+    switches: bool = False,
 ) -> Any:
     """A dataclass field with its help text and range (`above`/`below` are strict bounds).
 
@@ -77,7 +77,10 @@ def setting(
     `finite=False` lets a float setting be NaN or infinite; `work=False` marks a guard that cannot
     change the result (a memory limit), left out of the parameters that identify the work;
     `unset` says what a None default resolves to (`--lr`'s help: "(default: 6e-4 for gpt2-small,
-    else 3e-4)"), written from the values the resolving code uses."""
+    else 3e-4)"), written from the values the resolving code uses. `positional=True` makes the
+    setting an argument without a flag (a tuple one takes one or more, or any number when it has a
+    default); `switches=True` makes each of its `choices` but the default a flag of its own, one
+    at most (`--csv`, `--md`: `help` followed by the choice, "print" -> "print CSV")."""
     metadata = {name: value for name, value in locals().items() if name != "default"}  # every keyword above
     if isinstance(default, (list, dict, set)):
         raise TypeError("mutable defaults are not settings; use a tuple")
@@ -220,47 +223,6 @@ def check_settings(instance: Any) -> None:
         check_range(field, value)
 
 
-# ---------------------------------------------------------------- reading text as a setting's type
-
-INTEGER_TEXT = re.compile(r"[+-]?\d+")
-NUMBER_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-BOOL_TEXT = {"true": True, "false": False}
-NULL_TEXT = ("null", "~")
-
-
-def from_text(annotation: Any, value: Any) -> Any:
-    """VALUE read as a setting of type ANNOTATION where it is a string that parses unambiguously,
-    else VALUE unchanged (the type check then refuses it in one line).
-
-    Snakemake hands nested `--config` values over as strings (`pretrain={steps: 4}` gives
-    `{"steps": "4"}`): '4' reads as 4 for an integer setting, '0.5' and '1e-4' as floats for a
-    number, 'true' and 'false' (any case) as booleans for a flag, 'null' or '~' as null (which
-    keeps the default) for any setting, a list's items each as its item type. Text settings stay
-    text; 'four' or '4.0' for an integer stays a string and is refused.
-    """
-    if isinstance(value, list) and is_sequence(annotation):
-        return [from_text(typing.get_args(annotation)[0], item) for item in value]
-    if not isinstance(value, str):
-        return value
-    if value in NULL_TEXT:
-        return None
-    if annotation is bool:
-        return BOOL_TEXT.get(value.lower(), value)
-    if annotation is int and INTEGER_TEXT.fullmatch(value):
-        return int(value)
-    if annotation is float and NUMBER_TEXT.fullmatch(value):
-        return float(value)
-    return value
-
-
-def typed_values(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
-    """VALUES with each known setting of `cls` read by `from_text` (unknown keys left as they are)."""
-    types_by_name = {field.name: annotation for field, annotation in setting_fields(cls)}
-    return {
-        key: from_text(types_by_name[key], value) if key in types_by_name else value for key, value in values.items()
-    }
-
-
 # ---------------------------------------------------------------- building from a mapping
 
 
@@ -303,7 +265,9 @@ def build(cls: type, values: Mapping[str, Any]) -> Any:
 def from_args(cls: type, args: argparse.Namespace) -> Any:
     """Build `cls` from parsed flags (made by `add_flags`); a repeatable flag never given keeps its default."""
     names = {field.name for field, _ in setting_fields(cls)}
-    return build(cls, {name: value for name, value in vars(args).items() if name in names and value is not None})
+    # An optional list argument not given parses as []: its default stands.
+    given = {name: value for name, value in vars(args).items() if name in names and value not in (None, [])}
+    return build(cls, given)
 
 
 def as_mapping(instance: Any) -> dict[str, Any]:
@@ -349,7 +313,34 @@ def add_flags(parser: argparse.ArgumentParser, cls: type) -> None:
         target = parser
         if group_name:
             target = groups.setdefault(group_name, parser.add_argument_group(group_name))
-        target.add_argument(f"--{field.name.replace('_', '-')}", **flag_options(field, annotation))
+        if field.metadata.get("switches"):
+            add_switches(target, field)
+        elif field.metadata.get("positional"):
+            target.add_argument(field.name, **positional_options(field, annotation))
+        else:
+            target.add_argument(f"--{field.name.replace('_', '-')}", **flag_options(field, annotation))
+
+
+def add_switches(parser: Any, field: dataclasses.Field) -> None:
+    """One flag per choice of FIELD but its default, each storing its choice; at most one given."""
+    group = parser.add_mutually_exclusive_group()
+    for choice in field.metadata["choices"]:
+        if choice != field.default:
+            help_text = f"{field.metadata.get('help', '')} {choice.upper()}".strip()
+            group.add_argument(f"--{choice}", dest=field.name, action="store_const", const=choice, help=help_text)
+
+
+def positional_options(field: dataclasses.Field, annotation: Any) -> dict[str, Any]:
+    """argparse keyword arguments for a setting given without a flag."""
+    meta, required = field.metadata, field.default is dataclasses.MISSING
+    options: dict[str, Any] = {"help": meta.get("help", ""), "metavar": meta.get("metavar") or field.name.upper()}
+    if is_sequence(annotation):
+        options["type"] = typing.get_args(annotation)[0]
+        options["nargs"] = "+" if required else "*"
+        if not required:
+            options["help"] += f" (default: {default_text(field.default)})"
+        return options
+    return {**options, "type": annotation}
 
 
 def flag_options(field: dataclasses.Field, annotation: Any) -> dict[str, Any]:
@@ -365,6 +356,8 @@ def flag_options(field: dataclasses.Field, annotation: Any) -> dict[str, Any]:
         options["required"] = True
     if annotation is bool:
         return {**options, "action": argparse.BooleanOptionalAction, "default": default}
+    if meta.get("metavar"):
+        options["metavar"] = meta["metavar"]
     if is_sequence(annotation):
         item = typing.get_args(annotation)[0]
         return {**options, "action": "append", "type": item, "default": None}

@@ -77,9 +77,9 @@ def setting_schema(field: dataclasses.Field, annotation: Any) -> dict[str, Any]:
     schema: dict[str, Any] = {"anyOf": [value, {"type": "null"}]}
     if field.metadata.get("help"):
         schema["description"] = field.metadata["help"]
-    # An absolute path (a file shipped in the package) is this checkout's: the help names it instead.
-    absolute = isinstance(field.default, Path) and field.default.is_absolute()
-    if field.default is not dataclasses.MISSING and field.default is not None and not absolute:
+        if field.default is None and field.metadata.get("unset"):  # what null resolves to, as --help says
+            schema["description"] += f" (default: {field.metadata['unset']})"
+    if field.default is not dataclasses.MISSING and field.default is not None:
         schema["default"] = json_value(field.default)
     return schema
 
@@ -95,7 +95,7 @@ def slice_schema(name: str) -> dict[str, Any]:
     for key, allowed in SLICES[name].workflow_keys.items():
         properties[key] = {"enum": list(allowed), "description": f"a workflow key of the {name} rule"}
     return {
-        "description": f"settings of `gptlineage {SLICES[name].command}` (its flags, without the dashes)",
+        "description": f"settings of `gptlineage {SLICES[name].command.name}` (its flags, without the dashes)",
         "type": ["object", "null"],
         "properties": dict(sorted(properties.items())),
         "additionalProperties": False,

@@ -23,9 +23,10 @@ Example:
 
 from __future__ import annotations
 
+import re
 import shlex
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from gptlineage.command_settings import SETTINGS
 from gptlineage.corpus.layout import TRAIN_BIN, VAL_BIN
 from gptlineage.errors import GptlineageError
 from gptlineage.registry import FINAL_STAGE, TRAINING_STAGES, Command, TrainingStage
-from gptlineage.settings import SettingError, describe, from_mapping, from_text, setting_fields, typed_values
+from gptlineage.settings import SettingError, describe, from_mapping, is_sequence, setting_fields
 from gptlineage.tabular.layout import CSV_FILE, X_FILE, Y_FILE
 from gptlineage.training.config import plan
 
@@ -289,3 +290,44 @@ def config_error(config: dict[str, Any]) -> str | None:
         if message:
             return message
     return None
+
+
+# ---------------------------------------------------------------- reading text as a setting's type
+
+INTEGER_TEXT = re.compile(r"[+-]?\d+")
+NUMBER_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+BOOL_TEXT = {"true": True, "false": False}
+NULL_TEXT = ("null", "~")
+
+
+def from_text(annotation: Any, value: Any) -> Any:
+    """VALUE read as a setting of type ANNOTATION where it is a string that parses unambiguously,
+    else VALUE unchanged (the type check then refuses it in one line).
+
+    Snakemake hands nested `--config` values over as strings (`pretrain={steps: 4}` gives
+    `{"steps": "4"}`): '4' reads as 4 for an integer setting, '0.5' and '1e-4' as floats for a
+    number, 'true' and 'false' (any case) as booleans for a flag, 'null' or '~' as null (which
+    keeps the default) for any setting, a list's items each as its item type. Text settings stay
+    text; 'four' or '4.0' for an integer stays a string and is refused.
+    """
+    if isinstance(value, list) and is_sequence(annotation):
+        return [from_text(typing.get_args(annotation)[0], item) for item in value]
+    if not isinstance(value, str):
+        return value
+    if value in NULL_TEXT:
+        return None
+    if annotation is bool:
+        return BOOL_TEXT.get(value.lower(), value)
+    if annotation is int and INTEGER_TEXT.fullmatch(value):
+        return int(value)
+    if annotation is float and NUMBER_TEXT.fullmatch(value):
+        return float(value)
+    return value
+
+
+def typed_values(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
+    """VALUES with each known setting of `cls` read by `from_text` (unknown keys left as they are)."""
+    types_by_name = {field.name: annotation for field, annotation in setting_fields(cls)}
+    return {
+        key: from_text(types_by_name[key], value) if key in types_by_name else value for key, value in values.items()
+    }

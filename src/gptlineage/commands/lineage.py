@@ -18,92 +18,64 @@ import sys
 from pathlib import Path
 
 from gptlineage.errors import GptlineageError
+from gptlineage.lineage.action_settings import (
+    CompareSettings,
+    DiffSettings,
+    ExportSettings,
+    ReportSettings,
+    ReproduceSettings,
+    ShowSettings,
+    TableSettings,
+    VerifySettings,
+)
 from gptlineage.lineage.artifact import content_sha256
-from gptlineage.lineage.checks import is_hex64, printable
+from gptlineage.lineage.checks import printable
 from gptlineage.lineage.sources import NOT_HERE
 from gptlineage.lineage.walk import prov_document, show_lines, verify, write_prov_json
-from gptlineage.settings import add_output_flag
+from gptlineage.settings import add_flags, from_args
 
 EXAMPLE = "gptlineage lineage show results/data_csv"
-FORMATS = ["prov-json", "ro-crate"]
 PROV_START = b'{\n  "prefix": {'  # how every PROV-JSON file we write begins (json.dump, indent 2)
+
+
+# Each action: its settings class (gptlineage.lineage.action_settings: its flags) and its help line;
+# HANDLERS (below) runs it.
+ACTIONS = {
+    "show": (ShowSettings, "print the provenance tree from PATH back to its sources"),
+    "verify": (VerifySettings, "rehash PATH and everything upstream; exit 0 only if every byte matches"),
+    "export": (ExportSettings, "write the lineage in a standard format"),
+    "report": (ReportSettings, "write one self-contained HTML page of PATH and everything upstream"),
+    "diff": (DiffSettings, "compare two artifacts' lineages stage by stage: what differs and why"),
+    "table": (
+        TableSettings,
+        "one row per run (results tree or deliverable): the parameters that differ, headline metrics",
+    ),
+    "compare": (CompareSettings, "write one HTML page comparing runs: what differs, metrics, curves"),
+    "reproduce": (ReproduceSettings, "rerun an artifact's recorded command and compare every output file"),
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=type(parser))
-    add_iteration_actions(actions)  # diff, table, reproduce (below), each with its own handler
-    show = actions.add_parser("show", help="print the provenance tree from PATH back to its sources")
-    show.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
-    check = actions.add_parser("verify", help="rehash PATH and everything upstream; exit 0 only if every byte matches")
-    check.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
-    check.add_argument(
-        "--expect-id",
-        type=artifact_id_flag,
-        metavar="ID",
-        help="fail unless PATH's artifact has this id (64 hex digits): a pinned id notices a chain re-hashed by hand",
-    )
-    check.add_argument(
-        "--expect-content",
-        type=artifact_id_flag,
-        metavar="SHA256",
-        help="fail unless PATH's artifact holds exactly the files this content_sha256 (64 hex digits) names",
-    )
-    check.add_argument(
-        "--sources",
-        type=Path,
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="look here, by content, for source files a copied or moved tree no longer finds where they "
-        "were recorded (repeatable)",
-    )
-    export = actions.add_parser("export", help="write the lineage in a standard format")
-    export.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
-    export.add_argument(
-        "--format",
-        choices=FORMATS,
-        default="prov-json",
-        help="prov-json (W3C PROV-JSON, one file) or ro-crate (a Workflow Run RO-Crate directory)",
-    )
-    export.add_argument(
-        "--output",
-        type=Path,
-        help="file (prov-json; default standard output) or directory (ro-crate, required) to write",
-    )
-    export.add_argument(
-        "--no-sources",
-        action="store_true",
-        help="ro-crate: leave the source inputs (files outside the results tree) out; the crate names them by sha256",
-    )
-    export.add_argument(
-        "--zip",
-        action="store_true",
-        help="ro-crate: write the crate as one zip file at --output (FILE.zip), to hand over",
-    )
-    report = actions.add_parser("report", help="write one self-contained HTML page of PATH and everything upstream")
-    report.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
-    add_output_flag(report, "holds index.html")
-
-
-def artifact_id_flag(text: str) -> str:
-    if not is_hex64(text):
-        raise argparse.ArgumentTypeError(f"{printable(text)!r} is not an artifact id (64 lowercase hex digits)")
-    return text
+    for name, (settings, help_text) in ACTIONS.items():
+        add_flags(actions.add_parser(name, help=help_text), settings)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        return run_action(args)
+        return HANDLERS[args.action](from_args(ACTIONS[args.action][0], args))
     except GptlineageError as error:  # names from manifests and disks: no control character reaches the terminal
         raise GptlineageError(printable(error)) from None
 
 
-def verify_action(args: argparse.Namespace) -> int:
+def show_action(settings: ShowSettings) -> int:
+    print("\n".join(show_lines(settings.path)))
+    return 0
+
+
+def verify_action(settings: VerifySettings) -> int:
     """`lineage verify`: every problem on its own line, a source absent here told apart from a change."""
-    for directory in args.sources:
-        if not directory.is_dir():
-            raise GptlineageError(f"--sources {directory}: no such directory")
-    nodes, problems = verify(args.path, args.expect_id, args.expect_content, args.sources)
+    nodes, problems = verify(settings.path, settings.expect_id, settings.expect_content, list(settings.sources))
     absent = [problem for problem in problems if NOT_HERE in problem]
     for problem in problems:
         print(printable(f"{'ABSENT' if problem in absent else 'FAILED'} {problem}"))
@@ -121,47 +93,41 @@ def verify_action(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_action(args: argparse.Namespace) -> int:
-    if args.action == "show":
-        print("\n".join(show_lines(args.path)))
-        return 0
-    if args.action == "verify":
-        return verify_action(args)
-    if args.action == "report":
-        from gptlineage.reporting.page import write_report  # matplotlib loads only for the report
+def report_action(settings: ReportSettings) -> int:
+    from gptlineage.reporting.page import write_report  # matplotlib loads only for the report
 
-        print(printable(f"wrote {write_report(args.path, args.output)}"))
-        return 0
-    for flag, given in (("--no-sources", args.no_sources), ("--zip", args.zip)):
-        if given and args.format != "ro-crate":
-            raise GptlineageError(f"{flag} applies to --format ro-crate only")
-    if args.format == "ro-crate":
-        if args.output is None:
-            raise GptlineageError("--format ro-crate needs --output DIR (the crate is a directory)")
-        from gptlineage.command_line import rebuilt_command
-        from gptlineage.lineage.rocrate import export_ro_crate
+    print(printable(f"wrote {write_report(settings.path, settings.output)}"))
+    return 0
 
-        def command_line(node):  # as it ran: paths relative to the directory it ran in
-            return rebuilt_command(node.manifest, node.path)
 
-        def export(folder):
-            return export_ro_crate(args.path, folder, command_line, sources=not args.no_sources)
-
-        if args.zip:
-            from gptlineage.lineage.crate_place import zip_crate
-
-            if args.output.suffix != ".zip":
-                raise GptlineageError(f"--zip: --output {args.output} must name a .zip file")
-            print(printable(f"wrote {zip_crate(args.output.absolute(), export)}"))
-        else:
-            print(printable(f"wrote {export(args.output)}"))
-        return 0
-    if args.output is None:
-        json.dump(prov_document(args.path), sys.stdout, indent=2)
+def export_action(settings: ExportSettings) -> int:
+    if settings.format == "ro-crate":
+        return export_crate(settings)
+    if settings.output is None:
+        json.dump(prov_document(settings.path), sys.stdout, indent=2)
         print()
     else:
-        clean_stale_json(args.output)
-        print(printable(f"wrote {write_prov_json(args.path, args.output)}"))
+        clean_stale_json(settings.output)
+        print(printable(f"wrote {write_prov_json(settings.path, settings.output)}"))
+    return 0
+
+
+def export_crate(settings: ExportSettings) -> int:
+    from gptlineage.command_line import rebuilt_command
+    from gptlineage.lineage.rocrate import export_ro_crate
+
+    def command_line(node):  # as it ran: paths relative to the directory it ran in
+        return rebuilt_command(node.manifest, node.path)
+
+    def export(folder):
+        return export_ro_crate(settings.path, folder, command_line, sources=settings.sources)
+
+    if settings.zip:
+        from gptlineage.lineage.crate_place import zip_crate
+
+        print(printable(f"wrote {zip_crate(settings.output.absolute(), export)}"))
+    else:
+        print(printable(f"wrote {export(settings.output)}"))
     return 0
 
 
@@ -196,83 +162,57 @@ def clean_stale_json(output: Path) -> None:
 #     gptlineage lineage table results other/results --stage pretrain --csv
 #     gptlineage lineage compare results/sft_stage2 other/results/sft_stage2 --output compare
 #     gptlineage lineage reproduce results/data_csv
-def add_format_flags(parser: argparse.ArgumentParser, forms: tuple[str, ...]) -> None:
-    group = parser.add_mutually_exclusive_group()
-    for form in forms:
-        group.add_argument(f"--{form}", dest="form", action="store_const", const=form, help=f"print {form.upper()}")
-    parser.set_defaults(form="text")
+def diff_action(settings: DiffSettings) -> int:
+    from gptlineage.lineage.diff import diff, render_diff
+
+    print(render_diff(diff(settings.a, settings.b), settings.form, everything=settings.all))
+    return 0
 
 
-def add_iteration_actions(actions: argparse._SubParsersAction) -> None:
-    diff = actions.add_parser("diff", help="compare two artifacts' lineages stage by stage: what differs and why")
-    diff.add_argument("a", type=Path, help="an artifact (A, typically before a change)")
-    diff.add_argument("b", type=Path, help="the same stage in another run (B)")
-    diff.add_argument("--all", action="store_true", help="every stage and every metric, not only what differs")
-    add_format_flags(diff, ("json", "md"))
-    table = actions.add_parser(
-        "table", help="one row per run (results tree or deliverable): the parameters that differ, headline metrics"
-    )
-    table.add_argument(
-        "roots", type=Path, nargs="*", default=[Path("results")], help="results trees or artifacts (default results)"
-    )
-    table.add_argument("--stage", help="one row per artifact in directories of this name instead (id, metrics, date)")
-    table.add_argument("--params", default="", help="comma-separated parameters to show as well (dotted or last part)")
-    table.add_argument("--only-changed", action="store_true", help="only the columns whose values differ between rows")
-    table.add_argument("--sort", metavar="COLUMN", help="sort by this column, named as in --csv (empty cells last)")
-    table.add_argument("--descending", action="store_true", help="sort --sort's column from largest to smallest")
-    add_format_flags(table, ("csv", "md", "json"))
-    compare = actions.add_parser("compare", help="write one HTML page comparing runs: what differs, metrics, curves")
-    compare.add_argument(
-        "runs", type=Path, nargs="+", metavar="RUN", help="artifacts to compare (A B [C ...]), A first"
-    )
-    add_output_flag(compare, "holds index.html")
-    again = actions.add_parser("reproduce", help="rerun an artifact's recorded command and compare every output file")
-    again.add_argument("path", type=Path, help="an artifact directory, or a file inside one")
-    again.add_argument("--tolerance", type=float, default=0.0, help="accept numbers that differ by at most this much")
-    again.add_argument(
-        "--with-current-code", action="store_true", help="run even when the command's code changed; list the changes"
-    )
-    add_format_flags(again, ("json",))
-    for parser in (diff, table, compare, again):
-        parser.set_defaults(command_handler=run_iteration)  # overrides the `lineage` parser's run
+def compare_action(settings: CompareSettings) -> int:
+    from gptlineage.reporting.compare_page import write_compare  # matplotlib loads only for the page
+
+    print(printable(f"wrote {write_compare(list(settings.runs), settings.output)}"))
+    return 0
 
 
-def run_iteration(args: argparse.Namespace) -> int:
-    if args.action == "diff":
-        from gptlineage.lineage.diff import diff, render_diff
-
-        print(render_diff(diff(args.a, args.b), args.form, everything=args.all))
-        return 0
-    if args.action == "table":
-        return print_table(args)
-    if args.action == "compare":
-        from gptlineage.reporting.compare_page import write_compare  # matplotlib loads only for the page
-
-        print(printable(f"wrote {write_compare(args.runs, args.output)}"))
-        return 0
-    if not args.tolerance >= 0:
-        raise GptlineageError(f"--tolerance {args.tolerance}: must be a number >= 0")
+def reproduce_action(settings: ReproduceSettings) -> int:
     from gptlineage.command_line import rebuilt_command
     from gptlineage.lineage.reproduce import render_reproduce, reproduce
 
     def rerun_words(manifest, artifact_dir, output, scratch, cwd):  # every output in a temporary folder
         return rebuilt_command(manifest, artifact_dir, output=output, scratch=scratch, cwd=cwd)
 
-    report = reproduce(args.path, rerun_words, tolerance=args.tolerance, with_current_code=args.with_current_code)
-    print(render_reproduce(report, args.form))
+    report = reproduce(
+        settings.path, rerun_words, tolerance=settings.tolerance, with_current_code=settings.with_current_code
+    )
+    print(render_reproduce(report, settings.form))
     return 0 if report["reproduced"] else 1
 
 
-def print_table(args: argparse.Namespace) -> int:
+def table_action(settings: TableSettings) -> int:
     from gptlineage.lineage.runs import run_headers, run_table
     from gptlineage.lineage.table import artifact_table, render
 
-    params = [name.strip() for name in args.params.split(",") if name.strip()]
-    sort = f"-{args.sort}" if args.sort and args.descending else args.sort
-    options = {"params": params, "sort": sort, "only_changed": args.only_changed}
-    if args.stage is not None:
-        print(render(artifact_table(args.roots, stage=args.stage, **options), args.form))
+    params = [name.strip() for name in settings.params.split(",") if name.strip()]
+    sort = f"-{settings.sort}" if settings.sort and settings.descending else settings.sort
+    options = {"params": params, "sort": sort, "only_changed": settings.only_changed}
+    roots = list(settings.roots)
+    if settings.stage is not None:
+        print(render(artifact_table(roots, stage=settings.stage, **options), settings.form))
         return 0
-    table = run_table(args.roots, **options)
-    print(render(table, args.form, headers=run_headers(table)))
+    table = run_table(roots, **options)
+    print(render(table, settings.form, headers=run_headers(table)))
     return 0
+
+
+HANDLERS = {
+    "show": show_action,
+    "verify": verify_action,
+    "export": export_action,
+    "report": report_action,
+    "diff": diff_action,
+    "table": table_action,
+    "compare": compare_action,
+    "reproduce": reproduce_action,
+}

@@ -23,7 +23,7 @@ from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.reporting.comparison_figure import comparison_svg
 from gptlineage.reporting.plots import overview_svg, read_metrics, run_figures
 from gptlineage.settings import add_flags, check_settings, from_args, output_setting, setting
-from gptlineage.training.layout import RunDir
+from gptlineage.training.layout import TrainingRunFiles
 
 EXAMPLE = (
     "gptlineage plots --run results/train/pretrain --run results/train/continuation "
@@ -79,14 +79,14 @@ def run(args: argparse.Namespace) -> int:
         for file, svg in run_figures(run_dir, name, config.top).items()
     }
     figures["overview.svg"] = overview_svg(
-        [(name, read_metrics(RunDir(run_dir).metrics)) for run_dir, name in zip(config.run, names)]
+        [(name, read_metrics(TrainingRunFiles(run_dir).metrics)) for run_dir, name in zip(config.run, names)]
     )
     if comparison is not None:
         figures["comparison.svg"] = comparison_svg(comparison)
     inputs = {}
     for run_dir, name in zip(config.run, names):
-        inputs[f"{name}_metrics"] = RunDir(run_dir).metrics
-        inputs[f"{name}_trace_summary"] = RunDir(run_dir).trace_summary
+        inputs[f"{name}_metrics"] = TrainingRunFiles(run_dir).metrics
+        inputs[f"{name}_trace_summary"] = TrainingRunFiles(run_dir).trace_summary
     if comparison is not None:
         inputs["comparison"] = comparison
     parameters = {"runs": names, "top": config.top, "comparison": comparison is not None}

@@ -19,12 +19,15 @@ from typing import Any
 from gptlineage.corpus.prepare import PrepareConfig, prepare
 from gptlineage.corpus.sources import source_inputs
 from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.lineage.declaration import CORPUS, Declaration
 from gptlineage.settings import add_flags, add_output_flag, as_mapping, from_args
 
 EXAMPLE = (
     "gptlineage prepare --input data/shakespeare/plays.jsonl.gz --max-documents 20 "
     "--output results/examples/corpus_pretrain"
 )
+# A corpus: `prepare --skip-documents-from` reads the document counts of the artifact it names.
+DECLARATION = Declaration(holds=CORPUS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

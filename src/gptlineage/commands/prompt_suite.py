@@ -17,14 +17,16 @@ from gptlineage.corpus.synth_chat import read_prompt_suite
 from gptlineage.generation.prompt_suite import PromptSuiteConfig, check_suite_text, suite_report
 from gptlineage.generation.source import load_model, model_artifact, recorded_settings
 from gptlineage.jsonio import write_json_atomic
-from gptlineage.lineage.declaration import Declaration, Metric
+from gptlineage.lineage.declaration import SUITE_ANSWERS, Declaration, Metric
 from gptlineage.settings import add_flags, from_args
 
 EXAMPLE = (
     "gptlineage prompt-suite --run results/sft_stage2 --suite results/synth_chat/prompt-suite.json "
     "--generate 16 --output results/examples/prompt_suite"
 )
-DECLARATION = Declaration(metrics=(Metric("exact_match", "summary", "exact_match.rate", column="exact_match"),))
+DECLARATION = Declaration(
+    metrics=(Metric("exact_match", "summary", "exact_match.rate", column="exact_match"),), holds=SUITE_ANSWERS
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,12 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = from_args(PromptSuiteConfig, args)
-    suite = read_prompt_suite(config.suite)  # a bad suite fails before the model is loaded
-    check_suite_text(config.suite, suite)
+    suite = read_prompt_suite(config.suite_file)  # a bad suite fails before the model is loaded
+    check_suite_text(config.suite_file, suite)
     parameters = {**recorded_settings(config), "suite": config.suite_name}
     model = load_model(config.model)
     report = suite_report(config, model, suite, parameters)
-    with model_artifact(config, args.command, parameters, inputs={"suite": config.suite}) as artifact:
+    with model_artifact(config, args.command, parameters, inputs={"suite": config.suite_file}) as artifact:
         write_json_atomic(artifact.path / "report.json", report)
         artifact.summary = {"exact_match": report["exact_match"]}
     print(f"wrote report: {config.output / 'report.json'}")

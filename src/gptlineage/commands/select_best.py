@@ -19,14 +19,14 @@ from typing import Any
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json, write_json_atomic
 from gptlineage.lineage.artifact import ArtifactWriter, link_member
-from gptlineage.lineage.declaration import Declaration, Metric
+from gptlineage.lineage.declaration import CHECKPOINT, Declaration, Metric
 from gptlineage.settings import add_flags, check_settings, from_args, output_setting, setting
 from gptlineage.training.checkpoints import list_checkpoints
-from gptlineage.training.layout import PARAMETERS_FILE, PASSPORT_FILE, RunDir
+from gptlineage.training.layout import PARAMETERS_FILE, PASSPORT_FILE, TrainingRunFiles
 from gptlineage.training.metrics import best_checkpoint
 
 EXAMPLE = "gptlineage select-best --run results/train/pretrain --output results/examples/best_pretrain"
-DECLARATION = Declaration(metrics=(Metric("best_val_loss", "summary", "validation_loss"),))
+DECLARATION = Declaration(metrics=(Metric("best_val_loss", "summary", "validation_loss"),), holds=CHECKPOINT)
 SELECTION = "lowest validation loss among saved checkpoints after step 0"
 
 
@@ -64,7 +64,7 @@ def read_points(path: Path) -> list[dict[str, Any]]:
 
 def run(args: argparse.Namespace) -> int:
     config = from_args(SelectBestConfig, args)
-    run_dir = RunDir(config.run)
+    run_dir = TrainingRunFiles(config.run)
     points = read_points(run_dir.metrics)
     # The directory as listed: a name such as `step-05` still reads as step 5.
     saved = dict(list_checkpoints(run_dir.checkpoints))
@@ -100,5 +100,7 @@ def run(args: argparse.Namespace) -> int:
             },
         )
         artifact.summary = {"step": step, "validation_loss": loss}
-    print(f"selected step {step} (validation loss {loss:.6f}) of {config.run}: {RunDir(config.output).parameters}")
+    print(
+        f"selected step {step} (validation loss {loss:.6f}) of {config.run}: {TrainingRunFiles(config.output).parameters}"
+    )
     return 0

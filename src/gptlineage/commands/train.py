@@ -42,13 +42,13 @@ from gptlineage.generation.chat import terminal_text
 from gptlineage.generation.decoding import FullPrefixDecoder, SamplingConfig, generate_tokens
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.artifact import ArtifactWriter, find_artifact_dir
-from gptlineage.lineage.declaration import DROP, SCRATCH, Declaration, Metric
+from gptlineage.lineage.declaration import DROP, SCRATCH, TRAINING_RUN, Declaration, Metric
 from gptlineage.model.gpt import GPT
 from gptlineage.settings import add_flags, from_args, work_parameters
 from gptlineage.training.config import Plan, TrainConfig, TrainOutputs, plan, with_corpus_files
 from gptlineage.training.distributed import Distributed, launched_by_torchrun, relaunch_with_torchrun, setup, teardown
-from gptlineage.training.layout import RunDir, work_directory
-from gptlineage.training.loop import run_training
+from gptlineage.training.layout import TrainingRunFiles, work_directory
+from gptlineage.training.loop import train_model
 from gptlineage.training.memory import check_training_memory
 from gptlineage.training.metrics import write_log
 from gptlineage.training.multinode import launch_command, node_agent
@@ -63,7 +63,11 @@ from gptlineage.training.workdir import (
 )
 
 SAMPLES_FILE = "samples.json"
-COPIED = {"--save-params": "parameters", "--metrics": "metrics", "--passport": "passport"}  # flag -> RunDir file
+COPIED = {
+    "--save-params": "parameters",
+    "--metrics": "metrics",
+    "--passport": "passport",
+}  # flag -> TrainingRunFiles file
 SAMPLES_SCHEMA = "gptlineage.training-samples.v1"
 EXAMPLE = (
     "gptlineage train --preset quick --data results/corpus_pretrain --steps 4 --eval-every 2 "
@@ -81,6 +85,7 @@ DECLARATION = Declaration(
     timing_keys=("duration_ms", "tokens_per_second", "median_tokens_per_second", "total_ns", "wall_ns", "pid"),
     memory_keys=("peak_resident_set_size_kb",),
     timing_files=("trace.json",),
+    holds=TRAINING_RUN,
 )
 
 
@@ -92,15 +97,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     config = with_corpus_files(from_args(TrainConfig, args))
     outputs = from_args(TrainOutputs, args)
-    run_plan = plan(config)
+    training_plan = plan(config)
     work = work_directory(outputs.output.absolute())
     check_copies(outputs, work)  # before any training: a bad path costs nothing
     if launched_by_torchrun():  # a rank: the command that launched it checked memory and holds the lock
-        return train_here(args.command, config, run_plan, outputs, work)
+        return train_here(args.command, config, training_plan, outputs, work)
     runtime = config.runtime
     if runtime.nodes == 1 or node_agent(os.environ):  # this machine runs ranks: refused before torchrun starts
         check_device_here(runtime.device)
-    _, memory_line = check_training_memory(config, run_plan, runtime.processes)
+    _, memory_line = check_training_memory(config, training_plan, runtime.processes)
     print(memory_line, flush=True)
     logs = work.parent / f".{outputs.output.name}.ranks"  # each rank's output; kept when one fails
     if runtime.nodes > 1 and node_agent(os.environ):
@@ -110,27 +115,27 @@ def run(args: argparse.Namespace) -> int:
         return relaunch_with_torchrun(launch_command(runtime, args.argv, logs), logs)
     if runtime.nodes * runtime.processes == 1:
         with locked_work(work, outputs.output):
-            return train_here(args.command, config, run_plan, outputs, work)
+            return train_here(args.command, config, training_plan, outputs, work)
     command = launch_command(runtime, args.argv, logs)  # refused here, before the lock
     with locked_work(work, outputs.output):
         return relaunch_with_torchrun(command, logs)
 
 
-def train_here(command: str, config: TrainConfig, run_plan: Plan, outputs: TrainOutputs, work: Path) -> int:
+def train_here(command: str, config: TrainConfig, training_plan: Plan, outputs: TrainOutputs, work: Path) -> int:
     """This process's part: continue an interrupted run of the same command, train, write (rank 0)."""
     dist = setup(config.runtime.device)
     try:
-        resumed = continue_interrupted(config, run_plan, work, dist)
+        resumed = continue_interrupted(config, training_plan, work, dist)
         if not dist.is_main:
-            run_training(resumed, run_plan, None, None, Tracer(), dist)
+            train_model(resumed, training_plan, None, None, Tracer(), dist)
             return 0
-        return write_artifact(command, config, resumed, run_plan, outputs, dist)
+        return write_artifact(command, config, resumed, training_plan, outputs, dist)
     finally:
         teardown(dist)
 
 
 def write_artifact(
-    command: str, given: TrainConfig, config: TrainConfig, run_plan: Plan, outputs: TrainOutputs, dist: Distributed
+    command: str, given: TrainConfig, config: TrainConfig, training_plan: Plan, outputs: TrainOutputs, dist: Distributed
 ) -> int:
     """Rank 0's part (the only part of a single-process run): train, and write the artifact.
 
@@ -144,24 +149,24 @@ def write_artifact(
         **given.data.files(),
         **({"load_params": given.checkpoints.load_params} if given.checkpoints.load_params else {}),
     }
-    parameters = {"settings": work_parameters(given), "resolved": run_plan.resolved()}
+    parameters = {"settings": work_parameters(given), "resolved": training_plan.resolved()}
     tracer = Tracer()
     with ArtifactWriter(
         outputs.output, command=command, parameters=parameters, inputs=inputs, device=config.runtime.device
     ) as artifact:
-        result = run_training(config, run_plan, artifact.path, work, tracer, dist)
-        built = RunDir(artifact.path)
+        result = train_model(config, training_plan, artifact.path, work, tracer, dist)
+        built = TrainingRunFiles(artifact.path)
         write_json_atomic(built.metrics, result.metrics.document())
         write_log(built.metrics_log, result.metrics.points)  # the whole history, a resumed run's too
         write_json_atomic(built.passport, passport(given, result, config.checkpoints.resume))
-        if run_plan.prompt_ids:
+        if training_plan.prompt_ids:
             with tracer.phase("generation", tokens=config.sample.generate):
-                sample = end_of_training_sample(config, run_plan, result.model)
+                sample = end_of_training_sample(config, training_plan, result.model)
             write_json_atomic(artifact.path / SAMPLES_FILE, sample)
         tracer.write(built.trace, built.trace_summary)  # after the sample: its phase is traced
         link_checkpoints(checkpoints, artifact.path)
         artifact.summary = training_summary(result)
-    written = RunDir(outputs.output)
+    written = TrainingRunFiles(outputs.output)
     for flag, copy in copies(outputs):
         copy.parent.mkdir(parents=True, exist_ok=True)
         copy_atomic(getattr(written, COPIED[flag]), copy)  # a new file renamed over the old: no link is written through
@@ -171,7 +176,7 @@ def write_artifact(
         ("checkpoint", written.parameters),
         ("metrics", written.metrics),
         ("passport", written.passport),
-        *([("samples", outputs.output / SAMPLES_FILE)] if run_plan.prompt_ids else []),
+        *([("samples", outputs.output / SAMPLES_FILE)] if training_plan.prompt_ids else []),
     ):
         print(f"wrote {what}: {path}")
     return 0
@@ -201,7 +206,7 @@ def check_copies(outputs: TrainOutputs, work: Path) -> None:
                 raise GptlineageError(f"{flag} {path}: inside the artifact {holder}; write the copy elsewhere")
 
 
-def end_of_training_sample(config: TrainConfig, run_plan: Plan, model: GPT) -> dict[str, Any]:
+def end_of_training_sample(config: TrainConfig, training_plan: Plan, model: GPT) -> dict[str, Any]:
     """Continue the prompt with the trained model, print the text, and return samples.json's content.
 
     The reference re-evaluates the whole prefix for every new token, so the full-prefix decoder
@@ -215,8 +220,8 @@ def end_of_training_sample(config: TrainConfig, run_plan: Plan, model: GPT) -> d
         seed=config.schedule.seed,
         stop_at_eot=False,
     )
-    prompt = list(run_plan.prompt_ids)
-    generation = generate_tokens(FullPrefixDecoder(model), prompt, settings, context=run_plan.model.context)
+    prompt = list(training_plan.prompt_ids)
+    generation = generate_tokens(FullPrefixDecoder(model), prompt, settings, context=training_plan.model.context)
     encoding = gpt2_encoding()
     text = encoding.decode(prompt + list(generation.tokens))
     print(f"\n--- completion ---\n{terminal_text(text)}\n------------------")

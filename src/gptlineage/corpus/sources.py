@@ -24,6 +24,7 @@ from gptlineage.corpus.local_files import diagnose_local_file, is_json_lines_fil
 from gptlineage.corpus.prepare_config import PrepareConfig, local_builder
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import read_manifest
+from gptlineage.lineage.declaration import CORPUS, holds
 from gptlineage.progress import Progress
 
 
@@ -55,7 +56,7 @@ def documents_consumed(config: PrepareConfig) -> int:
     stream (dataset, configuration and splits, or files) as CONFIG."""
     flag = f"--skip-documents-from {config.skip_documents_from}"
     manifest = read_manifest(Path(str(config.skip_documents_from)))
-    if manifest["command"].get("name") != "prepare":
+    if not holds(manifest, CORPUS):
         raise GptlineageError(f"{flag}: a {manifest['command'].get('name')!r} artifact, not a corpus (prepare)")
     summary = manifest.get("summary") or {}
     documents = summary.get("documents") or {}

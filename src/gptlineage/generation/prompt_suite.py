@@ -57,8 +57,8 @@ class PromptSuiteConfig:
     """`gptlineage prompt-suite`: only the suite and the answer length are settings; the sampling is fixed."""
 
     model: ModelSource
-    suite: Path = setting(
-        PAPER_SUITE, "prompt suite (gptlineage.prompt-suite.v1); the default is the reference's nine prompts"
+    suite: Path | None = setting(
+        None, "prompt suite (gptlineage.prompt-suite.v1)", unset=f"the reference's nine prompts, {PAPER_SUITE_NAME}"
     )
     generate: int = setting_like(SamplingConfig, "generate", 48)
     output: Path = output_setting("report.json")
@@ -69,9 +69,14 @@ class PromptSuiteConfig:
             raise GptlineageError(f"--generate must be positive, got {self.generate}")
 
     @property
+    def suite_file(self) -> Path:
+        """The suite to read: --suite, else the packaged one (found in the installed package)."""
+        return PAPER_SUITE if self.suite is None else self.suite
+
+    @property
     def suite_name(self) -> str:
-        """The suite as recorded: the packaged one by its name in the package."""
-        return PAPER_SUITE_NAME if self.suite == PAPER_SUITE else str(self.suite)
+        """The suite as recorded: the packaged one by its name in the package, not this machine's path."""
+        return PAPER_SUITE_NAME if self.suite_file == PAPER_SUITE else str(self.suite)
 
     @property
     def sampling(self) -> SamplingConfig:

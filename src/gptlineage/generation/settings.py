@@ -22,6 +22,7 @@ from typing import Any
 
 from gptlineage.devices import check_device_name
 from gptlineage.lineage.artifact import is_artifact_dir, read_manifest
+from gptlineage.lineage.declaration import TRAINING_RUN, declaration_of, holds
 from gptlineage.lineage.tree import lexical
 from gptlineage.lineage.walk import input_artifact_dir
 from gptlineage.model.shapes import PRECISION_NAMES
@@ -33,9 +34,7 @@ DIMENSIONS = ("context", "vocab", "width", "heads", "layers", "layer_norm_eps")
 # bf16 is a training mode (float32 parameters under autocast), not a dtype to decode in.
 DECODING_PRECISIONS = tuple(name for name in PRECISION_NAMES if name != "bf16")
 OUTPUT_FIELDS = ("output",)  # where an artifact goes, not what it holds
-DELIVERABLE_COMMAND = "experiment"  # `gptlineage experiment`: the deliverable, whose `model` input is the model
-MODEL_ROLE = "model"
-TRAINING_COMMAND = "train"
+MODEL_ROLE = "model"  # the deliverable's input that is its model
 
 
 def _dimension(name: str) -> Any:
@@ -94,7 +93,7 @@ def training_run(run: Path) -> Path:
     if not is_artifact_dir(run):
         return run  # not an artifact at all: the passport check says what is missing
     manifest = read_manifest(run)
-    if manifest["command"]["name"] != DELIVERABLE_COMMAND:
+    if not declaration_of(manifest).deliverable:
         return run
     entry = next((e for e in manifest["inputs"] if e["role"] == MODEL_ROLE and "artifact_path" in e), None)
     if entry is None:
@@ -111,7 +110,7 @@ def training_run(run: Path) -> Path:
     found = read_manifest(model)
     if found["id"] != entry["artifact_id"]:
         raise SettingError("run", f"{run}: its model input {where} was replaced after the experiment was written")
-    if found["command"]["name"] != TRAINING_COMMAND:
+    if not holds(found, TRAINING_RUN):
         raise SettingError(
             "run", f"{run}: its model input {where} is a {found['command']['name']!r} artifact, not a training run"
         )

@@ -35,10 +35,10 @@ from gptlineage.generation.settings import DIMENSIONS, OUTPUT_FIELDS, ModelSourc
 from gptlineage.jsonio import read_json
 from gptlineage.lineage.artifact import ArtifactWriter, check_member_file
 from gptlineage.model.gpt import GPT, PRECISIONS
+from gptlineage.model.memory import check_model_memory
 from gptlineage.model.parameters import load_parameters
 from gptlineage.model.shapes import GPTConfig, model_config
 from gptlineage.settings import as_mapping
-from gptlineage.training.memory import check_model_memory
 
 PASSPORT = "passport.json"
 PARAMETERS = "parameters.safetensors"

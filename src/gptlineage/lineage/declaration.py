@@ -30,6 +30,10 @@ from typing import Any
 
 DROP, SCRATCH = "drop", "scratch"  # a copy outside the artifact is left out; a work folder goes to scratch
 SIDE_OUTPUT_KINDS = (DROP, SCRATCH)
+# What an artifact holds, for the readers that need one kind of artifact (a training run's loss
+# curves, a corpus's document counts): they ask the manifest's declaration, never the command's name.
+TRAINING_RUN, CHECKPOINT, CORPUS, SUITE_ANSWERS = "training-run", "checkpoint", "corpus", "suite-answers"
+HOLDINGS = (TRAINING_RUN, CHECKPOINT, CORPUS, SUITE_ANSWERS)
 WALL_TIME = "wall_s"  # the lineage's own measurement: seconds from the run's start to its finish
 # What splits a value's path into its object keys: `a.b[2]`, `rows[phase=train].total_ns`.
 PATH_PARTS = re.compile(r"[.\[\]:]+")
@@ -65,7 +69,8 @@ class Declaration:
     order shown. timing_keys, memory_keys: JSON keys (or shell patterns) whose values, and all
     below them, are wall-clock or memory measurements, never compared. timing_files: output files
     (shell patterns) that are measurements as a whole. omitted_keys: report keys that are settings
-    rather than results, left out of the metrics. deliverable: an artifact that stands for a whole results tree.
+    rather than results, left out of the metrics. deliverable: an artifact that stands for a whole
+    results tree. holds: what the artifact is, one of HOLDINGS (None: nothing a reader asks for).
     """
 
     side_outputs: Mapping[str, str] = field(default_factory=dict)
@@ -75,6 +80,7 @@ class Declaration:
     timing_files: tuple[str, ...] = ()
     omitted_keys: tuple[str, ...] = ()
     deliverable: bool = False
+    holds: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The manifest's `command.declaration` (the writer validates it against the schema)."""
@@ -86,6 +92,7 @@ class Declaration:
             "timing_files": list(self.timing_files),
             "omitted_keys": list(self.omitted_keys),
             "deliverable": self.deliverable,
+            "holds": self.holds,
         }
 
     def side_output(self, flags: Iterable[str]) -> str | None:
@@ -108,6 +115,11 @@ class Declaration:
             return True
         keys = path_keys(metric.partition(":")[2]) if ":" in metric else []
         return any(self.is_timing_key(key) or self.is_memory_key(key) for key in keys)
+
+
+def holds(manifest: Mapping[str, Any], kind: str) -> bool:
+    """Whether the artifact of MANIFEST declares that it holds KIND (one of HOLDINGS)."""
+    return declaration_of(manifest).holds == kind
 
 
 def matches(text: str, patterns: Iterable[str]) -> bool:
@@ -140,6 +152,7 @@ def declaration_of(manifest: Mapping[str, Any]) -> Declaration:
         timing_files=tuple(recorded.get("timing_files", ())),
         omitted_keys=tuple(recorded.get("omitted_keys", ())),
         deliverable=bool(recorded.get("deliverable", False)),
+        holds=recorded.get("holds"),
     )
 
 
@@ -171,4 +184,5 @@ def union(first: Declaration, second: Declaration) -> Declaration:
         timing_files=both(first.timing_files, second.timing_files),
         omitted_keys=both(first.omitted_keys, second.omitted_keys),
         deliverable=first.deliverable or second.deliverable,
+        holds=first.holds or second.holds,
     )

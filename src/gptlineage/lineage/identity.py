@@ -137,11 +137,6 @@ def code_closure(module: str, source_root: Path = SOURCE_ROOT) -> dict[str, Any]
     }
 
 
-def package_source_files() -> list[Path]:
-    """Every Python source file of the package, in a stable order."""
-    return sorted(path for path in PACKAGE_DIR.rglob("*.py") if "__pycache__" not in path.parts)
-
-
 def code_identity(command: str) -> dict[str, Any]:
     """The package version and the code closure of `command` (the training passport records it):
     the same hash the artifact id holds, so editing a file the command does not run changes neither."""

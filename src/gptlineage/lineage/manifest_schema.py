@@ -20,6 +20,8 @@ import json
 import sys
 from typing import Any
 
+from gptlineage.lineage.declaration import HOLDINGS, SIDE_OUTPUT_KINDS
+
 SCHEMA = "gptlineage.artifact.v3"
 SCHEMA_ID = "https://gptlineage.invalid/manifest.schema.json"
 # The lengths too: a validator whose `$` lets a final newline pass (Python's re.search) still refuses one.
@@ -65,7 +67,7 @@ DECLARATION = record(
     {
         "side_outputs": {
             "type": "object",
-            "additionalProperties": {"enum": ["drop", "scratch"], "x-is": "drop or scratch"},
+            "additionalProperties": {"enum": list(SIDE_OUTPUT_KINDS), "x-is": " or ".join(SIDE_OUTPUT_KINDS)},
             "x-is": "an object",
         },
         "metrics": {"type": "array", "items": METRIC, "x-is": "a list"},
@@ -74,6 +76,7 @@ DECLARATION = record(
         "timing_files": texts_of("file patterns"),
         "omitted_keys": texts_of("keys"),
         "deliverable": {"type": "boolean", "x-is": "true or false"},
+        "holds": {"enum": [*HOLDINGS, None], "x-is": f"one of {', '.join(HOLDINGS)} or null"},
     },
     [],
 )

@@ -33,7 +33,6 @@ from pathlib import Path
 from gptlineage.errors import GptlineageError
 
 HOST_TAG = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname()) or "host"
-KINDS = ("tmp", "old")  # a directory being built, an artifact moved aside during the swap
 
 
 def sibling(output: Path, kind: str) -> Path:

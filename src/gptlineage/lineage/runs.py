@@ -37,7 +37,7 @@ FOLDED = ("settings.", "resolved.")  # a training run records what was asked, th
 
 
 @dataclass(frozen=True)
-class Run:
+class ComparedRun:
     """One row: what the argument named, and the stages of its lineage by their names in the table."""
 
     label: str
@@ -65,28 +65,31 @@ def union(found: Sequence[Path]) -> list[Stage]:
     return list(merged.values())
 
 
-def find_runs(roots: Sequence[Path]) -> list[Run]:
+def find_runs(roots: Sequence[Path]) -> list[ComparedRun]:
     """One run per artifact given, per deliverable in a tree given, or per other tree given."""
-    runs: list[Run] = []
+    runs: list[ComparedRun] = []
     for root in roots:
         if not root.is_dir():
             raise GptlineageError(f"{root}: no such results directory")
         if is_artifact_dir(root):
-            runs.append(Run(str(root), named_stages(stages(root))))
+            runs.append(ComparedRun(str(root), named_stages(stages(root))))
             continue
         deliverables, results = results_of(root)
         if not results:
             raise GptlineageError(f"{root}: no artifacts")
         if len(deliverables) == 1:
-            runs.append(Run(str(root), named_stages(stages(deliverables[0]))))
+            runs.append(ComparedRun(str(root), named_stages(stages(deliverables[0]))))
         elif deliverables:
-            runs += [Run(str(root / top.relative_to(lexical(root))), named_stages(stages(top))) for top in deliverables]
+            runs += [
+                ComparedRun(str(root / top.relative_to(lexical(root))), named_stages(stages(top)))
+                for top in deliverables
+            ]
         else:
-            runs.append(Run(str(root), named_stages(union(results))))
+            runs.append(ComparedRun(str(root), named_stages(union(results))))
     return runs
 
 
-def run_parameters(run: Run) -> dict[str, Any]:
+def run_parameters(run: ComparedRun) -> dict[str, Any]:
     """Every parameter of the run's stages as `stage.key` (a training run's settings/resolved folded)."""
     flat: dict[str, Any] = {}
     for name, stage in run.stages.items():
@@ -116,7 +119,7 @@ def varied_parameters(flat: Sequence[Mapping[str, Any]], chosen: Sequence[str]) 
     return columns
 
 
-def headline(run: Run) -> dict[tuple[str, str], Any]:
+def headline(run: ComparedRun) -> dict[tuple[str, str], Any]:
     """(stage, column) → value of each headline metric with a run-table column a stage of the run has."""
     found: dict[tuple[str, str], Any] = {}
     for name, stage in run.stages.items():
@@ -127,7 +130,9 @@ def headline(run: Run) -> dict[tuple[str, str], Any]:
     return found
 
 
-def headline_columns(found: Sequence[Mapping[tuple[str, str], Any]], runs: Sequence[Run]) -> dict[tuple[str, str], str]:
+def headline_columns(
+    found: Sequence[Mapping[tuple[str, str], Any]], runs: Sequence[ComparedRun]
+) -> dict[tuple[str, str], str]:
     """(stage, column) → the table's column: the metric alone where one stage has it, else `stage.metric`;
     a metric's columns together, where it first comes upstream, upstream stages first."""
     keys = list(dict.fromkeys(key for values in found for key in values))
@@ -148,7 +153,7 @@ class RunTable:
     metrics: list[str]
 
 
-def runs_side_by_side(runs: Sequence[Run], params: Sequence[str] = ()) -> RunTable:
+def runs_side_by_side(runs: Sequence[ComparedRun], params: Sequence[str] = ()) -> RunTable:
     """One row per run: its label, the parameters that differ (and PARAMS), the headline metrics."""
     flat = [run_parameters(run) for run in runs]
     found = [headline(run) for run in runs]

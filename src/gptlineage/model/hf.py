@@ -2,7 +2,7 @@
 
 The two models compute the same function; only the storage differs:
 
-    ours (model.py)                          Hugging Face GPT-2
+    ours (model/gpt.py)                      Hugging Face GPT-2
     wte.weight            [V, W]             transformer.wte.weight  (lm_head.weight is tied to it)
     wpe.weight            [C, W]             transformer.wpe.weight
     blocks.i.ln_1.*                          transformer.h.i.ln_1.*
@@ -53,7 +53,7 @@ HF_PREFIX = "transformer."
 LM_HEAD = "lm_head.weight"
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
-ACTIVATION = "gelu_new"  # Hugging Face's name for the tanh-approximated GELU that model.py uses
+ACTIVATION = "gelu_new"  # Hugging Face's name for the tanh-approximated GELU that model/gpt.py uses
 
 
 # ---------------------------------------------------------------- configuration

@@ -23,16 +23,17 @@ from typing import Any
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json
 from gptlineage.lineage.artifact import ArtifactWriter, content_sha256, read_manifest
+from gptlineage.lineage.declaration import SUITE_ANSWERS, TRAINING_RUN, holds
 from gptlineage.lineage.diff import diff, stages
 from gptlineage.lineage.diff_text import named, verdict_line
 from gptlineage.lineage.results import run_artifact
-from gptlineage.lineage.runs import Run, named_stages, runs_side_by_side
+from gptlineage.lineage.runs import ComparedRun, named_stages, runs_side_by_side
 from gptlineage.lineage.table import format_value
 from gptlineage.lineage.walk import refuse_inside, verified_lineage
 from gptlineage.reporting.compare_plots import overlay_svg
 from gptlineage.reporting.html import render, svg_data_uri
 from gptlineage.reporting.plots import read_metrics
-from gptlineage.training.layout import RunDir
+from gptlineage.training.layout import TrainingRunFiles
 
 PAGE = "index.html"
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -60,7 +61,7 @@ def delta(metric: str, old: Any, new: Any) -> dict[str, str]:
     return {"text": ("+" if change > 0 else "") + format_value(change), "class": "good" if better else "bad"}
 
 
-def side_by_side(runs: Sequence[Run]) -> dict[str, list[dict[str, Any]]]:
+def side_by_side(runs: Sequence[ComparedRun]) -> dict[str, list[dict[str, Any]]]:
     """The parameters that differ and the headline metrics, a row each, a value per run and Δs against A."""
     table = runs_side_by_side(runs)
     rows = table.frame.to_dict("records")
@@ -111,14 +112,14 @@ def metric_view(row: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def curves(runs: Sequence[Run]) -> dict[str, Any]:
+def curves(runs: Sequence[ComparedRun]) -> dict[str, Any]:
     """An overlaid loss figure per training stage that differs between the runs, upstream first;
     the names of those that are the same artifact in every run; notes for curves that cannot be drawn."""
     names = dict.fromkeys(
         name
         for run in runs
         for name, stage in sorted(run.stages.items(), key=lambda item: -item[1].depth)
-        if stage.manifest["command"]["name"] == "train"
+        if holds(stage.manifest, TRAINING_RUN)
     )
     figures, same, notes = [], [], []
     for name in names:
@@ -127,7 +128,7 @@ def curves(runs: Sequence[Run]) -> dict[str, Any]:
             same.append(name)
             continue
         try:
-            series = [(label.upper(), read_metrics(RunDir(stage.path).metrics)) for label, stage in found]
+            series = [(label.upper(), read_metrics(TrainingRunFiles(stage.path).metrics)) for label, stage in found]
             figure = overlay_svg(name, series)
         except GptlineageError as error:
             notes.append(f"{name}: no loss curves ({error})")
@@ -152,13 +153,10 @@ def case_key(case: Mapping[str, Any]) -> tuple[str, str]:
     return str(case.get("family")), str(case.get("prompt"))
 
 
-def changed_answers(runs: Sequence[Run]) -> list[dict[str, Any]]:
+def changed_answers(runs: Sequence[ComparedRun]) -> list[dict[str, Any]]:
     """Per prompt-suite stage: the cases whose answer or verdict differs from A's in some run."""
     names = dict.fromkeys(
-        name
-        for run in runs
-        for name, stage in run.stages.items()
-        if stage.manifest["command"]["name"] == "prompt-suite"
+        name for run in runs for name, stage in run.stages.items() if holds(stage.manifest, SUITE_ANSWERS)
     )
     suites = []
     for name in names:
@@ -192,7 +190,7 @@ def answer_of(case: Mapping[str, Any] | None) -> tuple[str, str]:
     return str(case.get("output", "")), verdict
 
 
-def run_rows(runs: Sequence[Run], arguments: Sequence[Path], paths: Sequence[Path]) -> list[dict[str, str]]:
+def run_rows(runs: Sequence[ComparedRun], arguments: Sequence[Path], paths: Sequence[Path]) -> list[dict[str, str]]:
     """Each run: its letter, the argument that named it, its artifact's command and id."""
     rows = []
     for run, argument, path in zip(runs, arguments, paths):
@@ -209,7 +207,7 @@ def identity(manifest: Mapping[str, Any]) -> dict[str, str]:
 
 def page_values(arguments: Sequence[Path], paths: Sequence[Path]) -> dict[str, Any]:
     """Everything the template shows, for the runs' artifact directories PATHS (A first)."""
-    runs = [Run(letter, named_stages(stages(path))) for letter, path in zip(LETTERS, paths)]
+    runs = [ComparedRun(letter, named_stages(stages(path))) for letter, path in zip(LETTERS, paths)]
     results = [diff(paths[0], path) for path in paths[1:]]
     more = f" and {len(paths) - 2} more" if len(paths) > 2 else ""
     return {

@@ -18,13 +18,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gptlineage.lineage.checks import printable
+from gptlineage.lineage.declaration import CHECKPOINT, CORPUS, TRAINING_RUN, declaration_of
 from gptlineage.lineage.walk import Node, input_artifact_dir, input_path
 
 # Sizes in SVG user units (pixels at 100% zoom).
 NODE_WIDTH, NODE_HEIGHT, GAP_X, GAP_Y, MARGIN = 190, 46, 26, 58, 16
 WAYPOINT_WIDTH = 10  # the slot an edge takes where it passes a row
 LABEL_CHARS = 24
-FILL = {"train": "#dbe8f6", "select-best": "#f6e6d6", "prepare": "#e3f0da", "source": "#ffffff", "missing": "#fbe3e3"}
+# An artifact's box is coloured by what its declaration says it holds; a plain input or a missing one by its kind.
+FILL = {
+    TRAINING_RUN: "#dbe8f6",
+    CHECKPOINT: "#f6e6d6",
+    CORPUS: "#e3f0da",
+    "source": "#ffffff",
+    "missing": "#fbe3e3",
+}
 
 
 def svg_text(value: Any) -> str:
@@ -43,6 +51,7 @@ class GraphNode:
     kind: str  # "artifact", "source" (a plain input file or directory) or "missing" (an input artifact gone)
     command: str = ""
     anchor: str | None = None
+    holds: str | None = None  # what an artifact's declaration says it holds (its box's colour)
 
 
 @dataclass
@@ -67,7 +76,12 @@ def lineage_graph(nodes: Sequence[Node]) -> Graph:
     graph = Graph()
     for index, node in enumerate(nodes):
         graph.nodes[str(node.path)] = GraphNode(
-            str(node.path), node.path.name, "artifact", node.manifest["command"]["name"], anchor_of(index, node)
+            str(node.path),
+            node.path.name,
+            "artifact",
+            node.manifest["command"]["name"],
+            anchor_of(index, node),
+            declaration_of(node.manifest).holds,
         )
     walked = {str(node.path): node for node in nodes}
     for node in nodes:
@@ -224,7 +238,7 @@ def dag_svg(graph: Graph) -> str:
 
 
 def node_svg(node: GraphNode, x: float, y: float) -> str:
-    fill = FILL.get(node.command if node.kind == "artifact" else node.kind, "#eeeeee")
+    fill = FILL.get(node.holds if node.kind == "artifact" else node.kind, "#eeeeee")
     dash = ' stroke-dasharray="4 3"' if node.kind != "artifact" else ""
     stroke = "#c0392b" if node.kind == "missing" else "#555"
     kind = {"source": "source input", "missing": "missing artifact"}.get(node.kind, f"[{node.command}]")

@@ -2,14 +2,14 @@
 
 From one checkpoint and one prepared corpus, two trainers run the same N updates:
 
-- gptlineage: our `GPT` (model.py), its objective (`train.training_objective`: the fused
+- gptlineage: our `GPT` (gptlineage.model.gpt), its objective (`training.step.training_objective`: the fused
   chunked loss, assistant-row weights or the mean CE) and the trainer's fused AdamW
-  (`train.build_optimizer`), step by step as `train.run_training` does it;
+  (`training.step.build_optimizer`), step by step as `training.loop.train_model` does it;
 - reference: `transformers.GPT2LMHeadModel` holding the same weights through the export
   mapping (`gptlineage.model.hf`), its fused q|k|v bias held at zero and frozen, the loss computed
   here from its logits, and its own `torch.optim.AdamW` with the same hyper-parameters.
 
-Both see the same batches (`train.batch_for`, same seed and step), the same warmup-cosine
+Both see the same batches (`training.data.batch_for`, same seed and step), the same warmup-cosine
 learning rate (`schedule.learning_rate`, set before each update), the same fixed validation
 batches, and strict float32 (no TF32). Each update is timed from batch preparation through
 forward, backward and the optimizer step, ending when the loss reaches the host; the two
@@ -106,11 +106,11 @@ def train_config(settings: MatchedSettings, model: GPT, data: str | Path, precis
     return with_corpus_files(config)
 
 
-def ours_side(model: GPT, config: TrainConfig, run: Plan, val: Split, dtype: torch.dtype) -> Side:
-    """Our trainer, as run_training builds it: its objective (fused loss) and its AdamW."""
-    optimizer = build_optimizer(model, config.schedule.weight_decay, config.runtime.device, run.lr)
+def ours_side(model: GPT, config: TrainConfig, training_plan: Plan, val: Split, dtype: torch.dtype) -> Side:
+    """Our trainer, as train_model builds it: its objective (fused loss) and its AdamW."""
+    optimizer = build_optimizer(model, config.schedule.weight_decay, config.runtime.device, training_plan.lr)
     loss_of = on_device(training_objective(model, config.runtime), config.runtime.device)
-    updater = Updater(optimizer, loss_of, run, config.schedule.seed, dtype=dtype)
+    updater = Updater(optimizer, loss_of, training_plan, config.schedule.seed, dtype=dtype)
     return Side("gptlineage", model, updater, lambda: evaluate(updater, val, config.evaluation.eval_batches, model))
 
 
@@ -126,7 +126,7 @@ def reference_loss(
 
 
 def reference_side(
-    model: GPT, config: TrainConfig, run: Plan, val: Split, dtype: torch.dtype, attn_implementation: str
+    model: GPT, config: TrainConfig, training_plan: Plan, val: Split, dtype: torch.dtype, attn_implementation: str
 ) -> Side:
     """Hugging Face GPT-2 with our weights; its q|k|v bias frozen at zero and outside the optimizer."""
     hf = hf_model(model, attn_implementation=attn_implementation)
@@ -137,19 +137,19 @@ def reference_side(
         block.attn.c_attn.bias.requires_grad_(False)  # GPT-2 has the bias, ours does not: keep it 0
     trainable = [p for p in hf.parameters() if p.requires_grad]  # parameters() lists the tied wte once
     optimizer = torch.optim.AdamW(
-        trainable, lr=run.lr, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=config.schedule.weight_decay
+        trainable, lr=training_plan.lr, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=config.schedule.weight_decay
     )
     hf.train()  # every dropout is 0; train mode only mirrors ours
 
     def loss_of(x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
         return reference_loss(hf, x, y, weights, config.runtime.device)
 
-    updater = Updater(optimizer, loss_of, run, config.schedule.seed, dtype=dtype)
+    updater = Updater(optimizer, loss_of, training_plan, config.schedule.seed, dtype=dtype)
     return Side("reference", hf, updater, lambda: evaluate(updater, val, config.evaluation.eval_batches, hf))
 
 
 def train_sides(
-    sides: list[Side], train: Split, config: TrainConfig, run: Plan, dtype: torch.dtype
+    sides: list[Side], train: Split, config: TrainConfig, training_plan: Plan, dtype: torch.dtype
 ) -> dict[str, list[dict[str, Any]]]:
     """N updates of every trainer with the trainer's logging rules; metric points like metrics.json's, per side.
 
@@ -157,15 +157,15 @@ def train_sides(
     comparison runs slows both alike instead of whichever happened to run at the time.
     """
     points = {side.name: [validation_point(0, side.validate())] for side in sides}
-    progress = Progress(run.steps, "matched-compare update")
-    for t in range(run.steps):
+    progress = Progress(training_plan.steps, "matched-compare update")
+    for t in range(training_plan.steps):
         for side in sides:
             points[side.name].append(timed_update(side.updater, train, t))
         completed = t + 1
         progress.advance(
             detail=" ".join(f"{side.name} loss {loss_text(points[side.name][-1]['loss'])}" for side in sides)
         )
-        if run.eval_every and (completed % run.eval_every == 0 or completed == run.steps):
+        if training_plan.eval_every and (completed % training_plan.eval_every == 0 or completed == training_plan.steps):
             for side in sides:
                 points[side.name].append(validation_point(completed, side.validate()))
     return points
@@ -189,7 +189,7 @@ def _max_difference(ours: dict[int, float], reference: dict[int, float], phase: 
 
 
 def compare(
-    ours: list[dict[str, Any]], reference: list[dict[str, Any]], run: Plan, threshold: float, precision: str
+    ours: list[dict[str, Any]], reference: list[dict[str, Any]], training_plan: Plan, threshold: float, precision: str
 ) -> dict[str, Any]:
     """comparison.json: loss differences over identical step sets, final losses, throughputs."""
     train = {side: _losses(points, "train", side) for side, points in zip(SIDES, (ours, reference))}
@@ -203,9 +203,9 @@ def compare(
     final = max(val["gptlineage"])
     return {
         "schema": SCHEMA,
-        "updates": run.steps,
-        "tokens_per_update": run.tokens_per_update,
-        "scheduled_tokens": run.steps * run.tokens_per_update,
+        "updates": training_plan.steps,
+        "tokens_per_update": training_plan.tokens_per_update,
+        "scheduled_tokens": training_plan.steps * training_plan.tokens_per_update,
         "max_absolute_train_loss_difference": _max_difference(train["gptlineage"], train["reference"], "train"),
         "max_absolute_validation_loss_difference": _max_difference(val["gptlineage"], val["reference"], "validation"),
         "final_validation_loss": {side: val[side][final] for side in SIDES},
@@ -246,18 +246,22 @@ def run_matched(
     torch.set_num_threads(settings.threads or available_cpus())
     dtype = PRECISIONS[precision]
     config = train_config(settings, model, data, precision, device)
-    run = plan(config)
-    if run.model != model.config:
-        raise GptlineageError(f"the plan's model {run.model} is not the loaded model {model.config}")
-    train = load_split(config.data, "train", run.model.context, run.model.vocab)
-    val = load_split(config.data, "val", run.model.context, run.model.vocab)
+    training_plan = plan(config)
+    if training_plan.model != model.config:
+        raise GptlineageError(f"the plan's model {training_plan.model} is not the loaded model {model.config}")
+    train = load_split(config.data, "train", training_plan.model.context, training_plan.model.vocab)
+    val = load_split(config.data, "val", training_plan.model.context, training_plan.model.vocab)
     ours = model.to(device=device, dtype=dtype).train()
-    reference = reference_side(ours, config, run, val, dtype, settings.attn_implementation)  # copies the start weights
+    reference = reference_side(
+        ours, config, training_plan, val, dtype, settings.attn_implementation
+    )  # copies the start weights
     torch.manual_seed(settings.seed)  # as the trainer does; only dropout (here 0) draws from it
-    points = train_sides([ours_side(ours, config, run, val, dtype), reference], train, config, run, dtype)
+    points = train_sides(
+        [ours_side(ours, config, training_plan, val, dtype), reference], train, config, training_plan, dtype
+    )
     if any(torch.count_nonzero(block.attn.c_attn.bias) for block in reference.model.transformer.h):
         raise GptlineageError("the reference's frozen q/k/v bias moved during training")
-    comparison = compare(points["gptlineage"], points["reference"], run, settings.threshold, precision)
+    comparison = compare(points["gptlineage"], points["reference"], training_plan, settings.threshold, precision)
     comparison["max_absolute_final_parameter_difference"] = parameter_difference(ours, reference.model)
     return MatchedResult(comparison, points)
 

@@ -35,7 +35,7 @@ from gptlineage.reporting.dag import Graph, dag_svg, lineage_graph
 from gptlineage.reporting.html import pretty_json, render, svg_data_uri, trusted_svg, visible
 from gptlineage.reporting.plots import is_number, loss_points, loss_svg, profile_svg, read_metrics, read_trace_summary
 from gptlineage.reporting.results import training_stages
-from gptlineage.training.layout import RunDir
+from gptlineage.training.layout import TrainingRunFiles
 
 REPORT_FILE = "index.html"
 OPEN_FILES_UP_TO = 12  # a longer file list starts collapsed
@@ -95,7 +95,7 @@ def key_metrics(points: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
 
 def training_context(node: Node) -> dict[str, Any] | None:
     """Key metrics and figures of a training run; a figure that cannot be drawn becomes a note."""
-    run = RunDir(node.path)
+    run = TrainingRunFiles(node.path)
     if not run.metrics.is_file():
         return None
     name = node.path.name
@@ -197,11 +197,6 @@ def lineage_context(nodes: list[Node], root: Path | None = None) -> dict[str, An
         ],
         "artifacts": [artifact_context(node, graph, root) for node in nodes],
     }
-
-
-def report_html(path: str | Path) -> str:
-    """The whole page for PATH and everything upstream, in the order `lineage show` walks them."""
-    return page_html(verified_lineage(path, "report"))
 
 
 def page_html(nodes: list[Node]) -> str:

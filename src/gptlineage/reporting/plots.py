@@ -41,7 +41,7 @@ from gptlineage.reporting.figures import (
     set_loss_limits,
     svg_bytes,
 )
-from gptlineage.training.layout import RunDir
+from gptlineage.training.layout import TrainingRunFiles
 
 LOSS_SIZE = (1000, 520)
 LABEL_CHARS = 46
@@ -287,6 +287,6 @@ def overview_svg(stages: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> byte
 
 def run_figures(run: Path, name: str, top: int = 10) -> dict[str, bytes]:
     """`loss.svg` and `profile.svg` of one training artifact."""
-    points = read_metrics(RunDir(run).metrics)
-    summary = read_trace_summary(RunDir(run).trace_summary)
+    points = read_metrics(TrainingRunFiles(run).metrics)
+    summary = read_trace_summary(TrainingRunFiles(run).trace_summary)
     return {"loss.svg": loss_svg(points, f"{name}: loss"), "profile.svg": profile_svg(summary, name, top)}

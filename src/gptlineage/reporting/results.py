@@ -19,11 +19,10 @@ from typing import Any
 
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json
+from gptlineage.lineage.declaration import TRAINING_RUN, holds
 from gptlineage.lineage.table import stage_metrics
 from gptlineage.lineage.walk import Node, input_artifact_dir
 from gptlineage.reporting.html import svg_data_uri
-
-TRAIN = "train"
 
 
 def number(value: Any) -> float | int | None:
@@ -80,7 +79,7 @@ def chain_order(nodes: Sequence[Node]) -> list[Node]:
                     ancestors[path] |= {up} | upstream(up)
         return ancestors[path]
 
-    runs = [node for node in nodes if node.manifest.get("command", {}).get("name") == TRAIN]
+    runs = [node for node in nodes if holds(node.manifest, TRAINING_RUN)]
     trained_before = {node.path: sum(1 for up in upstream(node.path) if by_path[up] in runs) for node in runs}
     return sorted(runs, key=lambda node: (trained_before[node.path], node.path.name))
 

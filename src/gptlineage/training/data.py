@@ -2,7 +2,7 @@
 
 Example:
     split = load_split(config.data, "train", context=128, vocab=50257)
-    x, y, weights = batch_for(split, seed=0, step=7, run=plan(config), dtype=torch.float32)
+    x, y, weights = batch_for(split, seed=0, step=7, plan=plan(config), dtype=torch.float32)
 """
 
 from __future__ import annotations
@@ -50,13 +50,15 @@ def data_hashes(data: DataSettings) -> dict[str, str | None]:
     return {f"{role}_sha256": sha256_file(path) if (path := getattr(data, role)) else None for role in DATA_ROLES}
 
 
-def batch_for(split: Split, seed: int, step: int, run: Plan, dtype: torch.dtype) -> Batch:
+def batch_for(split: Split, seed: int, step: int, plan: Plan, dtype: torch.dtype) -> Batch:
     """Batch `step` of the stream `seed`: dialogue records when the split has them (without the
     padding columns past the last target unless the plan says not to trim), else plain windows."""
     if split.records is not None:
-        batch = dialogue_batch(split.tokens, split.mask, split.records, seed, step, run.batch, run.model.context, dtype)
-        return trim_dialogue_batch(*batch) if run.trim_dialogue_padding else batch
-    x, y = plain_batch(split.tokens, seed, step, run.batch, run.model.context)
+        batch = dialogue_batch(
+            split.tokens, split.mask, split.records, seed, step, plan.batch, plan.model.context, dtype
+        )
+        return trim_dialogue_batch(*batch) if plan.trim_dialogue_padding else batch
+    x, y = plain_batch(split.tokens, seed, step, plan.batch, plan.model.context)
     return x, y, None
 
 

@@ -7,7 +7,7 @@ output (`.<name>.work/`) holds the live metrics, the checkpoints and `progress.j
 total steps, for `gptlineage watch`).
 
 Example (after `gptlineage train ... --output results/pretrain`):
-    run = RunDir(Path("results/pretrain"))
+    run = TrainingRunFiles(Path("results/pretrain"))
     run.metrics               # results/pretrain/metrics.json
     run.checkpoint(400)       # results/pretrain/checkpoints/step-400
     work_directory(Path("results/pretrain"))  # results/.pretrain.work
@@ -49,7 +49,7 @@ def checkpoint_step(name: str) -> int | None:
 
 
 @dataclass(frozen=True)
-class RunDir:
+class TrainingRunFiles:
     """The files of one training run (an artifact directory, or the work directory of a live run)."""
 
     path: Path

@@ -1,6 +1,6 @@
 """The training loop: AdamW on a warmup-cosine schedule over stateless batches, with exact resume.
 
-`run_training` checks that the run fits in memory, loads the shards, builds or loads the
+`train_model` checks that the run fits in memory, loads the shards, builds or loads the
 model, validates at the start step, then trains: step t (0-based) uses the learning rate of
 update t and batch t of the seed's stream; a point is logged as step t+1; validation and
 checkpoints happen when the completed step is a multiple of their period or the last one
@@ -46,7 +46,7 @@ from gptlineage.training.config import Plan, TrainConfig
 from gptlineage.training.data import Split, data_hashes, load_split
 from gptlineage.training.determinism import set_determinism
 from gptlineage.training.distributed import SINGLE, Distributed, check_batch_split
-from gptlineage.training.layout import RunDir, checkpoint_name
+from gptlineage.training.layout import TrainingRunFiles, checkpoint_name
 from gptlineage.training.memory import check_training_memory
 from gptlineage.training.metrics import Metrics, best_checkpoint, validation_point
 from gptlineage.training.step import Updater, build_optimizer, evaluate, on_device, timed_update, training_objective
@@ -68,7 +68,7 @@ class TrainingResult:
 
 
 @dataclass
-class Run:
+class TrainingState:
     """The live state of one run on this rank."""
 
     config: TrainConfig
@@ -90,31 +90,31 @@ class Run:
             sys.stdout.flush()  # a log file shows the line now, not when a buffer fills
 
 
-def resume_config(config: TrainConfig, run: Plan, hashes: dict[str, str | None]) -> dict[str, Any]:
+def resume_config(config: TrainConfig, plan: Plan, hashes: dict[str, str | None]) -> dict[str, Any]:
     """Everything that changes the trained numbers; a resume must match it exactly."""
     return {
-        "model": asdict(run.model),
-        "batch": run.batch,
-        "steps": run.steps,
-        "lr": run.lr,
-        "min_lr": run.min_lr,
-        "warmup_steps": run.warmup_steps,
+        "model": asdict(plan.model),
+        "batch": plan.batch,
+        "steps": plan.steps,
+        "lr": plan.lr,
+        "min_lr": plan.min_lr,
+        "warmup_steps": plan.warmup_steps,
         "weight_decay": config.schedule.weight_decay,
         "seed": config.schedule.seed,
         "precision": config.runtime.precision,
         "device": config.runtime.device,
-        "objective": objective_name(run),
+        "objective": objective_name(plan),
         "data": hashes,
     }
 
 
-def objective_name(run: Plan) -> str:
-    return "dialogue-bounded-assistant-next-token" if run.dialogue else "next-token-mean"
+def objective_name(plan: Plan) -> str:
+    return "dialogue-bounded-assistant-next-token" if plan.dialogue else "next-token-mean"
 
 
 def checkpoint_root(config: TrainConfig, work: Path) -> Path:
     """Where resumable checkpoints go: --checkpoint-dir, else the work directory beside the output."""
-    return config.checkpoints.checkpoint_dir or RunDir(work).checkpoints
+    return config.checkpoints.checkpoint_dir or TrainingRunFiles(work).checkpoints
 
 
 def prepare_process(config: TrainConfig, dist: Distributed) -> None:
@@ -130,28 +130,28 @@ def prepare_process(config: TrainConfig, dist: Distributed) -> None:
     torch.manual_seed(config.schedule.seed)  # only dropout draws from it; recorded and restored with checkpoints
 
 
-def start(config: TrainConfig, run: Plan, work: Path | None, tracer: Tracer, dist: Distributed) -> Run:
+def start(config: TrainConfig, plan: Plan, work: Path | None, tracer: Tracer, dist: Distributed) -> TrainingState:
     """Load the data and the model, build the optimizer and the loss: everything before step one.
 
     A single process checks first that the run fits in memory (`torchrun`'s ranks were checked,
     all together, by the command that launched them)."""
     if dist.world == 1:
-        check_training_memory(config, run)
+        check_training_memory(config, plan)
     dtype, device = PRECISIONS[config.runtime.precision], dist.device(config.runtime.device)
     with tracer.phase("data loading"):
-        train = load_split(config.data, "train", run.model.context, run.model.vocab)
-        val = load_split(config.data, "val", run.model.context, run.model.vocab)
+        train = load_split(config.data, "train", plan.model.context, plan.model.vocab)
+        val = load_split(config.data, "val", plan.model.context, plan.model.vocab)
         hashes = data_hashes(config.data)
     with tracer.phase("initialization"):
-        model = GPT(run.model, seed=config.schedule.seed).to(device=device, dtype=dtype)
+        model = GPT(plan.model, seed=config.schedule.seed).to(device=device, dtype=dtype)
         if config.checkpoints.load_params:
             load_parameters(config.checkpoints.load_params, model)
-        optimizer = build_optimizer(model, config.schedule.weight_decay, config.runtime.device, run.lr)
-    metrics = Metrics(RunDir(work).metrics_log if dist.is_main else None)
+        optimizer = build_optimizer(model, config.schedule.weight_decay, config.runtime.device, plan.lr)
+    metrics = Metrics(TrainingRunFiles(work).metrics_log if dist.is_main else None)
     checkpoints = checkpoint_root(config, work) if dist.is_main else None
-    return Run(
+    return TrainingState(
         config,
-        run,
+        plan,
         dist,
         tracer,
         model,
@@ -159,12 +159,12 @@ def start(config: TrainConfig, run: Plan, work: Path | None, tracer: Tracer, dis
         train,
         val,
         metrics,
-        resume_config(config, run, hashes),
+        resume_config(config, plan, hashes),
         checkpoints,
     )
 
 
-def wrap(state: Run) -> None:
+def wrap(state: TrainingState) -> None:
     """The loss every update runs: the model's objective, under DDP across ranks, compiled if asked."""
     runtime, dist = state.config.runtime, state.dist
     device = dist.device(runtime.device)
@@ -189,7 +189,7 @@ def wrap(state: Run) -> None:
     )
 
 
-def resume(state: Run) -> int:
+def resume(state: TrainingState) -> int:
     """Load --resume's checkpoint (parameters, optimizer, metrics so far); return its completed step."""
     path = state.config.checkpoints.resume
     if path is None:
@@ -210,7 +210,7 @@ def resume(state: Run) -> int:
     return completed
 
 
-def checkpoint(state: Run, completed: int) -> None:
+def checkpoint(state: TrainingState, completed: int) -> None:
     """Rank 0 saves a resumable checkpoint and prunes old ones (never the best); every rank waits for it."""
     if state.dist.is_main:
         settings = state.config.checkpoints
@@ -228,7 +228,7 @@ def checkpoint(state: Run, completed: int) -> None:
     state.dist.barrier()  # no rank runs ahead of a checkpoint it might be asked to resume from
 
 
-def validate(state: Run, step: int) -> float:
+def validate(state: TrainingState, step: int) -> float:
     with state.tracer.phase("evaluation", step=step):
         loss = evaluate(state.updater, state.val, state.config.evaluation.eval_batches, state.model)
     state.metrics.add(validation_point(step, loss))
@@ -236,7 +236,7 @@ def validate(state: Run, step: int) -> float:
     return loss
 
 
-def header_lines(state: Run, parameters: int) -> list[str]:
+def header_lines(state: TrainingState, parameters: int) -> list[str]:
     run, m = state.plan, state.plan.model
     return [
         f"preset={state.config.model.preset}",
@@ -255,7 +255,7 @@ def step_detail(point: dict[str, Any]) -> str:
     )
 
 
-def train_steps(state: Run, first: int) -> None:
+def train_steps(state: TrainingState, first: int) -> None:
     """Updates first..steps-1, validating and checkpointing on their periods, with progress lines."""
     run, every = state.plan, state.config.checkpoints.checkpoint_every
     bar = tqdm(
@@ -281,16 +281,16 @@ def train_steps(state: Run, first: int) -> None:
     bar.close()
 
 
-def run_training(
-    config: TrainConfig, run: Plan, output: Path | None, work: Path | None, tracer: Tracer, dist: Distributed = SINGLE
+def train_model(
+    config: TrainConfig, plan: Plan, output: Path | None, work: Path | None, tracer: Tracer, dist: Distributed = SINGLE
 ) -> TrainingResult:
     """Train into `output` (the artifact being built); checkpoints and live metrics go to `work`.
 
     Ranks other than 0 pass None for `output` and `work`.
     """
-    check_batch_split(run.batch, dist.world, config.runtime.accumulate)  # the world torchrun gave, before any work
+    check_batch_split(plan.batch, dist.world, config.runtime.accumulate)  # the world torchrun gave, before any work
     prepare_process(config, dist)
-    state = start(config, run, work, tracer, dist)
+    state = start(config, plan, work, tracer, dist)
     first = resume(state)
     wrap(state)
     parameters = count_parameters(state.model)
@@ -299,9 +299,9 @@ def run_training(
     if first == 0 or not any(p["phase"] == "validation" and p["step"] == first for p in state.metrics.points):
         validate(state, first)
     if dist.is_main:
-        write_json_atomic(RunDir(work).progress, live_status(run.steps, first))
+        write_json_atomic(TrainingRunFiles(work).progress, live_status(plan.steps, first))
     train_steps(state, first)
     if dist.is_main:
         with tracer.phase("checkpointing", action="final parameters"):
-            save_parameters(RunDir(output).parameters, state.model)
-    return TrainingResult(run, parameters, state.metrics, first, state.identity["data"], state.model, dist.world)
+            save_parameters(TrainingRunFiles(output).parameters, state.model)
+    return TrainingResult(plan, parameters, state.metrics, first, state.identity["data"], state.model, dist.world)

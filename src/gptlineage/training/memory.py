@@ -1,5 +1,5 @@
-"""Memory a training run will need, estimated from its plan before anything is allocated, and
-the memory this machine has; a run that cannot fit is refused in one line instead of being
+"""Memory a training run will need, estimated from its plan before anything is allocated, against
+the memory this machine has (gptlineage.model.memory); a run that cannot fit is refused in one line instead of being
 killed by the kernel's OOM killer halfway (which leaves half-written files behind).
 
 The estimate, in bytes, with P parameters, e bytes per parameter (8 for float64, else 4),
@@ -34,19 +34,17 @@ measured on CPU in benchmarks/README.md, "Memory of the node"):
     node            = processes x rank + torchrun (~240 MiB)
 
 A single process is the command that checks: its runtime is already loaded and not counted.
-The node's total is compared with what the machine has free: MemAvailable from /proc/meminfo,
-or less where a cgroup (v2 or v1) limits this process or a SLURM job's memory request does
-(SLURM_MEM_PER_NODE, or SLURM_MEM_PER_CPU x the job's CPUs on this node, less what this process
-already holds: SLURM may enforce it by sampling the job's RSS, without any cgroup), or
---max-memory. With --nodes, each node checks its own processes (the rows are those of
-B / (nodes x processes)). On CUDA the model's part is compared with the GPU's free memory
-instead, and the batches, runtimes and compilers with the host's. A run that fits prints
+The node's total is compared with what the machine has free (`available_memory`: MemAvailable,
+or less under a cgroup limit or a SLURM job's memory request, or --max-memory). With --nodes,
+each node checks its own processes (the rows are those of B / (nodes x processes)). On CUDA the
+model's part is compared with the GPU's free memory instead, and the batches, runtimes and
+compilers with the host's. A run that fits prints
 `memory: 2 processes x 3.87 GiB (compile +0.68 GiB) + launcher 0.23 GiB = 7.97 GiB of 20.71 GiB
 available (MemAvailable)` (gpt2-small, context 128, batch 2, --compile, 2 compile threads).
 
 Example:
     estimate = estimate_training(plan(config), config.runtime)
-    estimate.total / GIB                     # about 4.9 for gpt2-small, batch 4, context 1024
+    estimate.total / 2**30                   # about 4.9 for gpt2-small, batch 4, context 1024
     estimate_node(plan(config), config.runtime, processes=2).total   # the node: both ranks, torchrun
     check_training_memory(config, plan(config), processes=1)   # (estimate, line); GptlineageError if it cannot fit
 """
@@ -56,28 +54,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from gptlineage.cpus import available_cpus
-from gptlineage.errors import GptlineageError
-from gptlineage.model.gpt import GPTConfig
+from gptlineage.model.memory import MIB, available_memory, element_bytes, gib, parameter_count, refuse_if_short
+from gptlineage.model.shapes import GPTConfig
 from gptlineage.training.config import Plan, RuntimeSettings, TrainConfig
-
-GIB = 1024**3
-MIB = 1024**2  # SLURM's "MB" in --mem and SLURM_MEM_PER_NODE
-UNLIMITED = 1 << 60  # a cgroup "limit" at least this large means no limit (v1 writes 2^63 - 4096)
-CGROUP_ROOT = Path("/sys/fs/cgroup")
-PROC_CGROUP = Path("/proc/self/cgroup")  # which cgroup this process is in, one line per hierarchy
-
-
-def parameter_count(dims: GPTConfig) -> int:
-    """Trainable numbers of a GPT of these dimensions, the tied embedding once (no allocation)."""
-    v, w, t, layers = dims.vocab, dims.width, dims.context, dims.layers
-    return v * w + t * w + layers * (12 * w * w + 10 * w) + 2 * w
-
-
-def element_bytes(precision: str) -> int:
-    return 8 if precision == "float64" else 4
 
 
 @dataclass(frozen=True)
@@ -97,18 +78,12 @@ class MemoryEstimate:
     def total(self) -> int:
         return self.model_state + self.batch + self.activations
 
-    def describe(self, run: Plan) -> str:
+    def describe(self, plan: Plan) -> str:
         return (
             f"{gib(self.model_state)} GiB parameters, gradients and AdamW state,"
             f" {gib(self.activations)} GiB activations and {gib(self.batch)} GiB batch"
-            f" for batch {run.batch} x context {run.model.context}"
+            f" for batch {plan.batch} x context {plan.model.context}"
         )
-
-
-def gib(size: int | float) -> str:
-    """Bytes as GiB, to a precision that shows small parts too: 196,642 / 4.94 / 0.0031."""
-    value = size / GIB
-    return f"{value:,.0f}" if value >= 100 else f"{value:.2f}" if value >= 0.01 else f"{value:.2g}"
 
 
 def loss_bytes(tokens: int, dims: GPTConfig, chunk: int, a: int, training: bool) -> int:
@@ -117,21 +92,21 @@ def loss_bytes(tokens: int, dims: GPTConfig, chunk: int, a: int, training: bool)
     return (3 if training else 2) * tokens * dims.vocab * a
 
 
-def estimate_training(run: Plan, runtime: RuntimeSettings, processes: int = 1) -> MemoryEstimate:
+def estimate_training(plan: Plan, runtime: RuntimeSettings, processes: int = 1) -> MemoryEstimate:
     """One process's peak for this plan (see the module docstring for the formula)."""
-    dims = run.model
+    dims = plan.model
     e = element_bytes(runtime.precision)
     a = e
-    rows = max(1, run.batch // (processes * runtime.accumulate))
+    rows = max(1, plan.batch // (processes * runtime.accumulate))
     tokens = rows * dims.context
     scores = 3 * dims.heads * dims.context if dims.dropout > 0 else 0
     model_state = 4 * parameter_count(dims) * e + 3 * dims.vocab * dims.width * e
     if processes > 1:  # DDP's gradient buckets: a flat copy of every gradient, all-reduced in place
         model_state += parameter_count(dims) * e
-    batch = run.batch * dims.context * (16 + e) + 40 * run.batch
+    batch = plan.batch * dims.context * (16 + e) + 40 * plan.batch
     training = tokens * a * (dims.layers * (18 * dims.width + scores) + 4 * dims.width)
     training += loss_bytes(tokens, dims, runtime.loss_chunk, a, True)
-    val_tokens = max(1, run.batch // processes) * dims.context
+    val_tokens = max(1, plan.batch // processes) * dims.context
     validation = val_tokens * a * 6 * dims.width + loss_bytes(val_tokens, dims, runtime.loss_chunk, a, False)
     return MemoryEstimate(model_state, batch, max(training, validation))
 
@@ -197,134 +172,15 @@ def of_available(has: tuple[int, str] | None) -> str:
     return f" of {gib(has[0])} GiB available ({has[1]})" if has else " (available memory unknown)"
 
 
-def estimate_node(run: Plan, runtime: RuntimeSettings, processes: int = 1) -> NodeEstimate:
+def estimate_node(plan: Plan, runtime: RuntimeSettings, processes: int = 1) -> NodeEstimate:
     """One node's part of the run: `processes` ranks with rows of processes x nodes, torchrun, compile."""
-    process = estimate_training(run, runtime, processes * runtime.nodes)
+    process = estimate_training(plan, runtime, processes * runtime.nodes)
     separate = processes * runtime.nodes > 1  # torchrun starts fresh ranks; else this process trains
     host = activations = 0
     if runtime.compile:
         host = COMPILE_RUNTIME + compile_workers() * COMPILE_WORKER
         activations = int(COMPILE_ACTIVATIONS * process.activations)
     return NodeEstimate(process, processes, RUNTIME if separate else 0, host, activations, LAUNCHER if separate else 0)
-
-
-# ---------------------------------------------------------------- what the machine has
-
-
-def read_number(path: Path) -> int | None:
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None  # "max" (v2, no limit) reads as None
-
-
-def mem_available() -> int | None:
-    """MemAvailable of /proc/meminfo in bytes (None where there is no such file)."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024  # the file counts in kB
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def reclaimable(directory: Path, key: str) -> int:
-    """Page cache the kernel drops before it kills anything (memory.stat's inactive_file)."""
-    try:
-        for line in (directory / "memory.stat").read_text().splitlines():
-            name, _, value = line.partition(" ")
-            if name == key and value.strip().isdigit():
-                return int(value)
-    except OSError:
-        pass
-    return 0
-
-
-def cgroup_directories() -> list[tuple[Path, str, str, str]]:
-    """This process's memory cgroup and its ancestors: (directory, limit file, usage file, stat key)."""
-    try:
-        lines = PROC_CGROUP.read_text().splitlines()
-    except OSError:
-        return []
-    found = []
-    for line in lines:
-        hierarchy, _, rest = line.partition(":")
-        controllers, _, relative = rest.partition(":")
-        if hierarchy == "0" and controllers == "":
-            base, files = CGROUP_ROOT, ("memory.max", "memory.current", "inactive_file")
-        elif "memory" in controllers.split(","):
-            base, files = (
-                CGROUP_ROOT / "memory",
-                ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"),
-            )
-        else:
-            continue
-        leaf = base / relative.lstrip("/")
-        # Inside a container the recorded path may not exist under the mount: then the mount is the cgroup.
-        for directory in [leaf, *leaf.parents] if leaf.is_dir() else [base]:
-            found.append((directory, *files))
-            if directory == base:
-                break
-    return found
-
-
-def cgroup_available() -> int | None:
-    """The least memory left under any cgroup limit on this process (limit - usage + reclaimable)."""
-    left = []
-    for directory, limit_file, usage_file, stat_key in cgroup_directories():
-        limit, usage = read_number(directory / limit_file), read_number(directory / usage_file)
-        if limit is None or limit >= UNLIMITED or usage is None:
-            continue
-        left.append(max(0, limit - usage + reclaimable(directory, stat_key)))
-    return min(left) if left else None
-
-
-def resident_bytes() -> int:
-    """This process's resident memory now (VmRSS of /proc/self/status; 0 where unknown)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024  # kB
-    except (OSError, ValueError, IndexError):
-        return 0
-    return 0
-
-
-def slurm_limit(environment: Mapping[str, str] | None = None) -> tuple[int, str] | None:
-    """(bytes, variable) of the SLURM job's memory on this node: --mem, or --mem-per-cpu x its CPUs here."""
-    environment = os.environ if environment is None else environment
-    per_node = environment.get("SLURM_MEM_PER_NODE", "")
-    if per_node.isdigit() and int(per_node) > 0:  # 0 asks for all of the node's memory: no limit of its own
-        return int(per_node) * MIB, "SLURM_MEM_PER_NODE"
-    per_cpu, cpus = environment.get("SLURM_MEM_PER_CPU", ""), environment.get("SLURM_CPUS_ON_NODE", "")
-    if per_cpu.isdigit() and int(per_cpu) > 0:
-        return int(per_cpu) * MIB * (int(cpus) if cpus.isdigit() else available_cpus()), "SLURM_MEM_PER_CPU"
-    return None
-
-
-def slurm_available() -> tuple[int, str] | None:
-    """What the SLURM job's memory request leaves this process (the request less what it holds now)."""
-    limit = slurm_limit()
-    return None if limit is None else (max(0, limit[0] - resident_bytes()), limit[1])
-
-
-def available_memory(max_memory_gib: float | None = None) -> tuple[int, str] | None:
-    """(bytes this process may still use, where that figure comes from); None when unknown."""
-    if max_memory_gib is not None:
-        return int(max_memory_gib * GIB), "--max-memory"
-    candidates = [
-        (size, name)
-        for size, name in ((mem_available(), "MemAvailable"), (cgroup_available(), "cgroup limit"))
-        if size is not None
-    ]
-    slurm = slurm_available()
-    if slurm is not None:
-        candidates.append(slurm)
-    if not candidates:
-        return None
-    return min(candidates)
 
 
 def cuda_free(device: str) -> int | None:
@@ -339,21 +195,12 @@ def cuda_free(device: str) -> int | None:
 # ---------------------------------------------------------------- the check
 
 
-def refuse_if_short(needed: int, has: tuple[int, str] | None, what: str, detail: str, hint: str) -> None:
-    if has is None or needed <= has[0]:
-        return
-    raise GptlineageError(
-        f"{what} needs about {gib(needed)} GiB of memory but {gib(has[0])} GiB is available ({has[1]}):"
-        f" {detail}; {hint}"
-    )
-
-
-def check_training_memory(config: TrainConfig, run: Plan, processes: int = 1) -> tuple[NodeEstimate, str]:
+def check_training_memory(config: TrainConfig, plan: Plan, processes: int = 1) -> tuple[NodeEstimate, str]:
     """Refuse (GptlineageError) a run whose node's estimated peak exceeds the memory available.
 
     Returns the estimate and its line (`memory: ... of ... GiB available`) for the run to print."""
     runtime = config.runtime
-    node = estimate_node(run, runtime, processes)  # each rank's rows: of the whole world
+    node = estimate_node(plan, runtime, processes)  # each rank's rows: of the whole world
     estimate = node.process
     hint = "lower --batch, raise --accumulate, or shrink the model; pass --max-memory GIB if you know better"
     if runtime.compile:  # each compile thread runs a compiler process beside the rank
@@ -369,32 +216,13 @@ def check_training_memory(config: TrainConfig, run: Plan, processes: int = 1) ->
         else:
             gpu = None if free is None else (free, "free GPU memory")
         device = estimate.device + node.compile_activations
-        refuse_if_short(device, gpu, f"{who} on {runtime.device}", estimate.describe(run) + each, hint)
+        refuse_if_short(device, gpu, f"{who} on {runtime.device}", estimate.describe(plan) + each, hint)
         host = available_memory()
         parts = f"{processes} process(es)' runtime, compiler and batches, and the launcher"
         refuse_if_short(node.host, host, f"{who}'s host processes", parts, hint)
         line = f"memory: {gib(device)} GiB per process on {runtime.device}{of_available(gpu)};"
         return node, f"{line} host {gib(node.host)} GiB{of_available(host)}"
     has = available_memory(runtime.max_memory)
-    detail = f"{node.breakdown()}; {estimate.describe(run)}{each}"
+    detail = f"{node.breakdown()}; {estimate.describe(plan)}{each}"
     refuse_if_short(node.total, has, who, detail, hint)
     return node, node.describe(has)
-
-
-def check_model_memory(dims: GPTConfig, precision: str, source: str, max_memory_gib: float | None = None) -> int:
-    """Refuse to build a model (for inference) whose weights cannot fit; return the bytes needed.
-
-    Loading holds the parameters twice: the model's, and the file's tensors before they are
-    copied in (2·P·e). `source` names where the dimensions came from (a passport.json), so a
-    crafted file is refused in one line naming it before anything is allocated.
-    """
-    needed = 2 * parameter_count(dims) * element_bytes(precision)
-    shape = f"width {dims.width}, layers {dims.layers}, vocabulary {dims.vocab}, context {dims.context}"
-    refuse_if_short(
-        needed,
-        available_memory(max_memory_gib),
-        f"{source}: a model of {shape}",
-        "its parameters, loaded",
-        "is this the run you meant?",
-    )
-    return needed

@@ -17,10 +17,11 @@ from typing import Any
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json
 from gptlineage.lineage.artifact import find_artifact_dir, read_manifest
+from gptlineage.lineage.declaration import CHECKPOINT, holds
 from gptlineage.lineage.identity import code_identity, environment_identity
 from gptlineage.model.statements import RUNTIME_BOUNDARY, passport_statements
 from gptlineage.training.config import DATA_ROLES, TrainConfig
-from gptlineage.training.layout import RunDir
+from gptlineage.training.layout import TrainingRunFiles
 from gptlineage.training.loop import TrainingResult, objective_name
 from gptlineage.training.metrics import validation_summary
 from gptlineage.training.sampler import validation_seed
@@ -59,15 +60,15 @@ def tokens_at_start(load_params: Path | None) -> int | None:
     if load_params is None:
         return 0
     holder = find_artifact_dir(load_params)
-    if holder is None or not RunDir(holder).passport.is_file():
+    if holder is None or not TrainingRunFiles(holder).passport.is_file():
         return None
-    started = read_json(RunDir(holder).passport)
+    started = read_json(TrainingRunFiles(holder).passport)
     if not isinstance(started, dict):
         return None
     chain, schedule = started.get("chain") or {}, started.get("schedule") or {}
     before = chain.get("started_from_tokens")
     manifest = read_manifest(holder)
-    if manifest["command"]["name"] == "select-best":
+    if holds(manifest, CHECKPOINT):
         step, per_update = (manifest.get("summary") or {}).get("step"), schedule.get("tokens_per_update")
         if not (isinstance(before, int) and isinstance(step, int) and isinstance(per_update, int)):
             return None

@@ -6,8 +6,8 @@ process group); `timed_update(updater, split, t)` runs update t and `evaluate(up
 batches, model)` scores the fixed validation batches.
 
 Example:
-    optimizer = build_optimizer(model, weight_decay=0.1, device="cpu", lr=run.lr)
-    updater = Updater(optimizer, on_device(training_objective(model, runtime), "cpu"), run, seed=0)
+    optimizer = build_optimizer(model, weight_decay=0.1, device="cpu", lr=plan.lr)
+    updater = Updater(optimizer, on_device(training_objective(model, runtime), "cpu"), plan, seed=0)
     point = timed_update(updater, train_split, t=0)     # {"phase": "train", "step": 1, "loss": ...}
 """
 
@@ -64,7 +64,7 @@ class Updater:
 
     optimizer: torch.optim.Optimizer
     loss_of: LossFunction
-    run: Plan
+    plan: Plan
     seed: int
     accumulate: int = 1  # micro-batches per update
     dtype: torch.dtype = torch.float32
@@ -80,13 +80,13 @@ def timed_update(updater: Updater, split: Split, t: int) -> dict[str, Any]:
     is scaled by the world size because DDP averages gradients where we want their sum.
     Returns the metric point of completed step t+1, timed over the whole update.
     """
-    run, dist = updater.run, updater.dist
-    lr = learning_rate(t, run.steps, run.warmup_steps, run.lr, run.min_lr)
+    plan, dist = updater.plan, updater.dist
+    lr = learning_rate(t, plan.steps, plan.warmup_steps, plan.lr, plan.min_lr)
     clock = time.perf_counter()
     for group in updater.optimizer.param_groups:
         group["lr"] = lr  # set before each update; the AdamW moments are kept
-    x, y, weights = batch_for(split, updater.seed, t, run, updater.dtype)
-    rows = rank_rows(run.batch, dist, updater.accumulate)
+    x, y, weights = batch_for(split, updater.seed, t, plan, updater.dtype)
+    rows = rank_rows(plan.batch, dist, updater.accumulate)
     pieces = micro_batches(x, y, weights, rows, updater.accumulate, updater.dtype)
     updater.optimizer.zero_grad(set_to_none=True)
     total = None
@@ -118,10 +118,10 @@ def evaluate(updater: Updater, split: Split, batches: int, model: torch.nn.Modul
     put in eval mode meanwhile (dropout off).
     """
     model.eval()
-    rows = rank_rows(updater.run.batch, updater.dist, 1)
+    rows = rank_rows(updater.plan.batch, updater.dist, 1)
     losses = []
     for j in range(batches):
-        x, y, weights = batch_for(split, validation_seed(updater.seed), j, updater.run, updater.dtype)
+        x, y, weights = batch_for(split, validation_seed(updater.seed), j, updater.plan, updater.dtype)
         pieces = micro_batches(x, y, weights, rows, 1, updater.dtype)
         local = sum(updater.loss_of(*piece).detach().double() for piece in pieces)
         losses.append(updater.dist.all_reduce_sum(local).item())

@@ -28,6 +28,7 @@ from typing import Any
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import MANIFEST, read_manifest
 from gptlineage.lineage.checks import printable
+from gptlineage.lineage.declaration import TRAINING_RUN, holds
 from gptlineage.lineage.identity import host_name
 from gptlineage.progress import counted, duration, loss_text, remaining_seconds
 from gptlineage.training.layout import METRICS_FILE, METRICS_LOG_FILE, PROGRESS_FILE, WORK_SUFFIX, work_directory
@@ -234,7 +235,7 @@ def progress_line(live: Live, points: tuple[dict[str, Any], ...], now: float) ->
 def finished_lines(output: Path) -> list[str]:
     """The summary of a finished training artifact: steps, losses, speed and wall time."""
     manifest = read_manifest(output)
-    if manifest["command"]["name"] != "train":
+    if not holds(manifest, TRAINING_RUN):
         raise GptlineageError(f"{printable(output)}: an artifact of {manifest['command']['name']!r}, not of train")
     summary, run = manifest.get("summary") or {}, manifest.get("run") or {}
     points = list(read_points_document(output / METRICS_FILE))

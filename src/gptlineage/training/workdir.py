@@ -29,7 +29,7 @@ from gptlineage.training.checkpoints import (
 from gptlineage.training.config import Plan, TrainConfig
 from gptlineage.training.data import data_hashes
 from gptlineage.training.distributed import Distributed
-from gptlineage.training.layout import CHECKPOINTS_DIR, METRICS_LOG_FILE, PROGRESS_FILE, RunDir
+from gptlineage.training.layout import CHECKPOINTS_DIR, METRICS_LOG_FILE, PROGRESS_FILE, TrainingRunFiles
 from gptlineage.training.loop import checkpoint_root, resume_config
 
 LOCK_FILE = ".lock"  # inside the work directory; the one entry a fresh run keeps there
@@ -96,7 +96,7 @@ def check_ours(work: Path, output: Path) -> None:
 
 
 def holds_checkpoints(work: Path) -> bool:
-    return bool(list_checkpoints(RunDir(work).checkpoints))
+    return bool(list_checkpoints(TrainingRunFiles(work).checkpoints))
 
 
 @contextmanager
@@ -126,7 +126,7 @@ def clear_work(work: Path) -> None:
             entry.unlink()
 
 
-def continue_interrupted(config: TrainConfig, run: Plan, work: Path, dist: Distributed) -> TrainConfig:
+def continue_interrupted(config: TrainConfig, plan: Plan, work: Path, dist: Distributed) -> TrainConfig:
     """Resume from the newest checkpoint an interrupted run of this same command left, if any.
 
     "The same command" means the checkpoint's recorded configuration (model, schedule, seed,
@@ -135,13 +135,13 @@ def continue_interrupted(config: TrainConfig, run: Plan, work: Path, dist: Distr
     goes on where it stopped. Leftovers of a different command are discarded by
     `prepare_work`. Every rank decides alike, from the same files, before rank 0 changes any.
     """
-    root = RunDir(work).checkpoints
+    root = TrainingRunFiles(work).checkpoints
     if config.checkpoints.resume or config.checkpoints.checkpoint_dir or not list_checkpoints(root):
         return config
     try:
         latest = checkpoint_directory(root)
         resume_compatibility(
-            read_checkpoint_manifest(latest)["config"], resume_config(config, run, data_hashes(config.data))
+            read_checkpoint_manifest(latest)["config"], resume_config(config, plan, data_hashes(config.data))
         )
     except GptlineageError:
         return config
@@ -177,4 +177,4 @@ def link_checkpoints(source: Path, output: Path) -> None:
         return
     for step, step_dir in list_checkpoints(source):
         for path in step_dir.iterdir():
-            link_or_copy(path, RunDir(output).checkpoint(step) / path.name)
+            link_or_copy(path, TrainingRunFiles(output).checkpoint(step) / path.name)

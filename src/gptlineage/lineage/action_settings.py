@@ -1,0 +1,169 @@
+"""The settings of each `gptlineage lineage ACTION`: one frozen dataclass per action, its flags
+made by `gptlineage.settings.add_flags` (help and defaults come from the fields) and checked as
+it is built, so a bad value is one line naming its flag.
+
+Example:
+    add_flags(parser, VerifySettings)     # PATH, --expect-id ID, --expect-content SHA256, --sources DIR
+    settings = from_args(VerifySettings, parser.parse_args(["results/data_csv"]))
+    VerifySettings(Path("x"), expect_id="abc")   # SettingError: --expect-id 'abc' is not an artifact id ...
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gptlineage.lineage.checks import is_hex64, printable
+from gptlineage.settings import SettingError, check_settings, output_setting, setting
+
+FORMATS = ("prov-json", "ro-crate")
+PATH_HELP = "an artifact directory, or a file inside one"
+PAGE = "holds index.html"
+# How a result is printed: text, or another form, each its own flag (`--json`, `--md`: "print JSON").
+PRINT = "print"
+
+
+def check_artifact_ids(settings: Any, *names: str) -> None:
+    """Each of NAMES that is set must be an id or a content hash: 64 lowercase hex digits."""
+    for name in names:
+        value = getattr(settings, name)
+        if value is not None and not is_hex64(value):
+            raise SettingError(name, f"{printable(value)!r} is not an artifact id (64 lowercase hex digits)")
+
+
+@dataclass(frozen=True)
+class ShowSettings:
+    """`lineage show`: the artifact whose tree to print."""
+
+    path: Path = setting(help=PATH_HELP, positional=True)
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
+@dataclass(frozen=True)
+class VerifySettings:
+    """`lineage verify`: the artifact to rehash, the hashes pinned, where moved sources lie."""
+
+    path: Path = setting(help=PATH_HELP, positional=True)
+    expect_id: str | None = setting(
+        None,
+        "fail unless PATH's artifact has this id (64 hex digits): a pinned id notices a chain re-hashed by hand",
+        metavar="ID",
+    )
+    expect_content: str | None = setting(
+        None,
+        "fail unless PATH's artifact holds exactly the files this content_sha256 (64 hex digits) names",
+        metavar="SHA256",
+    )
+    sources: tuple[Path, ...] = setting(
+        (),
+        "look here, by content, for source files a copied or moved tree no longer finds where they "
+        "were recorded (repeatable)",
+        metavar="DIR",
+    )
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        check_artifact_ids(self, "expect_id", "expect_content")
+        for directory in self.sources:
+            if not directory.is_dir():
+                raise SettingError("sources", f"{directory}: no such directory")
+
+
+@dataclass(frozen=True)
+class ExportSettings:
+    """`lineage export`: the artifact, the standard format and where it goes."""
+
+    path: Path = setting(help=PATH_HELP, positional=True)
+    format: str = setting(
+        "prov-json",
+        "prov-json (W3C PROV-JSON, one file) or ro-crate (a Workflow Run RO-Crate directory)",
+        choices=FORMATS,
+    )
+    output: Path | None = setting(
+        None, "file (prov-json; default standard output) or directory (ro-crate, required) to write"
+    )
+    sources: bool = setting(
+        True,
+        "ro-crate: copy the source inputs (files outside the results tree) in; --no-sources leaves them out, "
+        "the crate names them by sha256",
+    )
+    zip: bool = setting(False, "ro-crate: write the crate as one zip file at --output (FILE.zip), to hand over")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        for flag, given in (("--no-sources", not self.sources), ("--zip", self.zip)):
+            if given and self.format != "ro-crate":
+                raise SettingError("format", f"{flag} applies to --format ro-crate only", whole=True)
+        if self.format == "ro-crate" and self.output is None:
+            raise SettingError("format", "ro-crate needs --output DIR (the crate is a directory)")
+        if self.zip and self.output is not None and self.output.suffix != ".zip":
+            raise SettingError("zip", f"--zip: --output {self.output} must name a .zip file", whole=True)
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    """`lineage report`: the artifact and the folder of its page."""
+
+    path: Path = setting(help=PATH_HELP, positional=True)
+    output: Path = output_setting(PAGE)
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
+@dataclass(frozen=True)
+class DiffSettings:
+    """`lineage diff`: two versions of one stage, compared stage by stage."""
+
+    a: Path = setting(help="an artifact (A, typically before a change)", positional=True)
+    b: Path = setting(help="the same stage in another run (B)", positional=True)
+    all: bool = setting(False, "every stage and every metric, not only what differs")
+    form: str = setting("text", PRINT, choices=("text", "json", "md"), switches=True)
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
+@dataclass(frozen=True)
+class TableSettings:
+    """`lineage table`: one row per run (or per artifact of a stage), the columns that matter."""
+
+    roots: tuple[Path, ...] = setting(
+        (Path("results"),), "results trees or artifacts", positional=True, metavar="ROOTS"
+    )
+    stage: str | None = setting(None, "one row per artifact in directories of this name instead (id, metrics, date)")
+    params: str = setting("", "comma-separated parameters to show as well (dotted or last part)")
+    only_changed: bool = setting(False, "only the columns whose values differ between rows")
+    sort: str | None = setting(None, "sort by this column, named as in --csv (empty cells last)", metavar="COLUMN")
+    descending: bool = setting(False, "sort --sort's column from largest to smallest")
+    form: str = setting("text", PRINT, choices=("text", "csv", "md", "json"), switches=True)
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
+@dataclass(frozen=True)
+class CompareSettings:
+    """`lineage compare`: the runs to set side by side (A first) and the folder of the page."""
+
+    runs: tuple[Path, ...] = setting(help="artifacts to compare (A B [C ...]), A first", positional=True, metavar="RUN")
+    output: Path = output_setting(PAGE)
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
+@dataclass(frozen=True)
+class ReproduceSettings:
+    """`lineage reproduce`: the artifact to rerun and how close its outputs must come."""
+
+    path: Path = setting(help=PATH_HELP, positional=True)
+    tolerance: float = setting(0.0, "accept numbers that differ by at most this much", minimum=0)
+    with_current_code: bool = setting(False, "run even when the command's code changed; list the changes")
+    form: str = setting("text", PRINT, choices=("text", "json"), switches=True)
+
+    def __post_init__(self) -> None:
+        check_settings(self)
