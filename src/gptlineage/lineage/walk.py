@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gptlineage.cpus import available_cpus
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.artifact import (
@@ -31,7 +32,7 @@ from gptlineage.lineage.artifact import (
     read_manifest,
 )
 from gptlineage.lineage.checks import printable
-from gptlineage.lineage.hashing import sha256_file
+from gptlineage.lineage.hashing import hash_session, prefetch, sha256_file
 from gptlineage.lineage.identity import closure_sha256
 from gptlineage.lineage.sources import SourceFinder, source_file_problems, source_tree_problems
 from gptlineage.lineage.tree import artifact_files_root, lexical, list_tree, unlisted_directories
@@ -238,6 +239,18 @@ def verify_input(directory: Path, entry: dict[str, Any], sources: SourceFinder) 
     return []
 
 
+def files_to_check(nodes: Iterable[Node]) -> Iterator[tuple[Path, int | None]]:
+    """The files verify hashes (each artifact's listed files, of their recorded size, and plain
+    source files), for `prefetch` to hash in parallel before the checks run in order."""
+    for node in nodes:
+        files_root = artifact_files_root(node.path)
+        for entry in node.manifest["files"]:
+            yield files_root / entry["path"], entry["bytes"]
+        for entry in node.manifest["inputs"]:
+            if "sha256" in entry:
+                yield input_path(node.path, entry), None
+
+
 def verify(
     path: str | Path,
     expect_id: str | None = None,
@@ -253,9 +266,11 @@ def verify(
     SOURCES are directories where plain sources are looked for by content when a copied or moved
     tree no longer finds them where they were recorded.
     """
-    nodes = list(walk(path))
-    finder = SourceFinder(list(sources))
-    problems = [problem for node in nodes for problem in verify_node(node, finder)]
+    with hash_session():  # a file that many artifacts list is hashed once
+        nodes = list(walk(path))
+        prefetch(files_to_check(nodes), available_cpus())
+        finder = SourceFinder(list(sources))
+        problems = [problem for node in nodes for problem in verify_node(node, finder)]
     top = nodes[0]
     if expect_content is not None and content_sha256(top.manifest) != expect_content:
         found = content_sha256(top.manifest)
