@@ -100,9 +100,10 @@ def hash_session() -> Iterator[HashCache]:
 def _hash_open(handle: BinaryIO) -> str:
     """The digest of an open file, from the session's cache when its key is known."""
     cache = _session
-    if cache is None:
+    status = os.fstat(handle.fileno())  # of the file opened, not of what the path names later
+    if cache is None or not stat.S_ISREG(status.st_mode):  # a pipe's bytes differ on every read
         return hash_stream(handle)
-    before = file_key(os.fstat(handle.fileno()))  # of the file opened, not of what the path names later
+    before = file_key(status)
     known = cache.get(before)
     if known is not None:
         return known

@@ -110,6 +110,9 @@ def refuse_inside(output: Path, nodes: Iterable[Node], what: str) -> None:
                 raise GptlineageError(f"{output}: an input of {node.path.name}; write the {what} elsewhere")
 
 
+SHOW_INDENT = 16  # `lineage show` indents this many levels at most
+
+
 def short(digest: str | None) -> str:
     return (digest or "-")[:12]
 
@@ -119,9 +122,12 @@ def show_lines(path: str | Path) -> list[str]:
     characters from manifests and file names escaped)."""
     lines: list[str] = []
     for node in walk(path):
-        pad = "    " * node.depth
+        # Indented by depth up to SHOW_INDENT levels, then numbered: a chain of 10,000 stages
+        # prints 10,000 short lines, not gigabytes of spaces.
+        pad = "    " * min(node.depth, SHOW_INDENT)
+        deep = f"[depth {node.depth}] " if node.depth > SHOW_INDENT else ""
         manifest = node.manifest
-        lines.append(f"{pad}{node.path.name}  [{manifest['command']['name']}]  id {manifest['id']}")
+        lines.append(f"{pad}{deep}{node.path.name}  [{manifest['command']['name']}]  id {manifest['id']}")
         lines.append(f"{pad}  command: {' '.join(manifest['command']['argv'])}")
         lines.append(f"{pad}  parameters ({short(manifest['parameters_sha256'])}): {manifest['parameters']}")
         code = manifest["code"]
