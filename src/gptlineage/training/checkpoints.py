@@ -27,6 +27,8 @@ On disk:
 A checkpoint is built in `root/.step-N.tmp/`, every file fsynced, renamed to `root/step-N/`,
 and only then does LATEST move. A process killed at any point therefore leaves the previous
 checkpoint and LATEST usable; the next save removes the leftover temporary directory.
+The tensor files are hashed from the bytes being written (`model.parameters.write_safetensors`),
+never read back: the manifest's digests, and the training artifact's, come from the hash session.
 """
 
 from __future__ import annotations
