@@ -24,11 +24,11 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import save
 
 from gptlineage.errors import GptlineageError
 from gptlineage.files import permit_as_umask
 from gptlineage.lineage.hashing import remember_written
+from gptlineage.model.safetensors_stream import safetensors_chunks
 
 PARAMETERS_SCHEMA = "gptlineage.parameters.v1"
 # The model's shape as the metadata records it: GPTConfig's fields that decide what the weights mean.
@@ -48,39 +48,20 @@ def fsync_path(path: Path) -> None:
         os.close(descriptor)
 
 
-def _sorted_header(data: bytes) -> bytes:
-    """The length and JSON header of serialized safetensors DATA with sorted keys, same length, so
-    equal tensors give equal bytes.
-
-    safetensors keeps `__metadata__` in a hash map whose order changes from run to run.
-    The header is an 8-byte little-endian length, then JSON padded with spaces.
-    """
-    length = int.from_bytes(data[:8], "little")
-    original = data[: 8 + length]
-    text = json.dumps(json.loads(data[8 : 8 + length]), sort_keys=True, separators=(",", ":")).encode("utf-8")
-    if len(text) > length:  # cannot happen for the same content; keep the original then
-        return original
-    return original[:8] + text + b" " * (length - len(text))
-
-
 def write_safetensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> str:
     """Write a safetensors file through a temporary name, fsynced, then renamed into place, with the
     mode the umask gives (0644 under the usual 022); return its sha256.
 
-    The file is serialized in memory and hashed from those bytes as they are written, never read
-    back; the open hash session remembers the digest (`gptlineage.lineage.hashing`). The buffer
-    costs the file's size in memory on top of the tensors (about 1 GiB for gpt2-small's optimizer
-    state, 0.5 GiB for its parameters), once per file, freed when it is written.
+    The file is streamed from the tensors' memory and hashed as it is written, never read back
+    (`gptlineage.model.safetensors_stream`); the open hash session remembers the digest
+    (`gptlineage.lineage.hashing`).
     """
-    data = save(tensors, metadata=metadata)
-    head = _sorted_header(data)
-    body = memoryview(data)[len(head) :]
-    digest = hashlib.sha256(head)
-    digest.update(body)
+    digest = hashlib.sha256()
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with open(temporary, "wb") as handle:
-        handle.write(head)
-        handle.write(body)
+        for chunk in safetensors_chunks(tensors, metadata):
+            digest.update(chunk)
+            handle.write(chunk)
         handle.flush()
         os.fsync(handle.fileno())
         remember_written(handle.fileno(), digest.hexdigest())
