@@ -58,4 +58,6 @@ def test_no_walk_reads_a_shared_ancestor_twice(trees, shape, monkeypatch):
     reads.clear()
     diff.stages(top)
     assert set(reads.values()) == {1}
+    reads.clear()
     assert verify(top)[1] == []
+    assert set(reads.values()) == {1}  # verify too: its walk and every input check share one read

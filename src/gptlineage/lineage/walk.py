@@ -12,7 +12,7 @@ whole history is reached by following `inputs` from manifest to manifest.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from gptlineage.lineage.artifact import (
     read_manifest,
 )
 from gptlineage.lineage.checks import printable
-from gptlineage.lineage.hashing import hash_session, prefetch, sha256_file
+from gptlineage.lineage.hashing import file_key, hash_session, prefetch, sha256_file
 from gptlineage.lineage.identity import closure_sha256
 from gptlineage.lineage.sources import SourceFinder, source_file_problems, source_tree_problems
 from gptlineage.lineage.tree import artifact_files_root, lexical, list_tree, unlisted_directories
@@ -78,15 +78,39 @@ def input_path(artifact_dir: Path, entry: dict[str, Any]) -> Path:
     return lexical(artifact_dir / entry["path"])
 
 
-def walk(path: str | Path) -> Iterator[Node]:
+ReadManifest = Callable[[Path], dict[str, Any]]
+
+
+class ManifestCache:
+    """`read_manifest` once per manifest within one verify, known by its file's key as `hashing`
+    knows files: a parent 10,000 children list is parsed once; one replaced meanwhile is read again."""
+
+    def __init__(self) -> None:
+        self.known: dict[Path, tuple[tuple[int, int, int, int], dict[str, Any]]] = {}
+
+    def __call__(self, directory: Path) -> dict[str, Any]:
+        try:
+            key = file_key(os.lstat(artifact_files_root(directory) / MANIFEST))
+        except OSError:
+            return read_manifest(directory)  # its own error line
+        hit = self.known.get(directory)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        manifest = read_manifest(directory)
+        self.known[directory] = (key, manifest)
+        return manifest
+
+
+def walk(path: str | Path, read: ReadManifest | None = None) -> Iterator[Node]:
     """Every artifact from PATH back to its sources, depth first, each visited once."""
+    read = read_manifest if read is None else read
     seen: set[Path] = set()
     stack = [(lexical(resolve_artifact(path)), 0)]  # a loop, not recursion: a long chain cannot overflow
     while stack:
         directory, depth = stack.pop()
         if directory in seen:
             continue
-        manifest = read_manifest(directory)
+        manifest = read(directory)
         yield Node(directory, manifest, depth)
         seen.add(directory)
         upstream = [input_artifact_dir(directory, entry) for entry in manifest["inputs"]]
@@ -175,14 +199,14 @@ def file_problems(full: Path, entry: dict[str, Any], size: int) -> list[str]:
     return []
 
 
-def verify_node(node: Node, sources: SourceFinder) -> list[str]:
+def verify_node(node: Node, sources: SourceFinder, read: ReadManifest = read_manifest) -> list[str]:
     """`verify_artifact`, once more with the new manifest when a writer replaced the artifact
     while it was being checked: a reader racing a writer reports the old or the new artifact."""
     manifest = node.manifest
     for _ in range(3):
-        problems = verify_artifact(node.path, manifest, sources)
+        problems = verify_artifact(node.path, manifest, sources, read)
         try:
-            current = read_manifest(node.path)
+            current = read(node.path)
         except GptlineageError:
             return problems
         if not problems or current == manifest:
@@ -191,7 +215,9 @@ def verify_node(node: Node, sources: SourceFinder) -> list[str]:
     return problems
 
 
-def verify_artifact(directory: Path, manifest: dict[str, Any], sources: SourceFinder | None = None) -> list[str]:
+def verify_artifact(
+    directory: Path, manifest: dict[str, Any], sources: SourceFinder | None = None, read: ReadManifest = read_manifest
+) -> list[str]:
     """Problems with one artifact: a tampered manifest; changed or missing files; files, links,
     pipes or directories the manifest does not list. Nothing is followed through a link."""
     problems = manifest_problems(directory, manifest)
@@ -210,11 +236,13 @@ def verify_artifact(directory: Path, manifest: dict[str, Any], sources: SourceFi
     problems += [f"{directory / r}: a directory that cannot be read" for r in listing.unreadable]
     problems += [f"{directory / r}: a directory not in the manifest" for r in unlisted_directories(listing, recorded)]
     for entry in manifest["inputs"]:
-        problems.extend(verify_input(directory, entry, SourceFinder() if sources is None else sources))
+        problems.extend(verify_input(directory, entry, SourceFinder() if sources is None else sources, read))
     return problems
 
 
-def verify_input(directory: Path, entry: dict[str, Any], sources: SourceFinder) -> list[str]:
+def verify_input(
+    directory: Path, entry: dict[str, Any], sources: SourceFinder, read: ReadManifest = read_manifest
+) -> list[str]:
     """Problems with one recorded input: gone, rehashed differently, its artifact replaced, or
     lying outside the artifact it names. A plain source missing from its recorded place is looked
     for by content in `sources` (`lineage verify --sources DIR`)."""
@@ -223,7 +251,7 @@ def verify_input(directory: Path, entry: dict[str, Any], sources: SourceFinder) 
     if upstream is not None:
         if not (upstream / MANIFEST).is_file():
             return [f"{upstream}: input artifact missing (needed by {directory.name})"]
-        found = read_manifest(upstream)
+        found = read(upstream)
         if found["id"] != entry["artifact_id"]:
             return [
                 f"{upstream}: input artifact was replaced (id {short(found['id'])}, {directory.name} used {short(entry['artifact_id'])})"
@@ -272,11 +300,12 @@ def verify(
     SOURCES are directories where plain sources are looked for by content when a copied or moved
     tree no longer finds them where they were recorded.
     """
-    with hash_session():  # a file that many artifacts list is hashed once
-        nodes = list(walk(path))
+    with hash_session():  # a file (or a manifest) that many artifacts list is read once
+        read = ManifestCache()
+        nodes = list(walk(path, read))
         prefetch(files_to_check(nodes), available_cpus())
         finder = SourceFinder(list(sources))
-        problems = [problem for node in nodes for problem in verify_node(node, finder)]
+        problems = [problem for node in nodes for problem in verify_node(node, finder, read)]
     top = nodes[0]
     if expect_content is not None and content_sha256(top.manifest) != expect_content:
         found = content_sha256(top.manifest)
