@@ -4,7 +4,8 @@ Three parts, each printed as it finishes (and all of them with `--json FILE`):
 
 - verify: `lineage verify` (in-process) of an artifact holding N random safetensors-sized files
   (default 8 files, 2 GiB in all) and of one holding one file, against `sha256sum` of the same
-  files (one process: the single-stream limit) and `cat FILES > /dev/null` (the read rate; the
+  files (one process: the single-stream limit), `openssl dgst -sha256` (OpenSSL's one stream,
+  where installed) and `cat FILES > /dev/null` (the read rate; the
   page cache is warm, nothing is dropped), in interleaved rounds; each ratio is the median of
   the per-round ratios. `verify, 1 CPU` is the same verify under OMP_NUM_THREADS=1.
 - write: a checkpoint's tensor files at gpt2-small's shapes (parameters, and the optimizer's two
