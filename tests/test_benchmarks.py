@@ -123,3 +123,23 @@ def test_a_nanogpt_dir_without_model_py_is_one_line(throughput, monkeypatch, tmp
     )
     with pytest.raises(SystemExit, match=f"--nanogpt-dir {tmp_path}: no model.py there"):
         throughput.main()
+
+
+def test_lineage_scale_runs_every_part_at_tiny_sizes(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import lineage_scale
+
+    result = lineage_scale.main(
+        [
+            *("--rounds", "1", "--total-mib", "4", "--files", "2", "--single-mib", "2"),
+            *("--model", "16", "1", "64", "8", "--sizes", "8"),
+            *("--scratch", str(tmp_path), "--json", str(tmp_path / "out.json")),
+        ]
+    )
+    assert json.loads((tmp_path / "out.json").read_text()) == result
+    assert result["verify"]["multi"]["files"] == 2 and result["verify"]["single"]["files"] == 1
+    assert all(rate > 0 for rate in result["verify"]["multi"]["mib_per_s"].values())
+    assert result["write"]["seconds"]["old"] > 0 and result["write"]["seconds"]["new"] > 0
+    assert [(row["shape"], row["artifacts"]) for row in result["scale"]] == [("chain", 8), ("wide", 8), ("diamonds", 7)]
+    assert all(row["most_reads_of_one_manifest"] == {"show": 1, "diff": 1} for row in result["scale"])
+    assert list(tmp_path.iterdir()) == [tmp_path / "out.json"]  # the scratch trees are removed

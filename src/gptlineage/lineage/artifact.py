@@ -35,6 +35,7 @@ import os
 import shutil
 import stat
 from collections.abc import Mapping
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ from gptlineage.files import link_or_copy
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.checks import check_manifest, printable
 from gptlineage.lineage.declaration import Declaration, declared_by
-from gptlineage.lineage.hashing import sha256_file, sha256_json, sha256_tree, tree_file_count
+from gptlineage.lineage.hashing import hash_session, sha256_file, sha256_json, sha256_tree, tree_file_count
 from gptlineage.lineage.identity import (
     code_closure,
     code_module_for,
@@ -277,8 +278,19 @@ class ArtifactWriter:
         self.input_entries: list[dict[str, Any]] = []
         self.summary: dict[str, Any] = {}  # what the command measured (token counts, losses...)
         self.manifest: dict[str, Any] = {}
+        # One hash session from __enter__ to __exit__: the files the command writes and remembers
+        # (checkpoints, hashed as written) are not read back to be listed in the manifest.
+        self.session = ExitStack()
 
     def __enter__(self) -> ArtifactWriter:
+        self.session.enter_context(hash_session())
+        try:
+            return self._enter()
+        except BaseException:
+            self.session.close()
+            raise
+
+    def _enter(self) -> ArtifactWriter:
         check_output(self.output, holds_artifact_manifest)  # before any work: a refusal costs nothing
         check_apart(self.output, self.inputs)
         # Inputs and code are hashed before the command runs: the manifest records what was used.
@@ -290,16 +302,17 @@ class ArtifactWriter:
         return self
 
     def __exit__(self, error_type, error, traceback) -> None:
-        if error_type is not None:
-            self._discard(error)
-            return
-        try:
-            self.manifest = self._build_manifest()
-            write_json_atomic(self.path / MANIFEST, self.manifest)
-            replace_directory(self.path, self.output)
-        except BaseException as failure:
-            self._discard(failure)
-            raise
+        with self.session:
+            if error_type is not None:
+                self._discard(error)
+                return
+            try:
+                self.manifest = self._build_manifest()
+                write_json_atomic(self.path / MANIFEST, self.manifest)
+                replace_directory(self.path, self.output)
+            except BaseException as failure:
+                self._discard(failure)
+                raise
 
     def _discard(self, error: BaseException | None) -> None:
         """Remove the temporary directory (an older artifact at the output stays as it was); a full

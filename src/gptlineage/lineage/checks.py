@@ -34,8 +34,11 @@ HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
 
 def printable(text: Any) -> str:
     """TEXT with every control or invisible character written as an escape (ESC -> \\x1b)."""
+    text = str(text)
+    if text.isprintable():  # no Other or Separator but the space, so nothing HIDDEN: the usual case, fast
+        return text
     out = []
-    for char in str(text):
+    for char in text:
         if unicodedata.category(char) not in HIDDEN:
             out.append(char)
         elif ord(char) < 0x100:

@@ -18,6 +18,7 @@ side (`lineage/diff_metrics.py`), and `lineage/diff_text.py` renders it all.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import deque
 from collections.abc import Mapping
@@ -40,6 +41,7 @@ from gptlineage.lineage.walk import input_artifact_dir, resolve_artifact, short
 __all__ = ["diff", "render_diff", "stages"]
 
 COMPARE_MAX_BYTES = 64 << 20  # larger differing outputs are reported by hash only
+ROLE_PATH_CHARS = 240  # a longer role path is shortened: keys stay short in a chain of 10,000 stages
 OWN_CAUSES = ("command", "parameters", "code", "environment", "sources", "outputs")
 
 
@@ -78,11 +80,20 @@ def stages(path: str | Path) -> list[Stage]:
         inputs[directory] = list(upstream)
         for holder, roles in sorted(upstream.items(), key=lambda item: sorted(item[1])):
             if holder not in keys:
-                label = "+".join(sorted(roles))
-                keys[holder] = f"{keys[directory]}/{label}" if keys[directory] else label
+                keys[holder] = role_path(keys[directory], "+".join(sorted(roles)))
                 queue.append(holder)
     depth = longest_depths(list(keys), inputs)
     return [Stage(key, directory, manifests[directory], depth[directory]) for directory, key in keys.items()]
+
+
+def role_path(parent: str, label: str) -> str:
+    """PARENT's role path with LABEL added; one longer than ROLE_PATH_CHARS keeps LABEL and puts a
+    hash of PARENT before it (`...3fa9c1d2e4b5a6f7/params`): equal paths still give equal keys on
+    both sides, and the keys of a long chain do not grow with its length."""
+    key = f"{parent}/{label}" if parent else label
+    if len(key) <= ROLE_PATH_CHARS:
+        return key
+    return f"...{hashlib.sha256(parent.encode('utf-8')).hexdigest()[:16]}/{label}"
 
 
 def longest_depths(order: list[Path], inputs: Mapping[Path, list[Path]]) -> dict[Path, int]:
@@ -111,11 +122,15 @@ def pair_stages(left: list[Stage], right: list[Stage]) -> list[tuple[Stage | Non
     by_key = {stage.key: stage for stage in right}
     left_keys = {stage.key for stage in left}
     used: set[str] = set()
+    by_name: dict[str, list[Stage]] = {}  # the right side's stages no left stage has the key of, by name
+    for stage in right:
+        if stage.key not in left_keys:
+            by_name.setdefault(stage.path.name, []).append(stage)
     pairs: list[tuple[Stage | None, Stage | None]] = []
     for stage in left:
         other = by_key.get(stage.key)
         if other is None:  # a role renamed: the directory name, if it is unambiguous
-            named = [s for s in right if s.path.name == stage.path.name and s.key not in used | left_keys]
+            named = [s for s in by_name.get(stage.path.name, []) if s.key not in used]
             other = named[0] if len(named) == 1 else None
         if other is not None:
             used.add(other.key)

@@ -1,29 +1,168 @@
 """Hashes that identify files and JSON values, shared by manifests, lineage and checkpoints.
 
+Within one command every file is hashed once: `hash_session()` opens a cache of file digests
+keyed by the file's (device, inode, size, mtime_ns), which `sha256_file` consults while it is
+open. A file rewritten, replaced or resized meanwhile has another key and is hashed again; a
+rewrite that keeps the size within one tick of the file system's clock (a few ms at most) keeps
+the key, so within one command it is not seen; the next command hashes afresh (the cache lives
+only as long as its session). Files a command writes itself can be remembered by digest
+(`remember_written`), so what it just wrote is never read back to be hashed.
+
+`prefetch` hashes many files with a thread pool (hashlib releases the GIL on large updates), so
+a verify of many checkpoint files uses every CPU the job has while its checks stay in order.
+
 Example:
     >>> from gptlineage.lineage.hashing import sha256_json
     >>> sha256_json({"b": 1, "a": 2}) == sha256_json({"a": 2, "b": 1})
     True
+
+    with hash_session():
+        sha256_file("results/train/model.safetensors")   # read and hashed
+        sha256_file("results/train/model.safetensors")   # the same digest, not read again
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+import os
+import stat
+import threading
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-CHUNK_BYTES = 1 << 20  # read files 1 MiB at a time so shards never sit in memory whole
+# 1 MiB reads into one reused buffer: as fast as any larger size measured with OpenSSL's SHA-NI
+# code (benchmarks/lineage_scale.py), and shards never sit in memory whole.
+CHUNK_BYTES = 1 << 20
+FileKey = tuple[int, int, int, int]  # (device, inode, size, mtime_ns): the same bytes, by contract
+
+
+def file_key(status: os.stat_result) -> FileKey:
+    """What the hash cache knows a file by: a changed, replaced or resized file has another key."""
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+
+
+def hash_stream(handle: BinaryIO) -> str:
+    """Hex sha256 of the rest of an open binary file: the one place a file's bytes are hashed."""
+    digest = hashlib.sha256()
+    buffer = bytearray(CHUNK_BYTES)
+    view = memoryview(buffer)
+    while size := handle.readinto(buffer):
+        digest.update(view[:size])
+    return digest.hexdigest()
+
+
+class HashCache:
+    """File digests of one command, by `file_key`; safe to share between threads."""
+
+    def __init__(self) -> None:
+        self._digests: dict[FileKey, str] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: FileKey) -> str | None:
+        with self._lock:
+            return self._digests.get(key)
+
+    def put(self, key: FileKey, digest: str) -> None:
+        with self._lock:
+            self._digests[key] = digest
+
+    def __len__(self) -> int:
+        return len(self._digests)
+
+
+_session: HashCache | None = None  # the open session's cache; None: every call hashes
+_session_depth = 0
+_session_lock = threading.Lock()
+
+
+@contextmanager
+def hash_session() -> Iterator[HashCache]:
+    """Share file digests until the block ends; a session opened inside another joins it."""
+    global _session, _session_depth
+    with _session_lock:
+        if _session is None:
+            _session = HashCache()
+        _session_depth += 1
+        cache = _session
+    try:
+        yield cache
+    finally:
+        with _session_lock:
+            _session_depth -= 1
+            if _session_depth == 0:
+                _session = None
+
+
+def _hash_open(handle: BinaryIO) -> str:
+    """The digest of an open file, from the session's cache when its key is known."""
+    cache = _session
+    status = os.fstat(handle.fileno())  # of the file opened, not of what the path names later
+    if cache is None or not stat.S_ISREG(status.st_mode):  # a pipe's bytes differ on every read
+        return hash_stream(handle)
+    before = file_key(status)
+    known = cache.get(before)
+    if known is not None:
+        return known
+    digest = hash_stream(handle)
+    if file_key(os.fstat(handle.fileno())) == before:  # written to while read: not remembered
+        cache.put(before, digest)
+    return digest
 
 
 def sha256_file(path: str | Path) -> str:
-    """Hex sha256 of a file's bytes, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(CHUNK_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
+    """Hex sha256 of a file's bytes, read in chunks (once per session, see `hash_session`)."""
+    with open(path, "rb", buffering=0) as handle:
+        return _hash_open(handle)
+
+
+def remember_written(descriptor: int, digest: str) -> None:
+    """Record DIGEST for the file open as DESCRIPTOR, fully written (call after its last write):
+    a later `sha256_file` of it in this session returns DIGEST without reading it back."""
+    cache = _session
+    if cache is not None:
+        cache.put(file_key(os.fstat(descriptor)), digest)
+
+
+def _prefetch_one(path: Path, size: int | None) -> None:
+    """Hash PATH into the session when it is a regular file (of SIZE bytes when given); never follow
+    a link or open a pipe (O_NOFOLLOW, O_NONBLOCK), never raise: the caller's own check reports."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return
+    with open(descriptor, "rb", buffering=0) as handle:
+        try:
+            status = os.fstat(descriptor)
+            if stat.S_ISREG(status.st_mode) and (size is None or status.st_size == size):
+                _hash_open(handle)
+        except OSError:
+            return
+
+
+def prefetch(files: Iterable[tuple[Path, int | None]], workers: int) -> None:
+    """Hash FILES ((path, expected size or None) pairs) into the open session with WORKERS threads,
+    each file once, largest first so no thread is left with a big file at the end."""
+    if _session is None:
+        return
+    unique: dict[tuple[int, int], tuple[int, Path, int | None]] = {}
+    for path, size in files:
+        try:
+            status = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(status.st_mode):
+            unique.setdefault((status.st_dev, status.st_ino), (status.st_size, path, size))
+    todo = sorted(unique.values(), key=lambda item: (-item[0], str(item[1])))
+    if workers <= 1 or len(todo) <= 1:
+        for _, path, size in todo:
+            _prefetch_one(path, size)
+        return
+    with ThreadPoolExecutor(max_workers=min(workers, len(todo))) as pool:
+        list(pool.map(lambda item: _prefetch_one(item[1], item[2]), todo))
 
 
 def canonical_json(value: Any) -> str:

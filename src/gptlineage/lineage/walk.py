@@ -12,11 +12,12 @@ whole history is reached by following `inputs` from manifest to manifest.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gptlineage.cpus import available_cpus
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.artifact import (
@@ -31,7 +32,7 @@ from gptlineage.lineage.artifact import (
     read_manifest,
 )
 from gptlineage.lineage.checks import printable
-from gptlineage.lineage.hashing import sha256_file
+from gptlineage.lineage.hashing import file_key, hash_session, prefetch, sha256_file
 from gptlineage.lineage.identity import closure_sha256
 from gptlineage.lineage.sources import SourceFinder, source_file_problems, source_place, source_tree_problems
 from gptlineage.lineage.tree import artifact_files_root, lexical, list_tree, unlisted_directories
@@ -80,15 +81,39 @@ def input_path(artifact_dir: Path, entry: dict[str, Any]) -> Path:
     return lexical(artifact_dir / entry["path"])
 
 
-def walk(path: str | Path) -> Iterator[Node]:
+ReadManifest = Callable[[Path], dict[str, Any]]
+
+
+class ManifestCache:
+    """`read_manifest` once per manifest within one verify, known by its file's key as `hashing`
+    knows files: a parent 10,000 children list is parsed once; one replaced meanwhile is read again."""
+
+    def __init__(self) -> None:
+        self.known: dict[Path, tuple[tuple[int, int, int, int], dict[str, Any]]] = {}
+
+    def __call__(self, directory: Path) -> dict[str, Any]:
+        try:
+            key = file_key(os.lstat(artifact_files_root(directory) / MANIFEST))
+        except OSError:
+            return read_manifest(directory)  # its own error line
+        hit = self.known.get(directory)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        manifest = read_manifest(directory)
+        self.known[directory] = (key, manifest)
+        return manifest
+
+
+def walk(path: str | Path, read: ReadManifest | None = None) -> Iterator[Node]:
     """Every artifact from PATH back to its sources, depth first, each visited once."""
+    read = read_manifest if read is None else read
     seen: set[Path] = set()
     stack = [(lexical(resolve_artifact(path)), 0)]  # a loop, not recursion: a long chain cannot overflow
     while stack:
         directory, depth = stack.pop()
         if directory in seen:
             continue
-        manifest = read_manifest(directory)
+        manifest = read(directory)
         yield Node(directory, manifest, depth)
         seen.add(directory)
         upstream = [input_artifact_dir(directory, entry) for entry in manifest["inputs"]]
@@ -112,6 +137,9 @@ def refuse_inside(output: Path, nodes: Iterable[Node], what: str) -> None:
                 raise GptlineageError(f"{output}: an input of {node.path.name}; write the {what} elsewhere")
 
 
+SHOW_INDENT = 16  # `lineage show` indents this many levels at most
+
+
 def short(digest: str | None) -> str:
     return (digest or "-")[:12]
 
@@ -121,9 +149,12 @@ def show_lines(path: str | Path) -> list[str]:
     characters from manifests and file names escaped)."""
     lines: list[str] = []
     for node in walk(path):
-        pad = "    " * node.depth
+        # Indented by depth up to SHOW_INDENT levels, then numbered: a chain of 10,000 stages
+        # prints 10,000 short lines, not gigabytes of spaces.
+        pad = "    " * min(node.depth, SHOW_INDENT)
+        deep = f"[depth {node.depth}] " if node.depth > SHOW_INDENT else ""
         manifest = node.manifest
-        lines.append(f"{pad}{node.path.name}  [{manifest['command']['name']}]  id {manifest['id']}")
+        lines.append(f"{pad}{deep}{node.path.name}  [{manifest['command']['name']}]  id {manifest['id']}")
         lines.append(f"{pad}  command: {' '.join(manifest['command']['argv'])}")
         lines.append(f"{pad}  parameters ({short(manifest['parameters_sha256'])}): {manifest['parameters']}")
         code = manifest["code"]
@@ -171,14 +202,14 @@ def file_problems(full: Path, entry: dict[str, Any], size: int) -> list[str]:
     return []
 
 
-def verify_node(node: Node, sources: SourceFinder) -> list[str]:
+def verify_node(node: Node, sources: SourceFinder, read: ReadManifest = read_manifest) -> list[str]:
     """`verify_artifact`, once more with the new manifest when a writer replaced the artifact
     while it was being checked: a reader racing a writer reports the old or the new artifact."""
     manifest = node.manifest
     for _ in range(3):
-        problems = verify_artifact(node.path, manifest, sources)
+        problems = verify_artifact(node.path, manifest, sources, read)
         try:
-            current = read_manifest(node.path)
+            current = read(node.path)
         except GptlineageError:
             return problems
         if not problems or current == manifest:
@@ -187,7 +218,9 @@ def verify_node(node: Node, sources: SourceFinder) -> list[str]:
     return problems
 
 
-def verify_artifact(directory: Path, manifest: dict[str, Any], sources: SourceFinder | None = None) -> list[str]:
+def verify_artifact(
+    directory: Path, manifest: dict[str, Any], sources: SourceFinder | None = None, read: ReadManifest = read_manifest
+) -> list[str]:
     """Problems with one artifact: a tampered manifest; changed or missing files; files, links,
     pipes or directories the manifest does not list. Nothing is followed through a link."""
     problems = manifest_problems(directory, manifest)
@@ -206,11 +239,13 @@ def verify_artifact(directory: Path, manifest: dict[str, Any], sources: SourceFi
     problems += [f"{directory / r}: a directory that cannot be read" for r in listing.unreadable]
     problems += [f"{directory / r}: a directory not in the manifest" for r in unlisted_directories(listing, recorded)]
     for entry in manifest["inputs"]:
-        problems.extend(verify_input(directory, entry, SourceFinder() if sources is None else sources))
+        problems.extend(verify_input(directory, entry, SourceFinder() if sources is None else sources, read))
     return problems
 
 
-def verify_input(directory: Path, entry: dict[str, Any], sources: SourceFinder) -> list[str]:
+def verify_input(
+    directory: Path, entry: dict[str, Any], sources: SourceFinder, read: ReadManifest = read_manifest
+) -> list[str]:
     """Problems with one recorded input: gone, rehashed differently, its artifact replaced, or
     lying outside the artifact it names. A plain source missing from its recorded place is looked
     for by content in `sources` (`lineage verify --sources DIR`)."""
@@ -219,7 +254,7 @@ def verify_input(directory: Path, entry: dict[str, Any], sources: SourceFinder) 
     if upstream is not None:
         if not (upstream / MANIFEST).is_file():
             return [f"{upstream}: input artifact missing (needed by {directory.name})"]
-        found = read_manifest(upstream)
+        found = read(upstream)
         if found["id"] != entry["artifact_id"]:
             return [
                 f"{upstream}: input artifact was replaced (id {short(found['id'])}, {directory.name} used {short(entry['artifact_id'])})"
@@ -241,6 +276,18 @@ def verify_input(directory: Path, entry: dict[str, Any], sources: SourceFinder) 
     return []
 
 
+def files_to_check(nodes: Iterable[Node]) -> Iterator[tuple[Path, int | None]]:
+    """The files verify hashes (each artifact's listed files, of their recorded size, and plain
+    source files), for `prefetch` to hash in parallel before the checks run in order."""
+    for node in nodes:
+        files_root = artifact_files_root(node.path)
+        for entry in node.manifest["files"]:
+            yield files_root / entry["path"], entry["bytes"]
+        for entry in node.manifest["inputs"]:
+            if "sha256" in entry:
+                yield input_path(node.path, entry), None
+
+
 def verify(
     path: str | Path,
     expect_id: str | None = None,
@@ -256,9 +303,12 @@ def verify(
     SOURCES are directories where plain sources are looked for by content when a copied or moved
     tree no longer finds them where they were recorded.
     """
-    nodes = list(walk(path))
-    finder = SourceFinder(list(sources))
-    problems = [problem for node in nodes for problem in verify_node(node, finder)]
+    with hash_session():  # a file (or a manifest) that many artifacts list is read once
+        read = ManifestCache()
+        nodes = list(walk(path, read))
+        prefetch(files_to_check(nodes), available_cpus())
+        finder = SourceFinder(list(sources))
+        problems = [problem for node in nodes for problem in verify_node(node, finder, read)]
     top = nodes[0]
     if expect_content is not None and content_sha256(top.manifest) != expect_content:
         found = content_sha256(top.manifest)

@@ -16,6 +16,7 @@ Example (what `--save-params` / `--load-params` do):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Collection, Mapping
@@ -23,10 +24,11 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 
 from gptlineage.errors import GptlineageError
 from gptlineage.files import permit_as_umask
+from gptlineage.lineage.hashing import remember_written
+from gptlineage.model.safetensors_stream import safetensors_chunks
 
 PARAMETERS_SCHEMA = "gptlineage.parameters.v1"
 # The model's shape as the metadata records it: GPTConfig's fields that decide what the weights mean.
@@ -46,31 +48,26 @@ def fsync_path(path: Path) -> None:
         os.close(descriptor)
 
 
-def _sort_header(path: Path) -> None:
-    """Rewrite the JSON header with sorted keys, same length, so equal tensors give equal bytes.
-
-    safetensors keeps `__metadata__` in a hash map whose order changes from run to run.
-    The header is an 8-byte little-endian length, then JSON padded with spaces.
-    """
-    with open(path, "r+b") as handle:
-        length = int.from_bytes(handle.read(8), "little")
-        header = json.loads(handle.read(length))
-        text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode("utf-8")
-        if len(text) > length:  # cannot happen for the same content; keep the original then
-            return
-        handle.seek(8)
-        handle.write(text + b" " * (length - len(text)))
-
-
-def write_safetensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
+def write_safetensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> str:
     """Write a safetensors file through a temporary name, fsynced, then renamed into place, with the
-    mode the umask gives (0644 under the usual 022)."""
+    mode the umask gives (0644 under the usual 022); return its sha256.
+
+    The file is streamed from the tensors' memory and hashed as it is written, never read back
+    (`gptlineage.model.safetensors_stream`); the open hash session remembers the digest
+    (`gptlineage.lineage.hashing`).
+    """
+    digest = hashlib.sha256()
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    save_file(tensors, str(temporary), metadata=metadata)
-    permit_as_umask(temporary)
-    _sort_header(temporary)
-    fsync_path(temporary)
+    with open(temporary, "wb") as handle:
+        for chunk in safetensors_chunks(tensors, metadata):
+            digest.update(chunk)
+            handle.write(chunk)
+        handle.flush()
+        os.fsync(handle.fileno())
+        remember_written(handle.fileno(), digest.hexdigest())
+    permit_as_umask(temporary)  # a temporary left by a killed save keeps its old mode otherwise
     os.replace(temporary, path)
+    return digest.hexdigest()
 
 
 def open_safetensors(path: Path):

@@ -27,6 +27,8 @@ On disk:
 A checkpoint is built in `root/.step-N.tmp/`, every file fsynced, renamed to `root/step-N/`,
 and only then does LATEST move. A process killed at any point therefore leaves the previous
 checkpoint and LATEST usable; the next save removes the leftover temporary directory.
+The tensor files are hashed from the bytes being written (`model.parameters.write_safetensors`),
+never read back: the manifest's digests, and the training artifact's, come from the hash session.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ import torch
 
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json, write_json_atomic
-from gptlineage.lineage.hashing import sha256_file
+from gptlineage.lineage.hashing import hash_session, sha256_file
 from gptlineage.model.parameters import fsync_path, read_parameters, save_parameters
 from gptlineage.training.layout import PARAMETERS_FILE, checkpoint_name, checkpoint_step
 from gptlineage.training.optimizer_state import (
@@ -152,7 +154,9 @@ def save_checkpoint(
     if temporary.exists():
         shutil.rmtree(temporary)  # left by a save that was killed part-way
     temporary.mkdir()
-    _write_checkpoint_files(temporary, model, optimizer, training_state)
+    with hash_session():  # the tensor files are hashed as they are written, never read back
+        _write_checkpoint_files(temporary, model, optimizer, training_state)
+        files = {name: sha256_file(temporary / name) for name in CHECKPOINT_FILES}
     manifest = {
         "schema": CHECKPOINT_SCHEMA,
         "completed_step": step,
@@ -161,7 +165,7 @@ def save_checkpoint(
         # another torch or optimizer class may not load the same way.
         "torch_version": torch.__version__,
         "optimizer": f"{type(optimizer).__module__}.{type(optimizer).__qualname__}",
-        "files": {name: sha256_file(temporary / name) for name in CHECKPOINT_FILES},
+        "files": files,
     }
     write_json_atomic(temporary / MANIFEST_FILE, manifest)  # last: a manifest means complete
     fsync_path(temporary)
