@@ -9,7 +9,8 @@ import pytest
 
 from gptlineage.cli import main
 from gptlineage.lineage.artifact import MANIFEST, ArtifactWriter
-from gptlineage.lineage.walk import prov_document, show_lines, verify, walk
+from gptlineage.lineage.prov import prov_document
+from gptlineage.lineage.walk import show_lines, verify, walk
 
 
 @pytest.fixture

@@ -30,8 +30,9 @@ from gptlineage.lineage.action_settings import (
 )
 from gptlineage.lineage.artifact import content_sha256
 from gptlineage.lineage.checks import printable
+from gptlineage.lineage.prov import prov_document, write_prov_json
 from gptlineage.lineage.sources import NOT_HERE
-from gptlineage.lineage.walk import prov_document, show_lines, verify, write_prov_json
+from gptlineage.lineage.walk import show_lines, verify
 from gptlineage.settings import add_flags, from_args
 
 EXAMPLE = "gptlineage lineage show results/data_csv"
