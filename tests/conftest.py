@@ -48,6 +48,9 @@ E2E_FILES = {
     "test_train_hostile.py",
     "test_watch.py",
     "test_workflow.py",
+    "test_workflow_failures.py",
+    "test_workflow_reruns.py",
+    "test_workflow_sweeps.py",
 }
 
 
@@ -143,7 +146,7 @@ def tiny_chain(tmp_path_factory) -> Path:
 def tiny_workflow(tmp_path_factory) -> Path:
     """The workflow's tiny chain (test_workflow.build_tiny_workflow), built once for the whole run:
     the pytest-xdist workers share one build, the first to ask builds it under a lock. Copy it before
-    changing it (test_workflow's `workflow_copy`)."""
+    changing it (`workflow_copy`)."""
     from test_workflow import build_tiny_workflow
 
     if "PYTEST_XDIST_WORKER" not in os.environ:
@@ -158,6 +161,14 @@ def tiny_workflow(tmp_path_factory) -> Path:
             build_tiny_workflow(root)
             done.touch()
     return root
+
+
+@pytest.fixture(scope="module")
+def workflow_copy(tiny_workflow, tmp_path_factory) -> Path:
+    """This module's own copy of the session's tiny chain, free to change."""
+    workdir = tmp_path_factory.mktemp("workflow") / "tree"
+    shutil.copytree(tiny_workflow, workdir, symlinks=True)  # keeps each file's time
+    return workdir
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,8 @@
 """Every command's `--help` example runs as written, from the root of a tree the workflow built.
 
-The tree is a copy of test_workflow's tiny one (built once a session): the paths the
-examples read are those the workflow writes, and each example writes under results/examples/,
-where it cannot replace a result of the workflow. `lineage` and `watch` are left to their own tests.
+The tree is a copy of the workflow's tiny chain (conftest's `tiny_workflow`, built once a
+session): the paths the examples read are those the workflow writes, and each example writes
+under results/examples/, where it cannot replace a result of the workflow. `lineage` and `watch` are left to their own tests.
 """
 
 from __future__ import annotations
@@ -25,7 +25,11 @@ COMMANDS = [command.name for command in registry.COMMANDS if command not in SKIP
 # transformers (export-hf, matched-compare) must never reach for the network
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
-tree = test_workflow.workflow_copy  # the fixture, registered here under this name
+
+@pytest.fixture(scope="module")
+def tree(workflow_copy) -> Path:
+    """This module's copy of the tiny chain (conftest's `workflow_copy`)."""
+    return workflow_copy
 
 
 def example(name: str) -> str:

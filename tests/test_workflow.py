@@ -1,8 +1,15 @@
-"""The workflow end to end in a temporary copy: run, nothing left to do, reruns, verify."""
+"""The workflow's tiny chain, built once a session (conftest's `tiny_workflow`): every result
+verifies, each job logs, nothing is left to do, each stage starts where its config says; and the
+helpers the other workflow test files share (test_workflow_reruns.py, test_workflow_sweeps.py,
+test_workflow_failures.py).
+
+Example:
+    python -m pytest -q tests/test_workflow.py
+"""
 
 from __future__ import annotations
 
-import gzip
+import contextlib
 import json
 import re
 import shutil
@@ -11,7 +18,6 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pytest
 import yaml
 
 from gptlineage.registry import STAGE_NAMES
@@ -46,11 +52,29 @@ RESULTS = [
 ]
 # The default profile's training takes minutes a stage; here each stage is a few tiny updates.
 TINY_TRAINING = {"steps": 4, "batch": 2, "context": 64, "eval_every": 2, "eval_batches": 1, "checkpoint_every": 2}
+# The tiny chain's model: cpu-small's vocabulary (the corpora's GPT-2 tokens) on one narrow layer,
+# 1.6M parameters instead of 7.2M: each stage's files (parameters, two checkpoints) are a quarter
+# of the size, so building, copying and hashing the tree are too.
+TINY_SHAPE = {"width": 32, "heads": 2, "layers": 1}
 
 
-def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "snakemake", "--cores", "1", *args]
+def snakemake(workdir: Path, *args: str, cores: int = 1) -> subprocess.CompletedProcess:
+    """Snakemake in WORKDIR; with CORES > 1 it runs that many one-thread jobs side by side."""
+    threads = ["--max-threads", "1"] if cores > 1 else []  # --cores 1 already gives each job one thread
+    command = [sys.executable, "-m", "snakemake", "--cores", str(cores), *threads, *args]
     return subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=600, check=False)
+
+
+def lineage(workdir: Path, capsys, *words: str) -> tuple[int, str, str]:
+    """`gptlineage lineage WORDS` from WORKDIR, in this process (no second torch import): the exit
+    code, stdout and stderr."""
+    from gptlineage.cli import main
+
+    capsys.readouterr()
+    with contextlib.chdir(workdir):
+        code = main(["lineage", *words])
+    printed = capsys.readouterr()
+    return code, printed.out, printed.err
 
 
 def planned_rules(workdir: Path) -> list[str]:
@@ -78,7 +102,7 @@ def build_tiny_workflow(root: Path) -> Path:
     workdir = copy_workflow(root)
     config = yaml.safe_load((workdir / "config.yaml").read_text())
     for stage in STAGES:
-        config[stage].update(TINY_TRAINING)
+        config[stage].update(TINY_TRAINING, **TINY_SHAPE)
     for stage in ("corpus_sft_stage1", "corpus_sft_stage2"):
         config[stage]["record_context"] = TINY_TRAINING["context"]
     config["synth_chat"].update({"stage1_dialogues": 2000, "stage2_dialogues_per_split": 500, "suite_prompts": 40})
@@ -87,16 +111,8 @@ def build_tiny_workflow(root: Path) -> Path:
     config["prompt_suite"]["generate"] = 8
     config["matched_compare"].update({"updates": 4, "eval_every": 2, "batch": 2})
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    done = snakemake(workdir, TARGET)
+    done = snakemake(workdir, TARGET, cores=2)  # independent jobs side by side, each on one thread
     assert done.returncode == 0, done.stderr[-3000:]
-    return workdir
-
-
-@pytest.fixture(scope="module")
-def workflow_copy(tiny_workflow, tmp_path_factory) -> Path:
-    """This module's own copy of the session's tiny chain, free to change."""
-    workdir = tmp_path_factory.mktemp("workflow") / "tree"
-    shutil.copytree(tiny_workflow, workdir, symlinks=True)  # keeps each file's time
     return workdir
 
 
@@ -141,58 +157,11 @@ def test_snakemakes_report_holds_the_experiment_page_and_every_figure_with_capti
         assert caption in page
 
 
-def test_a_failing_job_leaves_its_one_line_error_in_its_log(tmp_path):
-    workdir = copy_workflow(tmp_path)
-    (workdir / "data/shakespeare/plays.jsonl.gz").write_bytes(gzip.compress(b'{"body": "no text column"}\n'))
-    done = snakemake(workdir, "results/corpus_pretrain")
-    assert done.returncode != 0
-    log = (workdir / "logs/corpus_pretrain.log").read_text()
-    assert log.startswith("error: prepare: ") and "no column named 'text'" in log and "Traceback" not in log
-    assert "logs/corpus_pretrain.log" in done.stdout + done.stderr  # Snakemake points at it
-
-
 def test_a_second_dry_run_has_nothing_to_do(workflow_copy):
     assert planned_rules(workflow_copy) == []
 
 
-def test_changing_one_data_csv_parameter_reruns_data_csv_alone(workflow_copy):
-    config_path = workflow_copy / "config.yaml"
-    config = yaml.safe_load(config_path.read_text())
-    config["data_csv"]["steps"] += 1
-    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-    assert planned_rules(workflow_copy) == ["data_csv", "sft_stage2"]  # and the deliverable that holds it
-    others = {
-        name: (workflow_copy / f"results/{name}/manifest.json").read_bytes()
-        for name in ["small_data", "data_npy", "synth_chat", "corpus_sft_stage2"]
-    }
-    done = snakemake(workflow_copy, TARGET)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert planned_rules(workflow_copy) == []
-    for name, before in others.items():
-        assert (workflow_copy / f"results/{name}/manifest.json").read_bytes() == before
-
-
-def test_changing_stage_two_learning_rate_reruns_sft_stage2_alone(workflow_copy):
-    config_path = workflow_copy / "config.yaml"
-    config = yaml.safe_load(config_path.read_text())
-    config["sft_stage2"]["lr"] *= 2
-    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-    # sft_stage2 and only what depends on it
-    assert planned_rules(workflow_copy) == [
-        "cache_bench",
-        "cache_check",
-        "export_hf",
-        "plots",
-        "prompt_suite",
-        "sft_stage2",
-        "train_sft_stage2",
-    ]
-    done = snakemake(workflow_copy, TARGET)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert planned_rules(workflow_copy) == []
-
-
-def test_each_stage_starts_where_its_config_says(workflow_copy):
+def test_each_stage_starts_where_its_config_says(workflow_copy, capsys):
     stage2 = json.loads((workflow_copy / "results/train/sft_stage2/manifest.json").read_text())
     roles = {entry["role"]: entry for entry in stage2["inputs"]}
     assert roles["load_params"]["artifact_path"] == "../best_sft_stage1"  # start: best
@@ -200,13 +169,8 @@ def test_each_stage_starts_where_its_config_says(workflow_copy):
     assert {entry["role"]: entry for entry in stage1["inputs"]}["load_params"]["artifact_path"] == "../continuation"
     best = json.loads((workflow_copy / "results/train/best_sft_stage1/selected-checkpoint.json").read_text())
     assert best["step"] in (2, 4)
-    done = subprocess.run(
-        [sys.executable, "-m", "gptlineage", "lineage", "show", "results/train/sft_stage2"],
-        cwd=workflow_copy,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    code, shown, errors = lineage(workflow_copy, capsys, "show", "results/train/sft_stage2")
+    assert code == 0, errors
     # every training run before the final one, the best checkpoints the stages started from
     for name in (
         *STAGES[:-1],
@@ -216,7 +180,7 @@ def test_each_stage_starts_where_its_config_says(workflow_copy):
         "corpus_sft_stage2",
         "synth_chat",
     ):
-        assert f"{name}  [" in done.stdout, name
+        assert f"{name}  [" in shown, name
 
 
 def test_the_generation_checks_report_on_the_stage_two_model(workflow_copy):
@@ -236,8 +200,7 @@ def test_the_generation_checks_report_on_the_stage_two_model(workflow_copy):
 
 
 def test_rule_all_builds_every_result_and_the_report_shows_every_stage(workflow_copy):
-    assert planned_rules(workflow_copy) == []
-    done = snakemake(workflow_copy, "--dry-run", "all")
+    done = snakemake(workflow_copy, "--dry-run", "all")  # `all` holds TARGET: nothing for either
     assert "Nothing to be done" in done.stdout + done.stderr
     comparison = json.loads((workflow_copy / "results/matched_compare/comparison.json").read_text())
     assert comparison["max_absolute_train_loss_difference"] <= comparison["threshold"]
@@ -256,34 +219,18 @@ def test_rule_all_builds_every_result_and_the_report_shows_every_stage(workflow_
     assert 0 <= summary["parts"]["prompt_suite"]["metrics"]["exact_match"] <= 1
 
 
-def test_verify_fails_after_one_byte_of_the_regression_csv_changes(workflow_copy):
+def test_verify_fails_after_one_byte_of_the_regression_csv_changes(workflow_copy, capsys):
     csv_path = workflow_copy / "results/small_data/small_regression.csv"
     original = csv_path.read_bytes()
     changed = bytearray(original)
     changed[-3] = ord("7") if changed[-3] != ord("7") else ord("8")
     csv_path.write_bytes(bytes(changed))
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "gptlineage", "lineage", "verify", "results/data_csv"],
-            cwd=workflow_copy,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert done.returncode == 1
-        assert "small_regression.csv: changed" in done.stdout
+        code, printed, _ = lineage(workflow_copy, capsys, "verify", "results/data_csv")
+        assert code == 1
+        assert "small_regression.csv: changed" in printed
     finally:
         csv_path.write_bytes(original)
-
-
-def test_a_bad_config_fails_before_any_job_naming_the_key(workflow_copy, tmp_path):
-    config = yaml.safe_load((workflow_copy / "config.yaml").read_text())
-    config["data_csv"]["batch"] = 0
-    bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump(config))
-    done = snakemake(workflow_copy, "--configfile", str(bad), "--dry-run", TARGET)
-    assert done.returncode != 0
-    assert "data_csv.batch" in done.stdout + done.stderr
 
 
 def test_corpus_artifacts_name_their_sources(workflow_copy):
@@ -317,97 +264,6 @@ def test_the_paper_profile_lists_its_jobs(workflow_copy):
     text = done.stdout + done.stderr
     assert "--hf-dataset HuggingFaceTB/smoltalk2" in text and "--hf-config SFT" in text
     assert "--skip-documents-from results/corpus_pretrain" in text and "--hf-dataset HuggingFaceFW/fineweb-edu" in text
-
-
-def test_a_reverted_setting_restores_training_from_snakemakes_cache(tmp_path, monkeypatch):
-    """Run, change pretrain.lr, run, change it back, run: the last run takes results/train/pretrain from
-    Snakemake's output cache (no training), with the first run's id, and it verifies."""
-    (tmp_path / "workflow").mkdir()
-    (tmp_path / "cache").mkdir()
-    workdir = copy_workflow(tmp_path / "workflow")
-    monkeypatch.setenv("SNAKEMAKE_OUTPUT_CACHE", str(tmp_path / "cache"))
-    config_path = workdir / "config.yaml"
-    config = yaml.safe_load(config_path.read_text())
-    config["pretrain"].update(TINY_TRAINING)
-    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-
-    def run() -> str:
-        done = snakemake(workdir, "--cache", "--", "results/train/pretrain")
-        assert done.returncode == 0, done.stderr[-3000:]
-        return done.stdout + done.stderr
-
-    run()
-    first_id = json.loads((workdir / "results/train/pretrain/manifest.json").read_text())["id"]
-    changed = yaml.safe_load(config_path.read_text())
-    changed["pretrain"]["lr"] *= 2
-    config_path.write_text(yaml.safe_dump(changed, sort_keys=False))
-    assert "Moving output file results/train/pretrain to cache" in run()
-    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-    log = run()
-    assert "Symlinking output file results/train/pretrain/parameters.safetensors from cache" in log
-    assert (
-        workdir / "logs/train_pretrain.log"
-    ).stat().st_size == 0  # the command did not run (Snakemake made the file)
-    assert json.loads((workdir / "results/train/pretrain/manifest.json").read_text())["id"] == first_id
-    done = subprocess.run(
-        [sys.executable, "-m", "gptlineage", "lineage", "verify", "results/train/pretrain"],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
-def test_a_sweep_builds_its_experiments_in_one_call_sharing_the_unchanged_jobs(workflow_copy):
-    """Two named experiments over the built default: one call builds both deliverables; what they
-    do not change is the default's artifact (built once), and each deliverable verifies."""
-    config_path = workflow_copy / "config.yaml"
-    before = config_path.read_text()
-    config = yaml.safe_load(before)
-    config["experiments"] = {
-        "lr_high": {"sft_stage2": {"lr": config["sft_stage2"]["lr"] * 3}},
-        "short_suite": {"prompt_suite": {"generate": 4}},
-    }
-    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-    try:
-        done = snakemake(workflow_copy, "all")
-        assert done.returncode == 0, done.stderr[-3000:]
-        ran = sorted(set(re.findall(r"^rule (\w+):", done.stdout + done.stderr, flags=re.MULTILINE)))
-        assert "train_sft_stage1" not in ran and "train_pretrain" not in ran  # shared with the default
-        assert (workflow_copy / "results/lr_high/train/sft_stage2/manifest.json").is_file()
-        assert not (workflow_copy / "results/lr_high/train/sft_stage1").exists()
-        assert not (workflow_copy / "results/short_suite/train").exists()  # its model is the default's
-        for experiment in ("lr_high", "short_suite"):
-            deliverable = workflow_copy / f"results/{experiment}/sft_stage2"
-            manifest = json.loads((deliverable / "manifest.json").read_text())
-            inputs = {entry["role"]: entry for entry in manifest["inputs"]}
-            shared = json.loads((workflow_copy / "results/data_csv/manifest.json").read_text())["id"]
-            assert inputs["data_csv"]["artifact_id"] == shared
-            verify = subprocess.run(
-                [sys.executable, "-m", "gptlineage", "lineage", "verify", str(deliverable)],
-                cwd=workflow_copy,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            assert verify.returncode == 0, verify.stdout + verify.stderr
-        assert (workflow_copy / "logs/lr_high/train_sft_stage2.log").read_text()
-        assert snakemake(workflow_copy, "--dry-run", "all").stdout.count("rule ") == 0
-    finally:
-        config_path.write_text(before)
-
-
-def test_a_bad_experiment_is_one_line_naming_its_key(workflow_copy, tmp_path):
-    for experiments, message in (
-        ({"train": {"sft_stage2": {"lr": 0.1}}}, "key experiments.train: an experiment name"),
-        ({"ok": {"sft_stage9": {"lr": 0.1}}}, "key experiments.ok.sft_stage9: not a stage"),
-        ({"ok": {"sft_stage2": {"lr": -1}}}, "key experiments.ok.sft_stage2.lr:"),
-    ):
-        override = tmp_path / "override.yaml"
-        override.write_text(yaml.safe_dump({"experiments": experiments}))
-        done = snakemake(workflow_copy, "--dry-run", "--configfile", str(override), "--", TARGET)
-        assert done.returncode != 0 and message in done.stdout + done.stderr, done.stderr[-2000:]
 
 
 def test_the_job_table_names_every_result_the_workflow_builds():
