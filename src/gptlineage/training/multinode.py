@@ -134,6 +134,8 @@ def launch_command(
             "nodes", f"{nodes} exceeds this SLURM job's {allocated} node(s): submit it with --nodes {nodes}"
         )
     endpoint = f"{first_host(allocation['NodeList'])}:{rendezvous_port(job)}"
+    # where the agents meet: the first thing to know when one of them does not arrive
+    print(f"nodes: {nodes} torchrun agents on {allocation['NodeList']}, rendezvous at {endpoint}", flush=True)
     agent = torchrun_command(processes, argv, logs, Rendezvous(nodes, endpoint, job))
     gpus = processes if runtime.device.startswith("cuda") else 0  # one GPU per rank
     return srun_command(nodes, agent, allocation["CPUs/Task"], gpus)
