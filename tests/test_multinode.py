@@ -225,6 +225,13 @@ def outside_slurm(monkeypatch):
             "--batch 4 must be divisible by nodes × processes × accumulate = 2 × 3 × 1",
         ),
         (["--nodes", "0"], {}, "--nodes must be >= 1, got 0"),
+        pytest.param(
+            ["--nodes", "2"],
+            slurm_environment(GLOO_SOCKET_IFNAME="lo,bogus0"),
+            "GLOO_SOCKET_IFNAME=lo,bogus0: this node has no network interface 'bogus0'"
+            f" (it has: {', '.join(name for _, name in socket.if_nameindex())})",
+            id="gloo-interface-missing",
+        ),
         (
             ["--nodes", "2", "--device", "cuda:1"],
             slurm_environment(),

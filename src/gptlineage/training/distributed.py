@@ -151,6 +151,7 @@ RANK_PREFIX = re.compile(r"^\[gptlineage rank \d+\] ")
 ROOT_CAUSE_RANK = re.compile(r"^\s*rank\s*:\s*(\d+) \(local_rank: (\d+)\)")
 ROOT_CAUSE_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
 GLOO_INTERFACES = "GLOO_SOCKET_IFNAME"  # gloo's interfaces (comma-separated); unset: the one of the host's name
+PEER_GONE = "Connection closed by peer"  # gloo, in a rank whose peer died
 TEST_KILL_VARIABLE = "GPTLINEAGE_TEST_KILL_RANK"  # tests only: this rank SIGKILLs itself after joining
 
 
@@ -198,18 +199,24 @@ def torchrun_command(processes: int, argv: list[str], logs: Path, rendezvous: Re
 
 
 def root_cause(lines: list[str]) -> tuple[int, int, int] | None:
-    """(rank, local rank, exit code) of the first failure in torchrun's ChildFailedError report."""
-    found: dict[str, tuple[str, ...]] = {}
+    """(rank, local rank, exit code) of the first failure in torchrun's ChildFailedError reports.
+
+    With several reports (one per node's agent) a rank killed by a signal comes first: the others'
+    ranks then failed because their peer was gone."""
+    causes: list[tuple[int, int, int]] = []
+    rank: tuple[str, ...] | None = None
     below = False
     for line in lines:
-        below = below or line.startswith("Root Cause")
-        for name, pattern in (("rank", ROOT_CAUSE_RANK), ("exit", ROOT_CAUSE_EXIT)):
-            match = pattern.match(line) if below else None
-            if match and name not in found:
-                found[name] = match.groups()
-    if len(found) < 2:
-        return None
-    return int(found["rank"][0]), int(found["rank"][1]), int(found["exit"][0])
+        if line.startswith("Root Cause"):
+            below, rank = True, None
+        match = ROOT_CAUSE_RANK.match(line) if below else None
+        rank = match.groups() if match and rank is None else rank
+        match = ROOT_CAUSE_EXIT.match(line) if below and rank else None
+        if match:
+            causes.append((int(rank[0]), int(rank[1]), int(match.group(1))))
+            below = False
+    killed = [cause for cause in causes if cause[2] < 0]
+    return (killed or causes or [None])[0]
 
 
 def rank_log(logs: Path, local_rank: int) -> Path | None:
@@ -295,8 +302,9 @@ def relaunch_with_torchrun(command: list[str], logs: Path) -> int:
     cause = root_cause([line for block in tracebacks for line in block])
     explained = cause is not None or any(line.startswith("error: ") for line in said)
     for block in tracebacks:
-        stopped = any("SignalException" in line for line in block)
-        if not any("ChildFailedError" in line for line in block) and not (stopped and explained):
+        # an agent stopped by srun, or a rank whose peer was killed: consequences of the cause
+        consequence = any("SignalException" in line or PEER_GONE in line for line in block)
+        if not any("ChildFailedError" in line for line in block) and not (consequence and explained):
             sys.stderr.writelines(block)
     if not explained:
         sys.stderr.writelines(srun_lines)
