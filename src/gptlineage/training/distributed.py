@@ -147,6 +147,9 @@ LAUNCHER_LOG = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\S* +\d+ .*torch/distribu
 # torchrun tees each rank's output into its log file and to the console behind this prefix, which we take off.
 RANK_PREFIX_TEMPLATE = "[gptlineage rank ${rank}] "
 RANK_PREFIX = re.compile(r"^\[gptlineage rank \d+\] ")
+# Inside it, a rank's own prefix: torch.distributed's excepthook writes an uncaught exception's
+# traceback as "[rank0]: Traceback ...", torchrun's default tee prefix is "[default0]:".
+TRACEBACK_PREFIX = re.compile(r"^\[[A-Za-z_]\w*?\d+\]: ?")
 # In torchrun's ChildFailedError report, below "Root Cause": the rank that failed first, and how.
 ROOT_CAUSE_RANK = re.compile(r"^\s*rank\s*:\s*(\d+) \(local_rank: (\d+)\)")
 ROOT_CAUSE_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
@@ -251,7 +254,8 @@ def _pass_stdout(stream) -> None:
 
 
 def read_launcher_stderr(stream) -> tuple[list[list[str]], set[str], list[str]]:
-    """Pass the launcher's stderr on as it comes, holding back tracebacks and srun's own lines.
+    """Pass the launcher's stderr on as it comes, holding back tracebacks (bare or behind a rank's
+    prefix, "[rank0]: Traceback") and srun's own lines, and leaving out torchrun's log lines.
 
     Returns the tracebacks, the lines passed on, and srun's lines (shown only where nothing else
     explains a failure)."""
@@ -260,13 +264,15 @@ def read_launcher_stderr(stream) -> tuple[list[list[str]], set[str], list[str]]:
     srun_lines: list[str] = []
     for raw in stream:
         line = RANK_PREFIX.sub("", raw, count=1)
-        if line.startswith("Traceback (most recent call last)"):
+        if LAUNCHER_LOG.match(line):
+            continue
+        if TRACEBACK_PREFIX.sub("", line, count=1).startswith("Traceback (most recent call last)"):
             tracebacks.append([line])
         elif tracebacks:
             tracebacks[-1].append(line)
         elif line.startswith("srun: "):
             srun_lines.append(line)
-        elif LAUNCHER_LOG.match(line) or (line.startswith("error: ") and line in said):
+        elif line.startswith("error: ") and line in said:
             continue
         else:
             said.add(line)
