@@ -315,8 +315,13 @@ def test_a_failed_rank_of_a_multi_node_run_points_at_the_node_directories(tmp_pa
 # its peer and raises; the tracebacks come as torchrun tees them ("[gptlineage rank 0] ...").
 PEER_GONE_TRACEBACK = """Traceback (most recent call last):
   File "gptlineage/training/loop.py", line 90, in train
-RuntimeError: [gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.217.0.12]:40615
+RuntimeError: [third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.217.0.12]:40615
 """
+# The same when the peer's host reset the connection (torch 2.13's message).
+PEER_RESET_TRACEBACK = PEER_GONE_TRACEBACK.replace(
+    "Connection closed by peer [10.217.0.12]:40615",
+    "Read error [10.217.0.12]:682: Connection reset by peer. This is typically caused by a remote worker hanging",
+)
 KILLED_REPORT = """W1202 07:10:01.500000 4242 torch/distributed/elastic/multiprocessing/api.py:900] Sending SIGTERM
 Traceback (most recent call last):
   File "torch/distributed/run.py", line 9, in main
@@ -352,6 +357,12 @@ def prefixed(text: str, prefix: str) -> str:
             "",
             "rank 1 was killed by SIGKILL (exit code -9)",
             id="peer-gone-rank-prefixed-traceback",
+        ),
+        pytest.param(
+            prefixed(PEER_RESET_TRACEBACK, "[rank0]: ") + KILLED_REPORT,
+            "",
+            "rank 1 was killed by SIGKILL (exit code -9)",
+            id="peer-reset-rank-prefixed-traceback",
         ),
         pytest.param(
             prefixed(PEER_GONE_TRACEBACK, "[default0]:") + KILLED_REPORT,

@@ -154,7 +154,8 @@ TRACEBACK_PREFIX = re.compile(r"^\[[A-Za-z_]\w*?\d+\]: ?")
 ROOT_CAUSE_RANK = re.compile(r"^\s*rank\s*:\s*(\d+) \(local_rank: (\d+)\)")
 ROOT_CAUSE_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
 GLOO_INTERFACES = "GLOO_SOCKET_IFNAME"  # gloo's interfaces (comma-separated); unset: the one of the host's name
-PEER_GONE = "Connection closed by peer"  # gloo, in a rank whose peer died
+# gloo's error in a rank whose peer died: the peer's socket closed, or reset (its host dropped it)
+PEER_GONE = re.compile(r"gloo/transport/.*(Connection closed by peer|Connection reset by peer|Broken pipe)")
 TEST_KILL_VARIABLE = "GPTLINEAGE_TEST_KILL_RANK"  # tests only: this rank SIGKILLs itself after joining
 
 
@@ -309,7 +310,7 @@ def relaunch_with_torchrun(command: list[str], logs: Path) -> int:
     explained = cause is not None or any(line.startswith("error: ") for line in said)
     for block in tracebacks:
         # an agent stopped by srun, or a rank whose peer was killed: consequences of the cause
-        consequence = any("SignalException" in line or PEER_GONE in line for line in block)
+        consequence = any("SignalException" in line or PEER_GONE.search(line) for line in block)
         if not any("ChildFailedError" in line for line in block) and not (consequence and explained):
             sys.stderr.writelines(block)
     if not explained:
