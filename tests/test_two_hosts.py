@@ -1,4 +1,4 @@
-"""A training stage on two hosts of a real SLURM cluster (pytest -m slurm): tools/local_slurm_hosts.sh.
+"""A training stage on two hosts of a real SLURM cluster (pytest -m slurm): tools/local_slurm.sh start --nodes 2.
 
 The two hosts, glhost1 and glhost2, are network and UTS namespaces of this machine, each with its
 own slurmd, address (10.217.0.11, .12 on the link cl0) and a second interface (side0); .ci/run
@@ -8,7 +8,7 @@ Every SLURM command here is given SLURM_CONF (the cluster's own slurm.conf).
 What runs: `srun hostname` on both hosts; the tiny pretraining with `nodes: 2` submitted by
 Snakemake through the SLURM profile (sbatch --nodes=2), its rank 1 on glhost2 killed by SIGKILL
 after the first checkpoint and the job retried by the profile, then compared with one process
-and with two processes on one host; gloo's connections between the hosts, on each interface;
+and with two processes on one host (trained on this side while Snakemake waits); gloo's connections between the hosts, on each interface;
 a wrong interface name; and `stop` (which must leave nothing behind), then `start` again.
 """
 
@@ -38,19 +38,19 @@ from gptlineage.workflow_support import command_slice, flags
 
 pytestmark = pytest.mark.slurm
 
-SCRIPT = REPO / "tools/local_slurm_hosts.sh"
+CLUSTER = [str(REPO / "tools/local_slurm.sh")]  # then start|stop, then NODES
+NODES = ["--nodes", "2"]
 CONF = "/etc/slurm-hosts/slurm.conf"
 PARTITION = "hosts"
 HOSTS = ["glhost1", "glhost2"]
 SLURM = dict(os.environ, SLURM_CONF=CONF)
-# float64 so that two ranks and one process compare parameter by parameter; 16 steps (about half
-# a second each here) with a checkpoint every 4 leave the kill after the first checkpoint most of
-# the run to land in.
+# float64 so that two ranks and one process compare parameter by parameter; 6 steps with a
+# checkpoint every 2 leave the kill after the first checkpoint four steps to land in.
 PRETRAIN = {
     **TINY_TRAINING,
-    "steps": 16,
-    "eval_every": 8,
-    "checkpoint_every": 4,
+    "steps": 6,
+    "eval_every": 6,
+    "checkpoint_every": 2,
     "preset": "quick",
     "precision": "float64",
     "threads": 1,
@@ -83,26 +83,36 @@ def cluster():
     problem = cluster_problem()
     if problem is None:
         return
-    message = f"no two-host SLURM cluster: {problem}; start it with `tools/local_slurm_hosts.sh start` (as root)"
+    message = f"no two-host SLURM cluster: {problem}; start it with `tools/local_slurm.sh start --nodes 2` (as root)"
     if os.environ.get("CI"):
         pytest.fail(message + " (CI is set: the slurm tests must run)")
     pytest.skip(message)
 
 
+FINISHED = re.compile(r"\bJobState=(?!PENDING|RUNNING|CONFIGURING|COMPLETING|SUSPENDED)\S+.*\bExitCode=(\d+):")
+
+
 def sbatch(workdir: Path, wrap: str, *options: str, env: dict | None = None) -> tuple[int, str]:
-    """sbatch --wait on both hosts; the job's exit status and its output (stdout and stderr)."""
+    """sbatch on both hosts, waited for; the job's exit status and its output (stdout and stderr).
+
+    Polled every 0.2 s (scontrol) rather than with sbatch --wait, which looks 2 s, then 10 s after
+    the submission."""
     log = workdir / f"sbatch-{time.monotonic_ns()}.log"
-    command = ["sbatch", "--wait", "-p", PARTITION, "--nodes=2", "--ntasks=2", "-o", str(log), *options]
-    done = subprocess.run(
-        [*command, "--wrap", wrap],
-        cwd=workdir,
-        env=env or SLURM,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    return done.returncode, log.read_text() if log.exists() else done.stderr
+    command = ["sbatch", "--parsable", "-p", PARTITION, "--nodes=2", "--ntasks=2", "-o", str(log), *options]
+    env = env or SLURM
+    done = subprocess.run([*command, "--wrap", wrap], cwd=workdir, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    job_id = done.stdout.strip()
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        show = subprocess.run(
+            ["scontrol", "-o", "show", "job", job_id], env=env, capture_output=True, text=True, check=False
+        )
+        finished = FINISHED.search(show.stdout)
+        if finished:
+            return int(finished.group(1)), log.read_text() if log.exists() else show.stdout
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} did not finish in 300 s: {show.stdout}")
 
 
 def test_srun_starts_one_task_on_each_host(cluster, tmp_path):
@@ -132,7 +142,7 @@ def rank_processes(namespace: str, rank: int) -> list[int]:
 def kill_rank_1_after_first_checkpoint(workdir: Path, stop: threading.Event, killed: dict) -> None:
     """SIGKILL rank 1 on glhost2 once the first checkpoint is on disk, then keep the failed attempt's log."""
     while not stop.wait(0.05):
-        if (workdir / CHECKPOINTS / "step-4").is_dir() and not killed:
+        if (workdir / CHECKPOINTS / "step-2").is_dir() and not killed:
             for pid in rank_processes("gptl-glhost2", 1):
                 os.kill(pid, 9)
                 killed["pid"] = pid
@@ -142,12 +152,8 @@ def kill_rank_1_after_first_checkpoint(workdir: Path, stop: threading.Event, kil
             return
 
 
-@pytest.fixture(scope="module")
-def stage(cluster, tmp_path_factory) -> dict:
-    """The corpus made here, then the two-host training stage through the SLURM profiles, killed once."""
-    workdir = copy_workflow(tmp_path_factory.mktemp("two-hosts"))
-    config = write_config(workdir, **PRETRAIN)
-    corpus = subprocess.run(
+def make_corpus(workdir: Path) -> None:
+    done = subprocess.run(
         [sys.executable, "-m", "snakemake", "--cores", "1", "--", "results/corpus_pretrain"],
         cwd=workdir,
         capture_output=True,
@@ -155,34 +161,77 @@ def stage(cluster, tmp_path_factory) -> dict:
         timeout=300,
         check=False,
     )
-    assert corpus.returncode == 0, corpus.stderr[-3000:]
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def hosts_profile(workdir: Path) -> Path:
+    """tools/local_slurm_profile with this cluster's partition, as a workflow profile in WORKDIR."""
     profile = yaml.safe_load((REPO / "tools/local_slurm_profile/config.yaml").read_text())
     profile["default-resources"]["slurm_partition"] = PARTITION
+    # The plugin checks 5 s after a submission, then 15, 25, ... s later (failures do not restart
+    # the count): the killed job is seen at 20 s and its retry at 45 s when each takes some 20 s.
+    profile["slurm-init-seconds-before-status-checks"] = 5
     (workdir / "hosts-profile").mkdir()
     (workdir / "hosts-profile/config.yaml").write_text(yaml.safe_dump(profile))
+    return workdir / "hosts-profile"
+
+
+def train_references(argv: list[str], corpus: Path, root: Path) -> None:
+    """The same command uninterrupted on this side: two processes on one host, and one process (in-process)."""
+    argv = list(argv)
+    del argv[argv.index("--nodes") : argv.index("--nodes") + 2]
+    train = [*argv, "--data", str(corpus)]
+    with (root / "two.log").open("w") as log:
+        two = subprocess.Popen(
+            [sys.executable, "-m", "gptlineage", "train", *train, "--processes", "2", "--output", root / "two"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            assert main(["train", *train, "--output", str(root / "one")]) == 0
+            assert two.wait(timeout=300) == 0, (root / "two.log").read_text()[-3000:]
+        finally:
+            two.kill()
+
+
+@pytest.fixture(scope="module")
+def stage(cluster, tmp_path_factory) -> dict:
+    """The two-host training stage through the SLURM profiles, killed once; the references beside it.
+
+    The references train on this side while Snakemake waits for its SLURM jobs."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("two-hosts"))
+    config = write_config(workdir, **PRETRAIN)
+    make_corpus(workdir)
+    argv = shlex.split(flags(command_slice(config["pretrain"], "pretrain")))
     stop, killed = threading.Event(), {}
     watcher = threading.Thread(target=kill_rank_1_after_first_checkpoint, args=(workdir, stop, killed))
     watcher.start()
     started = time.monotonic()
-    command = [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", "--workflow-profile", "hosts-profile"]
-    try:
-        done = subprocess.run(
-            [*command, "--verbose", "--slurm-keep-successful-logs", *ONE_CPU, "--", "results/train/pretrain"],
-            cwd=workdir,
-            env=SLURM,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
+    command = [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", "--workflow-profile"]
+    command += [str(hosts_profile(workdir)), "--verbose", "--slurm-keep-successful-logs", *ONE_CPU]
+    with (workdir / "snakemake.log").open("w") as log:
+        snakemake = subprocess.Popen(
+            [*command, "--", "results/train/pretrain"], cwd=workdir, env=SLURM, stdout=log, stderr=subprocess.STDOUT
         )
-    finally:
-        stop.set()
-        watcher.join()
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output[-4000:]
+        try:
+            references = tmp_path_factory.mktemp("references")
+            train_references(argv, workdir / "results/corpus_pretrain", references)
+            code = snakemake.wait(timeout=600)
+        finally:
+            snakemake.kill()
+            stop.set()
+            watcher.join()
+    output = (workdir / "snakemake.log").read_text()
+    assert code == 0, output[-4000:]
     seconds = time.monotonic() - started
-    argv = shlex.split(flags(command_slice(config["pretrain"], "pretrain")))
-    return {"workdir": workdir, "output": output, "killed": killed, "argv": argv, "seconds": seconds}
+    return {
+        "workdir": workdir,
+        "output": output,
+        "killed": killed,
+        "argv": argv,
+        "seconds": seconds,
+        "references": references,
+    }
 
 
 def squeue(job_id: str) -> dict[str, str]:
@@ -233,26 +282,8 @@ def test_a_rank_killed_on_the_second_host_fails_the_job_in_one_line(stage):
     ], killed["log"][-3000:]
 
 
-@pytest.fixture(scope="module")
-def references(stage, tmp_path_factory) -> Path:
-    """The same command uninterrupted on this side: one process, and two processes on one host."""
-    root = tmp_path_factory.mktemp("references")
-    workdir, argv = stage["workdir"], list(stage["argv"])
-    del argv[argv.index("--nodes") : argv.index("--nodes") + 2]
-    data = ["--data", str(workdir / "results/corpus_pretrain")]
-    assert main(["train", *argv, *data, "--output", str(root / "one")]) == 0
-    done = subprocess.run(
-        [sys.executable, "-m", "gptlineage", "train", *argv, *data, "--processes", "2", "--output", root / "two"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return root
-
-
-def test_the_retry_resumes_to_the_bytes_of_an_uninterrupted_run(stage, references):
+def test_the_retry_resumes_to_the_bytes_of_an_uninterrupted_run(stage):
+    references = stage["references"]
     log = (stage["workdir"] / "logs/train_pretrain.log").read_text()
     assert "an interrupted run of this same command left it" in log
     finished = stage["workdir"] / "results/train/pretrain/parameters.safetensors"
@@ -262,7 +293,8 @@ def test_the_retry_resumes_to_the_bytes_of_an_uninterrupted_run(stage, reference
     print(f"resumed two-host run: parameters.safetensors sha256 {digest}")
 
 
-def test_two_hosts_give_the_one_process_parameters_within_1e_6(stage, references):
+def test_two_hosts_give_the_one_process_parameters_within_1e_6(stage):
+    references = stage["references"]
     two_hosts = stage["workdir"] / "results/train/pretrain"
     difference = max_parameter_difference(references / "one", two_hosts)
     assert difference <= 1e-6
@@ -317,9 +349,9 @@ def leftovers() -> dict[str, list[str]]:
 
 def test_stop_leaves_no_namespace_link_or_daemon_behind(cluster):
     assert all(leftovers().values())  # the running cluster has each of them
-    stopped = subprocess.run([str(SCRIPT), "stop"], capture_output=True, text=True, timeout=120, check=False)
+    stopped = subprocess.run([*CLUSTER, "stop", *NODES], capture_output=True, text=True, timeout=120, check=False)
     assert stopped.returncode == 0, stopped.stderr
     assert leftovers() == {"namespaces": [], "links": [], "hosts files": [], "daemons": []}
-    started = subprocess.run([str(SCRIPT), "start"], capture_output=True, text=True, timeout=120, check=False)
+    started = subprocess.run([*CLUSTER, "start", *NODES], capture_output=True, text=True, timeout=120, check=False)
     assert started.returncode == 0, started.stdout + started.stderr
     assert cluster_problem() is None

@@ -200,28 +200,37 @@ start() {
     status
 }
 
-stop_pid() { # stop_pid PID: SIGTERM, then SIGKILL after 10 s
-    kill "$1" 2>/dev/null || return 0
-    for _ in $(seq 50); do
-        kill -0 "$1" 2>/dev/null || return 0
-        sleep 0.2
+stop_pids() { # stop_pids PID...: SIGTERM to all at once, then SIGKILL to those left after 10 s
+    local pid left
+    (($#)) || return 0
+    kill "$@" 2>/dev/null || true
+    for _ in $(seq 100); do
+        left=()
+        for pid in "$@"; do kill -0 "$pid" 2>/dev/null && left+=("$pid"); done
+        ((${#left[@]})) || return 0
+        sleep 0.1
     done
-    kill -KILL "$1" 2>/dev/null || true
+    kill -KILL "${left[@]}" 2>/dev/null || true
 }
 
-stop_daemon() { # stop_daemon PIDFILE NAME
-    alive "$1" "$2" && stop_pid "$(cat "$1")"
-    rm -f "$1"
+daemon_pid() { # daemon_pid PIDFILE NAME: the pid of the running daemon NAME, if any
+    alive "$1" "$2" && cat "$1"
+    return 0
 }
 
 stop() {
-    local host ns pid i
+    local host ns i pids=()
+    # The daemons stop together: each takes a second or two after SIGTERM.
+    for host in "${HOSTS[@]}"; do pids+=($(daemon_pid "$RUN/slurmd-$host.pid" slurmd)); done
+    pids+=($(daemon_pid "$RUN/slurmctld.pid" slurmctld) $(daemon_pid "$MUNGE/munged.pid" munged))
+    stop_pids "${pids[@]}"
+    rm -f "$RUN"/slurmd-*.pid "$RUN/slurmctld.pid"
+    rm -rf "$MUNGE"
     for host in "${HOSTS[@]}"; do
-        stop_daemon "$RUN/slurmd-$host.pid" slurmd
         ns=$(namespace "$host")
         if ip netns list | grep -qx "$ns\( .*\)\?"; then
             # what the host's slurmd started (job steps, their ranks) dies with the host
-            for pid in $(ip netns pids "$ns"); do stop_pid "$pid"; done
+            stop_pids $(ip netns pids "$ns")
             ip netns del "$ns"
         fi
         if [[ -f /etc/netns/$ns/hosts && $(head -1 "/etc/netns/$ns/hosts") == "$MARK" ]]; then
@@ -230,9 +239,6 @@ stop() {
         fi
     done
     rmdir /etc/netns 2>/dev/null || true
-    stop_daemon "$RUN/slurmctld.pid" slurmctld
-    stop_daemon "$MUNGE/munged.pid" munged
-    rm -rf "$MUNGE"
     # deleting a namespace leaves the machine's end of its veth links on some kernels: deleted here
     for i in 1 2; do
         ip link del "glv$i" 2>/dev/null || true
