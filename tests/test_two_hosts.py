@@ -168,9 +168,11 @@ def hosts_profile(workdir: Path) -> Path:
     """tools/local_slurm_profile with this cluster's partition, as a workflow profile in WORKDIR."""
     profile = yaml.safe_load((REPO / "tools/local_slurm_profile/config.yaml").read_text())
     profile["default-resources"]["slurm_partition"] = PARTITION
-    # The plugin checks 5 s after a submission, then 15, 25, ... s later (failures do not restart
-    # the count): the killed job is seen at 20 s and its retry at 45 s when each takes some 20 s.
-    profile["slurm-init-seconds-before-status-checks"] = 5
+    # The plugin checks 12 s after the submission, then 22, 32, ... s after the previous check (a
+    # failure does not restart the count): at 12, 34, 66, 108 s. Each job here takes some 26 s on
+    # a quiet machine: the killed one is seen at 34 s, its retry at 66 s (at 2 s, the profile's
+    # value: 36 and 68 s; at 5 s: 45 and 80 s).
+    profile["slurm-init-seconds-before-status-checks"] = 12
     (workdir / "hosts-profile").mkdir()
     (workdir / "hosts-profile/config.yaml").write_text(yaml.safe_dump(profile))
     return workdir / "hosts-profile"
