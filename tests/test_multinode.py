@@ -24,11 +24,12 @@ from conftest import losses
 from test_ddp import STEPS, max_parameter_difference
 
 from gptlineage.cli import main
+from gptlineage.errors import GptlineageError
 from gptlineage.model import memory as machine_memory
 from gptlineage.settings import SettingError
 from gptlineage.training import memory
 from gptlineage.training.config import DataSettings, RuntimeSettings, TrainConfig, plan, with_corpus_files
-from gptlineage.training.distributed import failure_line
+from gptlineage.training.distributed import failure_line, relaunch_with_torchrun
 from gptlineage.training.multinode import (
     NODE_AGENT_VARIABLE,
     RENDEZVOUS_PORT_BASE,
@@ -225,6 +226,13 @@ def outside_slurm(monkeypatch):
             "--batch 4 must be divisible by nodes × processes × accumulate = 2 × 3 × 1",
         ),
         (["--nodes", "0"], {}, "--nodes must be >= 1, got 0"),
+        pytest.param(
+            ["--nodes", "2"],
+            slurm_environment(GLOO_SOCKET_IFNAME="lo,bogus0"),
+            "GLOO_SOCKET_IFNAME=lo,bogus0: this node has no network interface 'bogus0'"
+            f" (it has: {', '.join(name for _, name in socket.if_nameindex())})",
+            id="gloo-interface-missing",
+        ),
         (
             ["--nodes", "2", "--device", "cuda:1"],
             slurm_environment(),
@@ -299,3 +307,81 @@ def test_a_failed_rank_of_a_multi_node_run_points_at_the_node_directories(tmp_pa
     assert failure_line((0, 0, 3), tmp_path) == (
         f"rank 0 exited with code 3; its log: {tmp_path}/4242_a1/attempt_0/0/stderr.log (stdout.log beside it)"
     )
+
+
+# ---------------------------------------------------------------- what the launcher's stderr shows of a failure
+
+# Rank 1 killed on the second node: its agent's report names it; rank 0, on the first node, loses
+# its peer and raises; the tracebacks come as torchrun tees them ("[gptlineage rank 0] ...").
+PEER_GONE_TRACEBACK = """Traceback (most recent call last):
+  File "gptlineage/training/loop.py", line 90, in train
+RuntimeError: [third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.217.0.12]:40615
+"""
+# The same when the peer's host reset the connection (torch 2.13's message).
+PEER_RESET_TRACEBACK = PEER_GONE_TRACEBACK.replace(
+    "Connection closed by peer [10.217.0.12]:40615",
+    "Read error [10.217.0.12]:682: Connection reset by peer. This is typically caused by a remote worker hanging",
+)
+KILLED_REPORT = """W1202 07:10:01.500000 4242 torch/distributed/elastic/multiprocessing/api.py:900] Sending SIGTERM
+Traceback (most recent call last):
+  File "torch/distributed/run.py", line 9, in main
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+Root Cause (first observed failure):
+[0]:
+  host      : glhost2
+  rank      : 1 (local_rank: 0)
+  exitcode  : -9 (pid: 4243)
+"""
+CRASH_TRACEBACK = """Traceback (most recent call last):
+  File "gptlineage/training/loop.py", line 90, in train
+ValueError: a bug
+"""
+CRASH_REPORT = KILLED_REPORT.replace("rank      : 1", "rank      : 0").replace("-9 (pid", "1 (pid")
+
+
+def prefixed(text: str, prefix: str) -> str:
+    return "".join(f"[gptlineage rank 0] {prefix}{line}\n" for line in text.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("stderr", "shown", "error"),
+    [
+        pytest.param(
+            prefixed(PEER_GONE_TRACEBACK, "") + KILLED_REPORT,
+            "",
+            "rank 1 was killed by SIGKILL (exit code -9)",
+            id="peer-gone-bare-traceback",
+        ),
+        pytest.param(
+            prefixed(PEER_GONE_TRACEBACK, "[rank0]: ") + KILLED_REPORT,
+            "",
+            "rank 1 was killed by SIGKILL (exit code -9)",
+            id="peer-gone-rank-prefixed-traceback",
+        ),
+        pytest.param(
+            prefixed(PEER_RESET_TRACEBACK, "[rank0]: ") + KILLED_REPORT,
+            "",
+            "rank 1 was killed by SIGKILL (exit code -9)",
+            id="peer-reset-rank-prefixed-traceback",
+        ),
+        pytest.param(
+            prefixed(PEER_GONE_TRACEBACK, "[default0]:") + KILLED_REPORT,
+            "",
+            "rank 1 was killed by SIGKILL (exit code -9)",
+            id="peer-gone-default-prefixed-traceback",
+        ),
+        pytest.param(
+            "step 3 of 8\n" + prefixed(CRASH_TRACEBACK, "[rank0]: ") + CRASH_REPORT,
+            "step 3 of 8\n" + "".join(f"[rank0]: {line}\n" for line in CRASH_TRACEBACK.splitlines()),
+            "rank 0 exited with code 1",
+            id="crash-traceback-shown-once",
+        ),
+    ],
+)
+def test_a_failed_rank_is_one_line_whatever_prefix_its_traceback_has(tmp_path, capsys, stderr, shown, error):
+    """A stand-in launcher writes STDERR and fails: the line the ranks' consequences hide behind, or the crash."""
+    launcher = [sys.executable, "-c", f"import sys; sys.stderr.write({stderr!r}); sys.exit(1)"]
+    with pytest.raises(GptlineageError) as failed:
+        relaunch_with_torchrun(launcher, tmp_path / "ranks")
+    assert str(failed.value) == f"{error}; its log: {tmp_path / 'ranks/stderr.log'} (stdout.log beside it)"
+    assert capsys.readouterr().err == shown

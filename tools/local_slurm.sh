@@ -9,6 +9,12 @@
 #   tools/local_slurm.sh status   # each daemon's pid and the node; exit 1 unless all are up
 #   tools/local_slurm.sh stop     # stops the three daemons by the pids in their pid files
 #
+# With --nodes 2 each command is that of the two-host cluster instead (tools/local_slurm_hosts.sh:
+# hosts glhost1 and glhost2 in network namespaces, partition `hosts`, SLURM_CONF=/etc/slurm-hosts/slurm.conf),
+# which runs beside the one-node cluster; its start installs the packages and makes the munge key first:
+#
+#   tools/local_slurm.sh start --nodes 2
+#
 # Memory and time limits are enforced without cgroups: the accounting gatherer samples every
 # second and kills a step above its --mem (JobAcctGatherParams=OverMemoryKill); slurmctld
 # cancels a job past its --time. A slurm.conf this script did not write is never replaced.
@@ -105,13 +111,16 @@ EOF
     mv "$CONF.new" "$CONF"
 }
 
+make_munge_key() { # the key both clusters' munged share
+    [[ -s /etc/munge/munge.key ]] && return 0
+    dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
+    chown munge:munge /etc/munge/munge.key
+    chmod 0400 /etc/munge/munge.key
+}
+
 start_munge() {
     alive "$MUNGE_PID" && return 0
-    [[ -s /etc/munge/munge.key ]] || {
-        dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
-        chown munge:munge /etc/munge/munge.key
-        chmod 0400 /etc/munge/munge.key
-    }
+    make_munge_key
     mkdir -p /run/munge /var/log/munge /var/lib/munge
     chown munge:munge /run/munge /var/log/munge /var/lib/munge
     runuser -u munge -- /usr/sbin/munged
@@ -191,12 +200,35 @@ status() {
     return $ok
 }
 
+two_hosts() { # two_hosts COMMAND: the two-host cluster's COMMAND, after what its start needs from here
+    if [[ $1 == start ]]; then
+        install_packages
+        [[ $EUID -eq 0 ]] || fail "starting the daemons needs root"
+        make_munge_key
+    fi
+    exec "$(dirname "$0")/local_slurm_hosts.sh" "$1"
+}
+
+case "${2:-}${3:+ $3}" in
+"" | "--nodes 1") ;;
+"--nodes 2")
+    [[ ${1:-} =~ ^(start|stop|status)$ ]] && two_hosts "$1"
+    ;;
+"--nodes "*)
+    echo "error: local_slurm: --nodes must be 1 or 2, got '$3'" >&2
+    exit 2
+    ;;
+*)
+    echo "error: local_slurm: unknown arguments '${*:2}'; usage: $0 start|stop|status [--nodes 1|2]" >&2
+    exit 2
+    ;;
+esac
 case "${1:-}" in
 start) start ;;
 stop) stop ;;
 status) status ;;
 *)
-    echo "usage: $0 start|stop|status" >&2
+    echo "usage: $0 start|stop|status [--nodes 1|2]" >&2
     exit 2
     ;;
 esac

@@ -27,9 +27,11 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,9 +97,37 @@ def setup(device: str) -> Distributed:
         cuda = device.startswith("cuda")
         if cuda:
             torch.cuda.set_device(dist.local_rank)
+        else:
+            check_socket_interfaces(os.environ)
         torch_dist.init_process_group(backend="nccl" if cuda else "gloo")
+        report_node(dist, os.environ)
     kill_for_test(dist)
     return dist
+
+
+def check_socket_interfaces(environment: Mapping[str, str]) -> None:
+    """Refuse a GLOO_SOCKET_IFNAME naming an interface this host lacks (gloo would fail in a traceback)."""
+    wanted = [name for name in environment.get(GLOO_INTERFACES, "").split(",") if name]
+    present = [name for _, name in socket.if_nameindex()]
+    missing = [name for name in wanted if name not in present]
+    if missing:
+        raise GptlineageError(
+            f"{GLOO_INTERFACES}={environment[GLOO_INTERFACES]}: this node has no network interface {missing[0]!r}"
+            f" (it has: {', '.join(present)})"
+        )
+
+
+def report_node(dist: Distributed, environment: Mapping[str, str]) -> None:
+    """One line from each node of a multi-node run (its first local rank): its host, first rank, gloo's interface."""
+    nodes = int(environment.get("GROUP_WORLD_SIZE", "1"))
+    if nodes == 1 or dist.local_rank != 0:
+        return
+    chosen = environment.get(GLOO_INTERFACES) or f"unset: {socket.gethostname()}'s address"
+    print(
+        f"node {environment.get('GROUP_RANK', '?')} of {nodes}: host {socket.gethostname()}, ranks from {dist.rank},"
+        f" gloo interface {chosen}",
+        flush=True,
+    )
 
 
 def teardown(dist: Distributed) -> None:
@@ -117,9 +147,15 @@ LAUNCHER_LOG = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\S* +\d+ .*torch/distribu
 # torchrun tees each rank's output into its log file and to the console behind this prefix, which we take off.
 RANK_PREFIX_TEMPLATE = "[gptlineage rank ${rank}] "
 RANK_PREFIX = re.compile(r"^\[gptlineage rank \d+\] ")
+# Inside it, a rank's own prefix: torch.distributed's excepthook writes an uncaught exception's
+# traceback as "[rank0]: Traceback ...", torchrun's default tee prefix is "[default0]:".
+TRACEBACK_PREFIX = re.compile(r"^\[[A-Za-z_]\w*?\d+\]: ?")
 # In torchrun's ChildFailedError report, below "Root Cause": the rank that failed first, and how.
 ROOT_CAUSE_RANK = re.compile(r"^\s*rank\s*:\s*(\d+) \(local_rank: (\d+)\)")
 ROOT_CAUSE_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
+GLOO_INTERFACES = "GLOO_SOCKET_IFNAME"  # gloo's interfaces (comma-separated); unset: the one of the host's name
+# gloo's error in a rank whose peer died: the peer's socket closed, or reset (its host dropped it)
+PEER_GONE = re.compile(r"gloo/transport/.*(Connection closed by peer|Connection reset by peer|Broken pipe)")
 TEST_KILL_VARIABLE = "GPTLINEAGE_TEST_KILL_RANK"  # tests only: this rank SIGKILLs itself after joining
 
 
@@ -167,18 +203,24 @@ def torchrun_command(processes: int, argv: list[str], logs: Path, rendezvous: Re
 
 
 def root_cause(lines: list[str]) -> tuple[int, int, int] | None:
-    """(rank, local rank, exit code) of the first failure in torchrun's ChildFailedError report."""
-    found: dict[str, tuple[str, ...]] = {}
+    """(rank, local rank, exit code) of the first failure in torchrun's ChildFailedError reports.
+
+    With several reports (one per node's agent) a rank killed by a signal comes first: the others'
+    ranks then failed because their peer was gone."""
+    causes: list[tuple[int, int, int]] = []
+    rank: tuple[str, ...] | None = None
     below = False
     for line in lines:
-        below = below or line.startswith("Root Cause")
-        for name, pattern in (("rank", ROOT_CAUSE_RANK), ("exit", ROOT_CAUSE_EXIT)):
-            match = pattern.match(line) if below else None
-            if match and name not in found:
-                found[name] = match.groups()
-    if len(found) < 2:
-        return None
-    return int(found["rank"][0]), int(found["rank"][1]), int(found["exit"][0])
+        if line.startswith("Root Cause"):
+            below, rank = True, None
+        match = ROOT_CAUSE_RANK.match(line) if below else None
+        rank = match.groups() if match and rank is None else rank
+        match = ROOT_CAUSE_EXIT.match(line) if below and rank else None
+        if match:
+            causes.append((int(rank[0]), int(rank[1]), int(match.group(1))))
+            below = False
+    killed = [cause for cause in causes if cause[2] < 0]
+    return (killed or causes or [None])[0]
 
 
 def rank_log(logs: Path, local_rank: int) -> Path | None:
@@ -212,6 +254,33 @@ def _pass_stdout(stream) -> None:
         sys.stdout.flush()
 
 
+def read_launcher_stderr(stream) -> tuple[list[list[str]], set[str], list[str]]:
+    """Pass the launcher's stderr on as it comes, holding back tracebacks (bare or behind a rank's
+    prefix, "[rank0]: Traceback") and srun's own lines, and leaving out torchrun's log lines.
+
+    Returns the tracebacks, the lines passed on, and srun's lines (shown only where nothing else
+    explains a failure)."""
+    tracebacks: list[list[str]] = []
+    said: set[str] = set()
+    srun_lines: list[str] = []
+    for raw in stream:
+        line = RANK_PREFIX.sub("", raw, count=1)
+        if LAUNCHER_LOG.match(line):
+            continue
+        if TRACEBACK_PREFIX.sub("", line, count=1).startswith("Traceback (most recent call last)"):
+            tracebacks.append([line])
+        elif tracebacks:
+            tracebacks[-1].append(line)
+        elif line.startswith("srun: "):
+            srun_lines.append(line)
+        elif line.startswith("error: ") and line in said:
+            continue
+        else:
+            said.add(line)
+            sys.stderr.write(line)
+    return tracebacks, said, srun_lines
+
+
 def relaunch_with_torchrun(command: list[str], logs: Path) -> int:
     """Run `command` (from `launch_command`: torchrun, or srun starting one torchrun per node); its exit status.
 
@@ -221,6 +290,8 @@ def relaunch_with_torchrun(command: list[str], logs: Path) -> int:
     lines and its traceback saying that a rank failed are left out: a rank that said why has
     said it in one line (printed once, however many ranks said it); for one that did not (killed
     by a signal, a crash) a GptlineageError names the rank, its signal or exit code and its log.
+    Where that explains the failure, the tracebacks of agents stopped by a signal (srun ending the
+    other nodes' agents) and srun's own lines about its tasks are left out too.
     """
     shutil.rmtree(logs, ignore_errors=True)
     logs.mkdir(parents=True)
@@ -229,37 +300,24 @@ def relaunch_with_torchrun(command: list[str], logs: Path) -> int:
     # would set 1 where it is unset); an explicit --threads decides per rank instead.
     environment["OMP_NUM_THREADS"] = str(available_cpus())
     environment["PYTHONUNBUFFERED"] = "1"  # the ranks write to their log files: line by line, not in blocks
-    launcher = subprocess.Popen(
-        command,
-        env=environment,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    launcher = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stdout = threading.Thread(target=_pass_stdout, args=(launcher.stdout,), daemon=True)
     stdout.start()
-    tracebacks: list[list[str]] = []  # held back until the end: a rank's is shown, torchrun's is not
-    said: set[str] = set()
-    for raw in launcher.stderr:
-        line = RANK_PREFIX.sub("", raw, count=1)
-        if line.startswith("Traceback (most recent call last)"):
-            tracebacks.append([line])
-        elif tracebacks:
-            tracebacks[-1].append(line)
-        elif LAUNCHER_LOG.match(line) or (line.startswith("error: ") and line in said):
-            continue
-        else:
-            said.add(line)
-            sys.stderr.write(line)
+    tracebacks, said, srun_lines = read_launcher_stderr(launcher.stderr)
     status = launcher.wait()
     stdout.join()
+    cause = root_cause([line for block in tracebacks for line in block])
+    explained = cause is not None or any(line.startswith("error: ") for line in said)
     for block in tracebacks:
-        if not any("ChildFailedError" in line for line in block):
+        # an agent stopped by srun, or a rank whose peer was killed: consequences of the cause
+        consequence = any("SignalException" in line or PEER_GONE.search(line) for line in block)
+        if not any("ChildFailedError" in line for line in block) and not (consequence and explained):
             sys.stderr.writelines(block)
+    if not explained:
+        sys.stderr.writelines(srun_lines)
     if status == 0:
         shutil.rmtree(logs, ignore_errors=True)
         return status
-    cause = root_cause([line for block in tracebacks for line in block])
     if cause is not None and not any(line.startswith("error: ") for line in said):
         raise GptlineageError(failure_line(cause, logs))
     return status

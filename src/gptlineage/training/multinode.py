@@ -35,7 +35,7 @@ from pathlib import Path
 from gptlineage.errors import GptlineageError
 from gptlineage.settings import SettingError
 from gptlineage.training.config import RuntimeSettings
-from gptlineage.training.distributed import Rendezvous, torchrun_command
+from gptlineage.training.distributed import Rendezvous, check_socket_interfaces, torchrun_command
 
 NODE_AGENT_VARIABLE = "GPTLINEAGE_NODE_AGENT"  # "host:port": this process is one node's agent (tests, own launchers)
 # The rendezvous port of a SLURM job: 29500 (torchrun's default) + job id mod 2000, below Linux's
@@ -110,6 +110,8 @@ def launch_command(
     """The command running `gptlineage <argv>` as nodes x processes ranks (a SettingError where it cannot)."""
     environment = os.environ if environment is None else environment
     nodes, processes = runtime.nodes, runtime.processes
+    if not runtime.device.startswith("cuda"):
+        check_socket_interfaces(environment)  # here first: a wrong name costs no agents (each rank checks again)
     if nodes == 1:
         return torchrun_command(processes, argv, logs)
     if node_agent(environment):
@@ -134,6 +136,8 @@ def launch_command(
             "nodes", f"{nodes} exceeds this SLURM job's {allocated} node(s): submit it with --nodes {nodes}"
         )
     endpoint = f"{first_host(allocation['NodeList'])}:{rendezvous_port(job)}"
+    # where the agents meet: the first thing to know when one of them does not arrive
+    print(f"nodes: {nodes} torchrun agents on {allocation['NodeList']}, rendezvous at {endpoint}", flush=True)
     agent = torchrun_command(processes, argv, logs, Rendezvous(nodes, endpoint, job))
     gpus = processes if runtime.device.startswith("cuda") else 0  # one GPU per rank
     return srun_command(nodes, agent, allocation["CPUs/Task"], gpus)
