@@ -25,7 +25,7 @@ E2E_FILES = {
     "test_experiment.py",
     "test_family_envs.py",
     "test_file_modes.py",
-    "test_gpu_defects.py",
+    "test_gpu_paths.py",
     "test_help_examples.py",
     "test_hostile_inputs.py",
     "test_identity.py",
