@@ -319,6 +319,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     result = {"header": header()}
     print(json.dumps(result["header"]), flush=True)
+    if args.scratch:
+        Path(args.scratch).mkdir(parents=True, exist_ok=True)  # the temporary folder goes inside it
     with tempfile.TemporaryDirectory(dir=args.scratch) as scratch:
         if "verify" in args.parts:
             result["verify"] = verify_part(args, Path(scratch))
