@@ -94,7 +94,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
         accumulate = torch.float64 if hidden.dtype == torch.float64 else torch.float32
         total = torch.zeros((), dtype=accumulate, device=hidden.device)
         grad_hidden = torch.empty_like(hidden) if wants_grad else None
-        grad_weight = torch.zeros(weight.shape, dtype=accumulate, device=weight.device) if wants_grad else None
+        # Filled by the first chunk's product (no zero pass over its V x W floats), added to after.
+        grad_weight = torch.empty(weight.shape, dtype=accumulate, device=weight.device) if wants_grad else None
         # One logits buffer for every chunk: [chunk, V], the only vocabulary-wide temporary. Reusing
         # it matters on CPU, where a fresh 50 MB tensor per chunk costs more in page faults than its matmul.
         buffer = torch.empty(min(chunk, hidden.shape[0]), weight.shape[0], dtype=accumulate, device=hidden.device)
@@ -130,18 +131,28 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 torch.mm(dlogits_mm, weight_mm, out=rows).mul_(scale)  # [c, W]
             else:
                 grad_hidden[start : start + chunk] = ((dlogits_mm @ weight_mm) * scale).to(hidden.dtype)
-            if matmul_dtype == accumulate:
-                grad_weight.addmm_(dlogits_mm.T, scaled_h)  # [V, c] @ [c, W], added in place
+            if matmul_dtype != accumulate:
+                product = (dlogits_mm.T @ scaled_h).to(accumulate)  # [V, c] @ [c, W]
+                grad_weight.copy_(product) if start == 0 else grad_weight.add_(product)
+            elif start == 0:
+                torch.mm(dlogits_mm.T, scaled_h, out=grad_weight)
             else:
-                grad_weight.add_((dlogits_mm.T @ scaled_h).to(accumulate))
-        if wants_grad:
-            ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype))
+                grad_weight.addmm_(dlogits_mm.T, scaled_h)  # added in place
+        # Kept on ctx, not saved for backward: backward hands them on as the gradients themselves
+        # (scaled in place), so autograd can adopt them without a copy. They are not inputs or outputs.
+        ctx.grads = (grad_hidden, grad_weight.to(weight.dtype)) if wants_grad else (None, None)
         return total  # float64 for float64 inputs, else float32
 
     @staticmethod
     def backward(ctx, grad_total):
-        grad_hidden, grad_weight = ctx.saved_tensors
-        return grad_hidden * grad_total, grad_weight * grad_total, None, None, None, None
+        grad_hidden, grad_weight = ctx.grads
+        del ctx.grads  # backward runs once (no retain_graph): the last references are ours
+        # loss.backward() passes exactly 1: multiplying V x W floats by it would be a pass for nothing.
+        # The check reads the value, so it runs on the CPU only (on a GPU it would wait for the device).
+        unit = grad_total.device.type == "cpu" and not torch.compiler.is_compiling() and grad_total.item() == 1.0
+        if not unit:
+            grad_hidden, grad_weight = grad_hidden.mul_(grad_total), grad_weight.mul_(grad_total)
+        return grad_hidden, grad_weight, None, None, None, None
 
 
 def linear_cross_entropy(
