@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 from gptlineage import cli
 from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
 from gptlineage.errors import GptlineageError
+from gptlineage.generation import batched
 from gptlineage.generation import chat as chat_module
-from gptlineage.generation.batched import generate_batch
+from gptlineage.generation.batched import generate_batch, greedy_tokens
 from gptlineage.generation.chat import chat_prompt, complete
 from gptlineage.generation.decoding import SamplingConfig, generate_tokens, penalize_rows_, penalized
 from gptlineage.model.gpt import GPT, GPTConfig
@@ -90,6 +91,23 @@ def test_rows_penalized_together_equal_the_dense_formula_row_by_row():
         counts = torch.bincount(torch.tensor(history[-4:]), minlength=50)
         assert torch.equal(together[row], logits[row] - 1.05 * counts.to(torch.float32))
         assert torch.equal(together[row], penalized(logits[row], history, 1.05, 4))
+
+
+def test_greedy_slices_keep_the_smallest_id_among_equal_maxima_as_the_dense_row_does(monkeypatch):
+    # Ids 10, 300 and 550 share one embedding, in three different 256-id slices, and it is the
+    # largest logit of every row; the penalty takes id 10 (and in row 1 also 300) out of the tie.
+    monkeypatch.setattr(batched, "VOCAB_SLICE_BYTES", 1)  # the smallest slices: 256 ids
+    model = tiny_model(0, 600, 1, 1)
+    hidden = torch.randn(3, 8, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        model.wte.weight[[10, 300, 550]] = 3.0 * hidden.sum(0) / hidden.sum(0).norm()
+        hidden[:] = hidden.sum(0)
+    histories = [[5], [10, 300], [10, 10, 7]]
+    settings = SamplingConfig(top_k=1, repetition_penalty=1.5, repetition_window=64)
+    dense = penalize_rows_(model.logits(hidden), histories, 1.5, 64)
+    expected = torch.max(dense, dim=-1).indices.tolist()
+    assert expected == [10, 550, 300]
+    assert greedy_tokens(model, hidden, histories, settings, 0) == expected
 
 
 def test_padded_mask_by_hand():

@@ -10,7 +10,10 @@ one-at-a-time decoding up to float rounding (matrix products of other shapes), a
 cached and full-prefix decoders do.
 
 Prompts are sorted by length and decoded BATCH_ROWS at a time, so a batch holds prompts of
-similar length (little padding); a prompt that finishes leaves the batch at once.
+similar length (little padding); a prompt that finishes leaves the batch at once. Greedy
+decoding (top-k 1) never builds the [B, V] logits: `greedy_tokens` makes them a vocabulary
+slice at a time and keeps each row's running maximum, so each slice is checked, penalized
+and reduced while it is in cache.
 
 Example:
     model = GPT(model_config("quick"), seed=0).eval()
@@ -20,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 
@@ -32,35 +36,76 @@ from gptlineage.generation.decoding import (
     SamplingConfig,
     all_finite,
     check_fits,
+    penalize_columns_,
     penalize_rows_,
+    repetition_counts,
     sample_token,
 )
 from gptlineage.model.gpt import GPT
 from gptlineage.model.kvcache import KVCache, cached_hidden
 
-BATCH_ROWS = 64  # prompts decoded together at most; their float32 logits at GPT-2's vocabulary: 12.9 MB
+# Prompts decoded together at most. Per batch of B rows the memory is the key/value cache,
+# 2·layers·width·(longest prompt + generate)·4 bytes a row (gpt2-small at 200 columns: 14.7 MB,
+# 3.8 GB at 256 rows), and the logits: with greedy decoding one vocabulary slice of them
+# (VOCAB_SLICE_BYTES), when sampling all [B, V] in float32 (GPT-2's vocabulary: 51 MB at 256 rows).
+# Each batch pays every step's per-layer overhead and reads every weight once, so fewer, fuller
+# batches are faster.
+BATCH_ROWS = 256
+VOCAB_SLICE_BYTES = 1 << 20  # greedy: the logits of one vocabulary slice, every row, 1 MiB (stays in L2)
 Stop = Callable[[list[int]], bool]
+
+
+@torch.inference_mode()
+def greedy_tokens(
+    model: GPT, hidden: torch.Tensor, histories: Sequence[Sequence[int]], settings: SamplingConfig, counter: int
+) -> list[int]:
+    """The largest penalized logit's id of every row of hidden [B, W], the smallest id among equals.
+
+    The logits are made one vocabulary slice at a time, and each slice is checked, penalized and
+    reduced to its row maxima while it is still in cache: the [B, V] logits never exist. A slice's
+    maximum replaces a row's running one only when strictly larger, so ties keep the smallest id,
+    as torch.max over the whole row does. Only those rows look up the id in the slice: a maximum
+    alone (amax) costs a tenth of a maximum with its index, and a row's running maximum grows in
+    a few of its slices only.
+    """
+    vocab, rows = model.output_weight.shape[0], hidden.shape[0]
+    span = max(256, VOCAB_SLICE_BYTES // (rows * hidden.element_size()))  # vocabulary ids per slice
+    penalty, window = settings.repetition_penalty, settings.repetition_window
+    counts = repetition_counts(histories, window, hidden.dtype, hidden.device) if penalty and window else None
+    best_values = torch.full((rows,), -math.inf, dtype=hidden.dtype, device=hidden.device)
+    best_ids = torch.zeros(rows, dtype=torch.long, device=hidden.device)
+    for first in range(0, vocab, span):
+        logits = model.logits(hidden, slice(first, first + span))  # [B, span]
+        if not all_finite(logits):
+            raise GptlineageError(f"non-finite logits at generated token {counter} (the weights hold NaN or inf?)")
+        if counts is not None:
+            penalize_columns_(logits, counts, penalty, first)
+        values = logits.amax(dim=-1)  # [B]
+        better = torch.nonzero(values > best_values).flatten()  # rows whose maximum grows: [B']
+        if len(better):
+            best_values[better] = values[better]
+            best_ids[better] = torch.max(logits[better], dim=-1).indices + first
+    return best_ids.tolist()
 
 
 @torch.inference_mode()  # the logits are inference tensors, penalized in place
 def choose_tokens(
-    logits: torch.Tensor, histories: Sequence[Sequence[int]], settings: SamplingConfig, counter: int
+    model: GPT, hidden: torch.Tensor, histories: Sequence[Sequence[int]], settings: SamplingConfig, counter: int
 ) -> list[int]:
-    """The next token of every row of logits [B, V] (penalized in place), chosen as `generate_tokens` chooses one."""
+    """The next token of every row of hidden states [B, W], chosen as `generate_tokens` chooses one."""
+    if settings.top_k == 1:
+        return greedy_tokens(model, hidden, histories, settings, counter)
+    logits = model.logits(hidden)  # [B, V]
     if not all_finite(logits):
         raise GptlineageError(f"non-finite logits at generated token {counter} (the weights hold NaN or inf?)")
     scores = penalize_rows_(logits, histories, settings.repetition_penalty, settings.repetition_window)
-    if settings.top_k == 1:
-        # torch.max over a dimension returns the first (smallest) id among equal maxima, as
-        # argmax does, in half argmax's time on the CPU.
-        return torch.max(scores, dim=-1).indices.tolist()
     return [sample_token(row, settings, counter) for row in scores]
 
 
 @torch.inference_mode()
-def last_logits(model: GPT, cache: KVCache, ids: torch.Tensor, pads: torch.Tensor) -> torch.Tensor:
-    """Next-token logits [B, V] after the last column of ids [B, t]."""
-    return model.logits(cached_hidden(model, cache, ids, pads=pads)[:, -1])
+def last_hidden(model: GPT, cache: KVCache, ids: torch.Tensor, pads: torch.Tensor) -> torch.Tensor:
+    """Final-LayerNorm output [B, W] after the last column of ids [B, t]."""
+    return cached_hidden(model, cache, ids, pads=pads)[:, -1]
 
 
 def generate_rows(
@@ -73,13 +118,13 @@ def generate_rows(
     ids = torch.tensor([[0] * (width - len(p)) + list(p) for p in prompts], device=device)  # [B, width]
     cache = KVCache.for_model(model, batch=len(prompts), capacity=width + settings.generate)
     began = time.perf_counter()
-    logits = last_logits(model, cache, ids, pads)  # [B, V]
+    hidden = last_hidden(model, cache, ids, pads)  # [B, W]
     prefilled = time.perf_counter()
     histories, new = [list(p) for p in prompts], [[] for _ in prompts]
     reasons, finished = ["length"] * len(prompts), [prefilled] * len(prompts)
     active = list(range(len(prompts)))  # the prompt of each batch row
     for counter in range(settings.generate):
-        tokens = choose_tokens(logits, [histories[r] for r in active], settings, counter)
+        tokens = choose_tokens(model, hidden, [histories[r] for r in active], settings, counter)
         going = []  # batch rows that continue
         for row, (r, token) in enumerate(zip(active, tokens)):
             if settings.stop_at_eot and token == EOT_ID:
@@ -101,7 +146,7 @@ def generate_rows(
             pads = pads.index_select(0, rows)
         active = [active[row] for row in going]
         step = torch.tensor([[new[r][-1]] for r in active], device=device)  # [B', 1]
-        logits = last_logits(model, cache, step, pads)
+        hidden = last_hidden(model, cache, step, pads)
     return [
         Generation(tuple(tokens), reason, prefilled - began, done - prefilled)
         for tokens, reason, done in zip(new, reasons, finished)

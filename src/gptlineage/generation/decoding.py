@@ -149,16 +149,38 @@ def penalize_rows_(
     """
     if penalty == 0 or window == 0:
         return logits
+    return penalize_columns_(logits, repetition_counts(histories, window, logits.dtype, logits.device), penalty)
+
+
+def repetition_counts(
+    histories: Sequence[Sequence[int]], window: int, dtype: torch.dtype, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(rows, ids, counts) [N] each: id ids[n] occurs counts[n] times in the last `window` tokens of histories[rows[n]]."""
     rows, ids, counts = [], [], []
     for row, history in enumerate(histories):
         for token, count in Counter(history[-window:]).items():
             rows.append(row)
             ids.append(token)
             counts.append(count)
-    if not ids:
-        return logits
-    where = (torch.tensor(rows, device=logits.device), torch.tensor(ids, device=logits.device))
-    logits[where] = logits[where] - penalty * torch.tensor(counts, dtype=logits.dtype, device=logits.device)
+    as_tensor = torch.tensor
+    return as_tensor(rows, device=device), as_tensor(ids, device=device), as_tensor(counts, dtype=dtype, device=device)
+
+
+def penalize_columns_(
+    logits: torch.Tensor,
+    counts: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    penalty: float,
+    first: int | None = None,
+) -> torch.Tensor:
+    """In place, and returned: `penalize_rows_` with the histories' `repetition_counts`, on logits [B, V],
+    or with `first` on a vocabulary slice [B, C] that holds ids first..first+C−1."""
+    rows, ids, occurrences = counts
+    if first is not None:
+        inside = (ids >= first) & (ids < first + logits.shape[-1])
+        rows, ids, occurrences = rows[inside], ids[inside] - first, occurrences[inside]
+    if len(ids):
+        where = (rows, ids)
+        logits[where] = logits[where] - penalty * occurrences
     return logits
 
 

@@ -231,10 +231,12 @@ class GPT(nn.Module):
         """Final-LayerNorm output for ids [B, T] -> [B, T, W]."""
         return self.transform(self.embed(idx))
 
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Hidden states [..., W] -> logits [..., V]. Separate so a trainer can chunk it:
-        at gpt2-small's size the [B, T, V] logits are by far the largest activation."""
-        return F.linear(hidden, self.output_weight)  # h @ wteᵀ, no bias
+    def logits(self, hidden: torch.Tensor, ids: slice | None = None) -> torch.Tensor:
+        """Hidden states [..., W] -> logits [..., V], or only the vocabulary ids `ids` (a slice) of them.
+        Separate so a trainer or a decoder can chunk it: at gpt2-small's size the [B, T, V] logits
+        are by far the largest activation."""
+        weight = self.output_weight if ids is None else self.output_weight[ids]
+        return F.linear(hidden, weight)  # h @ wteᵀ, no bias
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """Next-token logits [B, T, V] for ids [B, T]; logits[:, t] depend on idx[:, :t+1] only."""
