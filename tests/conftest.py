@@ -187,6 +187,20 @@ def corpus(tmp_path_factory) -> Path:
     return root
 
 
+def require_cluster(what: str, problem: str | None, start: str) -> None:
+    """Skip the calling test when `problem` says why a SLURM cluster cannot take jobs, saying how to
+    start one (`start`, run as root); with CI set, fail instead: there the slurm tests must run.
+
+    Example: require_cluster("no local SLURM cluster", cluster_problem(), "tools/local_slurm.sh start")
+    """
+    if problem is None:
+        return
+    message = f"{what}: {problem}; start it with `{start}` (as root)"
+    if os.environ.get("CI"):
+        pytest.fail(message + " (CI is set: the slurm tests must run)")
+    pytest.skip(message)
+
+
 def losses(output: Path, phase: str = "train") -> list[float]:
     """The losses of one phase (train or validation) in a training artifact's metrics.json, in order."""
     points = json.loads((output / "metrics.json").read_text())["points"]

@@ -18,7 +18,6 @@ then 10 s longer each time until a job ends).
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -30,9 +29,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import losses
+from conftest import losses, require_cluster
 from safetensors.torch import load_file
-from test_workflow import REPO, TINY_TRAINING, copy_workflow
+from test_workflow import REPO, TINY_SHAPE, TINY_TRAINING, copy_workflow
 
 from gptlineage.workflow_support import command_slice, flags
 
@@ -42,10 +41,12 @@ PARTITION = "local"
 PROFILE = ["--profile", "profiles/slurm", "--workflow-profile", str(REPO / "tools/local_slurm_profile")]
 TARGETS = ["results/data_csv", "results/train/pretrain"]
 # The tiny training in float64 (so one and two processes can be compared parameter by
-# parameter) on one thread (so the bytes do not depend on the machine's cores), with the small
-# preset: the test is about the cluster, not the model. Eight steps leave six after the first
-# checkpoint for the scancel to land in.
-PRETRAIN = {**TINY_TRAINING, "steps": 8, "preset": "quick", "precision": "float64", "threads": 1}
+# parameter) on one thread (so the bytes do not depend on the machine's cores), with the
+# workflow tests' one narrow layer (TINY_SHAPE): the test is about the cluster, not the model.
+# Eight steps leave six after the first checkpoint for the scancel to land in.
+PRETRAIN = {**TINY_TRAINING, **TINY_SHAPE, "steps": 8, "preset": "quick", "precision": "float64", "threads": 1}
+# GPT-2 small's own shape, which PRETRAIN's narrow layer would otherwise replace.
+GPT2_SMALL = {"preset": "gpt2-small", "width": 768, "heads": 12, "layers": 12}
 # One CPU a job (the profile asks for 2 for these rules) lets two of the chain's jobs share the
 # node: the command line's --set-threads replaces the profile's. The training runs one thread.
 ONE_CPU = ["--set-threads", "corpus_pretrain=1", "train_pretrain=1"]
@@ -57,7 +58,7 @@ ONE_CPU = ["--set-threads", "corpus_pretrain=1", "train_pretrain=1"]
 OVER_LIMITS = {
     # max_memory (GiB, a guard outside the id) lifts the trainer's own check against the job's
     # SLURM_MEM_PER_NODE, which would otherwise refuse the run before slurmstepd can kill it.
-    "memory": ({"preset": "gpt2-small", "precision": "float32", "max_memory": 100}, ["train_pretrain:mem_mb=1500"]),
+    "memory": ({**GPT2_SMALL, "precision": "float32", "max_memory": 100}, ["train_pretrain:mem_mb=1500"]),
     "time": (
         {"steps": 10**6, "eval_every": 10**6, "checkpoint_every": 10**6},
         ["train_pretrain:runtime=1", "train_pretrain:mem_mb=3000"],
@@ -85,13 +86,7 @@ def cluster_problem() -> str | None:
 
 @pytest.fixture(scope="module")
 def cluster():
-    problem = cluster_problem()
-    if problem is None:
-        return
-    message = f"no local SLURM cluster: {problem}; start one with `tools/local_slurm.sh start` (as root)"
-    if os.environ.get("CI"):
-        pytest.fail(message + " (CI is set: the slurm tests must run)")
-    pytest.skip(message)
+    require_cluster("no local SLURM cluster", cluster_problem(), "tools/local_slurm.sh start")
 
 
 def slurm_jobs(workdir: Path) -> dict[str, dict]:

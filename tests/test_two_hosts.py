@@ -27,10 +27,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import losses
+from conftest import losses, require_cluster
 from test_ddp import max_parameter_difference
 from test_slurm import ONE_CPU, submissions, write_config
-from test_workflow import REPO, TINY_TRAINING, copy_workflow
+from test_workflow import REPO, TINY_SHAPE, TINY_TRAINING, copy_workflow
 
 from gptlineage.cli import main
 from gptlineage.training.multinode import rendezvous_port
@@ -44,10 +44,12 @@ CONF = "/etc/slurm-hosts/slurm.conf"
 PARTITION = "hosts"
 HOSTS = ["glhost1", "glhost2"]
 SLURM = dict(os.environ, SLURM_CONF=CONF)
-# float64 so that two ranks and one process compare parameter by parameter; 6 steps with a
-# checkpoint every 2 leave the kill after the first checkpoint four steps to land in.
+# The workflow tests' one narrow layer (TINY_SHAPE), in float64 so that two ranks and one
+# process compare parameter by parameter; 6 steps with a checkpoint every 2 leave the kill
+# after the first checkpoint four steps to land in.
 PRETRAIN = {
     **TINY_TRAINING,
+    **TINY_SHAPE,
     "steps": 6,
     "eval_every": 6,
     "checkpoint_every": 2,
@@ -80,13 +82,7 @@ def cluster_problem() -> str | None:
 
 @pytest.fixture(scope="module")
 def cluster():
-    problem = cluster_problem()
-    if problem is None:
-        return
-    message = f"no two-host SLURM cluster: {problem}; start it with `tools/local_slurm.sh start --nodes 2` (as root)"
-    if os.environ.get("CI"):
-        pytest.fail(message + " (CI is set: the slurm tests must run)")
-    pytest.skip(message)
+    require_cluster("no two-host SLURM cluster", cluster_problem(), "tools/local_slurm.sh start --nodes 2")
 
 
 FINISHED = re.compile(r"\bJobState=(?!PENDING|RUNNING|CONFIGURING|COMPLETING|SUSPENDED)\S+.*\bExitCode=(\d+):")

@@ -28,6 +28,8 @@ CTLD_PID=/run/slurmctld.pid
 SLURMD_PID=/run/slurmd.pid
 LOGS=/var/log/slurm
 PARTITION=local
+# shared_settings: the slurm.conf lines both local clusters share
+. "$(dirname "$0")/local_slurm_settings.sh"
 
 say() { echo "local_slurm: $*"; }
 fail() {
@@ -75,35 +77,13 @@ write_conf() {
 $MARK; rewritten by every start.
 ClusterName=gptlineage
 SlurmctldHost=$host(127.0.0.1)
-SlurmUser=slurm
-AuthType=auth/munge
 StateSaveLocation=/var/lib/slurm/slurmctld
 SlurmdSpoolDir=/var/lib/slurm/slurmd
 SlurmctldPidFile=$CTLD_PID
 SlurmdPidFile=$SLURMD_PID
 SlurmctldLogFile=$LOGS/slurmctld.log
 SlurmdLogFile=$LOGS/slurmd.log
-# No cgroups: processes are tracked by parent pid, tasks are not bound to CPUs.
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-# A job without --mem gets 1000 MB a CPU (not the whole node: it would run alone).
-DefMemPerCPU=1000
-SchedulerType=sched/backfill
-# No slurmdbd: sacct has no jobs to show, squeue shows finished ones for MinJobAge seconds.
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-# Memory: sampled every second (task=1), a step above its request is killed.
-JobAcctGatherType=jobacct_gather/linux
-JobAcctGatherFrequency=task=1
-JobAcctGatherParams=OverMemoryKill
-MinJobAge=600
-# Seconds between SIGTERM and SIGKILL for a cancelled or timed-out job.
-KillWait=5
-ReturnToService=2
-MpiDefault=none
-SlurmdTimeout=300
+$(shared_settings)
 $node NodeAddr=127.0.0.1 State=UNKNOWN
 PartitionName=$PARTITION Nodes=$host Default=YES MaxTime=INFINITE State=UP
 EOF

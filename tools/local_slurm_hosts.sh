@@ -40,6 +40,8 @@ PARTITION=hosts
 CTLD_PORT=6827 # not 6817: the one-node cluster's slurmctld may be listening there
 CLUSTER_NET=10.217.0
 SIDE_NET=192.168.217
+# shared_settings: the slurm.conf lines both local clusters share
+. "$(dirname "$0")/local_slurm_settings.sh"
 
 say() { echo "local_slurm_hosts: $*"; }
 fail() {
@@ -75,8 +77,6 @@ ClusterName=gptlineage-hosts
 SlurmctldHost=$(hostname -s)($CLUSTER_NET.1)
 SlurmctldPort=$CTLD_PORT
 SlurmdPort=6818
-SlurmUser=slurm
-AuthType=auth/munge
 AuthInfo=socket=$MUNGE_SOCKET
 StateSaveLocation=$STATE/slurmctld
 # %n: the node's name, one directory, pid file and log a host.
@@ -85,22 +85,7 @@ SlurmctldPidFile=$RUN/slurmctld.pid
 SlurmdPidFile=$RUN/slurmd-%n.pid
 SlurmctldLogFile=$LOGS/slurmctld.log
 SlurmdLogFile=$LOGS/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-DefMemPerCPU=1000
-SchedulerType=sched/backfill
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-JobAcctGatherType=jobacct_gather/linux
-JobAcctGatherFrequency=task=1
-JobAcctGatherParams=OverMemoryKill
-MinJobAge=600
-KillWait=5
-ReturnToService=2
-MpiDefault=none
-SlurmdTimeout=300
+$(shared_settings)
 ${nodes}PartitionName=$PARTITION Nodes=${HOSTS[0]},${HOSTS[1]} Default=YES MaxTime=INFINITE State=UP
 EOF
     mv "$CONF.new" "$CONF"
