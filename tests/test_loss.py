@@ -86,6 +86,21 @@ def test_a_scaled_upstream_gradient_scales_both_gradients():
     torch.testing.assert_close(w3, 3.0 * w1)
 
 
+def test_no_rows_give_a_zero_loss_and_exactly_zero_gradients():
+    # A dialogue batch without targets keeps no row for the output projection; the weight's
+    # gradient must still be zeros, not whatever memory was there (a freed tensor of its size first).
+    dirty = torch.full((9, 4), 7.0)
+    del dirty
+    hidden = torch.empty(0, 4)
+    weight = torch.randn(9, 4, generator=torch.Generator().manual_seed(2))
+    targets, row_weights = torch.empty(0, dtype=torch.long), torch.empty(0)
+    loss, grad_hidden, grad_weight = loss_and_grads(
+        lambda h, w, t, r: linear_cross_entropy(h, w, t, r, 4), hidden, weight, targets, row_weights
+    )
+    assert loss.item() == 0.0 and grad_hidden.shape == (0, 4)
+    assert torch.equal(grad_weight, torch.zeros(9, 4))
+
+
 def test_without_gradients_the_loss_is_the_same_and_nothing_is_kept():
     generator = torch.Generator().manual_seed(1)
     hidden, weight = torch.randn(10, 8, generator=generator), torch.randn(30, 8, generator=generator)

@@ -162,8 +162,11 @@ def repetition_counts(
             rows.append(row)
             ids.append(token)
             counts.append(count)
-    as_tensor = torch.tensor
-    return as_tensor(rows, device=device), as_tensor(ids, device=device), as_tensor(counts, dtype=dtype, device=device)
+    return (
+        torch.tensor(rows, device=device),
+        torch.tensor(ids, device=device),
+        torch.tensor(counts, dtype=dtype, device=device),
+    )
 
 
 def penalize_columns_(

@@ -94,8 +94,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         accumulate = torch.float64 if hidden.dtype == torch.float64 else torch.float32
         total = torch.zeros((), dtype=accumulate, device=hidden.device)
         grad_hidden = torch.empty_like(hidden) if wants_grad else None
-        # Filled by the first chunk's product (no zero pass over its V x W floats), added to after.
-        grad_weight = torch.empty(weight.shape, dtype=accumulate, device=weight.device) if wants_grad else None
+        grad_weight = None  # the first chunk's product (no zero pass over V x W floats), added to after
         # One logits buffer for every chunk: [chunk, V], the only vocabulary-wide temporary. Reusing
         # it matters on CPU, where a fresh 50 MB tensor per chunk costs more in page faults than its matmul.
         buffer = torch.empty(min(chunk, hidden.shape[0]), weight.shape[0], dtype=accumulate, device=hidden.device)
@@ -131,13 +130,13 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 torch.mm(dlogits_mm, weight_mm, out=rows).mul_(scale)  # [c, W]
             else:
                 grad_hidden[start : start + chunk] = ((dlogits_mm @ weight_mm) * scale).to(hidden.dtype)
-            if matmul_dtype != accumulate:
-                product = (dlogits_mm.T @ scaled_h).to(accumulate)  # [V, c] @ [c, W]
-                grad_weight.copy_(product) if start == 0 else grad_weight.add_(product)
-            elif start == 0:
-                torch.mm(dlogits_mm.T, scaled_h, out=grad_weight)
+            if grad_weight is not None and matmul_dtype == accumulate:
+                grad_weight.addmm_(dlogits_mm.T, scaled_h)  # [V, c] @ [c, W], added in place
             else:
-                grad_weight.addmm_(dlogits_mm.T, scaled_h)  # added in place
+                product = (dlogits_mm.T @ scaled_h).to(accumulate)  # a no-op cast in float32
+                grad_weight = product if grad_weight is None else grad_weight.add_(product)
+        if wants_grad and grad_weight is None:  # no rows (a batch without targets): no gradient at all
+            grad_weight = torch.zeros(weight.shape, dtype=accumulate, device=weight.device)
         # Kept on ctx, not saved for backward: backward hands them on as the gradients themselves
         # (scaled in place), so autograd can adopt them without a copy. They are not inputs or outputs.
         ctx.grads = (grad_hidden, grad_weight.to(weight.dtype)) if wants_grad else (None, None)
