@@ -47,16 +47,9 @@ FLAGS = ("sha_ni", "avx2", "avx512f", "vaes")  # what decides OpenSSL's sha256 s
 
 def header() -> dict:
     """The CPU model and its hashing flags, CPUs available, OpenSSL: the machine the figures are from."""
-    from gptlineage.cpus import available_cpus
+    from gptlineage.cpus import available_cpus, cpu_model_and_flags
 
-    model, flags = platform.processor() or "unknown", set()
-    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as handle:
-        for line in handle:
-            name, _, value = line.partition(":")
-            if name.strip() == "model name":
-                model = value.strip()
-            elif name.strip() == "flags":
-                flags = set(value.split())
+    model, flags = cpu_model_and_flags()
     return {
         "cpu": model,
         "cpu_flags": [flag for flag in FLAGS if flag in flags],

@@ -45,12 +45,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gptlineage.cpus import available_cpus
+from gptlineage.cpus import available_cpus, cpu_model_and_flags
 
 CONFIGS = {
     "bench-cpu": {"context": 256, "width": 128, "heads": 4, "layers": 4, "vocab": 50257, "batch": 8},
     "gpt2-small": {"context": 1024, "width": 768, "heads": 12, "layers": 12, "vocab": 50257, "batch": 8},
 }
+# /proc/cpuinfo flags that decide matmul speed: float32 vectors, native bf16 (AVX-512 dot products, AMX tiles).
+MATMUL_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 SHARD_TOKENS = 2_000_000  # synthetic training shard, ids uniform in [0, vocab)
 
 
@@ -302,11 +304,18 @@ def summarize(args: argparse.Namespace, results: dict[str, list[dict]], peak_tfl
     return summary
 
 
+def cpu_description() -> str:
+    """The CPU model and the flags that decide float32 and bf16 matmul speed (present ones only)."""
+    model, flags = cpu_model_and_flags()
+    return f"{model} ({', '.join(flag for flag in MATMUL_FLAGS if flag in flags) or 'no vector flags'})"
+
+
 def report(summary: dict, args: argparse.Namespace) -> str:
     values = summary["shape"]
     lines = [
         f"date: {datetime.date.today().isoformat()}; machine: {platform.machine()}, {available_cpus()} CPUs;"
         f" python {platform.python_version()}; torch {summary['torch']}; mode {summary['mode']}",
+        f"cpu: {summary['cpu']}",
         f"config {args.config}: context {values['context']}, width {values['width']}, heads {values['heads']},"
         f" layers {values['layers']}, vocab {values['vocab']}, batch {values['batch']};"
         f" precision {args.precision}; compile {args.compile}; device {args.device}",
@@ -377,6 +386,7 @@ def main() -> None:
 
     summary = summarize(args, results, peak_tflops, peak_source)
     summary["torch"] = torch.__version__
+    summary["cpu"] = cpu_description()
     summary["date"] = datetime.date.today().isoformat()
     summary["command"] = "python benchmarks/train_throughput.py " + " ".join(sys.argv[1:])
     print(report(summary, args))

@@ -34,3 +34,20 @@ def available_cpus() -> int:
     if threads.isdigit() and int(threads) > 0:  # unset, empty or garbage: no cap (as torch reads it)
         return min(cpus, int(threads))
     return cpus
+
+
+def cpu_model_and_flags(cpuinfo: str = "/proc/cpuinfo") -> tuple[str, frozenset[str]]:
+    """This machine's CPU model name and instruction-set flags, as /proc/cpuinfo lists them
+    (the first CPU's); ("unknown", no flags) where there is no such file (macOS)."""
+    model, flags = "unknown", frozenset()
+    try:
+        with open(cpuinfo, encoding="utf-8") as handle:
+            for line in handle:
+                name, _, value = line.partition(":")
+                if name.strip() == "model name" and model == "unknown":
+                    model = value.strip()
+                elif name.strip() == "flags":
+                    return model, frozenset(value.split())
+    except OSError:
+        pass
+    return model, flags

@@ -5,10 +5,13 @@ the workflow's config check too): it accepts the three forms this build can use 
 else (torch's other names, `tpu`, `CPU`), saying which devices this machine has. It does not
 ask for CUDA to be present: a workflow is checked on a machine that may not be the one that
 trains. `check_device_here` is the run's check, before any work starts (before torchrun
-launches ranks): CUDA must be present, and cuda:N must be one of its devices.
+launches ranks): CUDA must be present, and cuda:N must be one of its devices. `auto_precision`
+says what `--precision auto` becomes on this machine's device, and why.
 
 Example:
     >>> check_device_name("cuda:1")
+    >>> auto_precision("cpu")  # doctest: +SKIP
+    ('bf16', 'this CPU (Intel(R) Xeon(R) Processor) has amx_bf16, avx512_bf16')
     >>> check_device_name("tpu")  # doctest: +SKIP
     gptlineage.settings.SettingError: --device must be cpu, cuda or cuda:N, got 'tpu' (this machine has: cpu)
 """
@@ -17,10 +20,14 @@ from __future__ import annotations
 
 import re
 
+from gptlineage.cpus import cpu_model_and_flags
 from gptlineage.errors import GptlineageError
 from gptlineage.settings import SettingError
 
 DEVICE_FORM = re.compile(r"cpu|cuda(:[0-9]+)?")
+# CPU flags with native bf16 matrix products (oneDNN's kernels): AMX tiles, AVX-512 bf16 dot
+# products. Without them torch emulates bf16 matmuls, 27x slower than float32 on an AVX2 CPU.
+NATIVE_BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 
 
 def cuda_devices() -> int:
@@ -56,3 +63,19 @@ def check_device_here(name: str) -> None:
     index = int(name.partition(":")[2] or 0)
     if index >= count:
         raise GptlineageError(f"--device {name}: this machine has {available_devices()}")
+
+
+def auto_precision(device: str) -> tuple[str, str]:
+    """What `--precision auto` trains in on `device`, and why: bf16 where the hardware computes it
+    natively (a CPU with AMX or AVX512-BF16, a CUDA device with bf16), float32 anywhere else."""
+    if device.startswith("cuda"):
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+            return "bf16", f"this CUDA device ({torch.cuda.get_device_name(device)}) computes bf16"
+        return "float32", "no CUDA device with bf16 here"
+    model, flags = cpu_model_and_flags()
+    native = [flag for flag in NATIVE_BF16_CPU_FLAGS if flag in flags]
+    if native:
+        return "bf16", f"this CPU ({model}) has {', '.join(native)}"
+    return "float32", f"this CPU ({model}) has neither {' nor '.join(NATIVE_BF16_CPU_FLAGS)}: bf16 would be emulated"

@@ -19,6 +19,11 @@ With --processes P the command relaunches itself under torchrun as P ranks on th
 --nodes N (> 1), inside a SLURM allocation of N nodes, srun starts one torchrun agent of P ranks
 on each node (see training.multinode), and rank 0 writes the artifact.
 
+--precision auto is decided before anything runs: bf16 where the device computes it natively (a CPU
+with AMX or AVX512-BF16, a CUDA device with bf16), float32 elsewhere. The choice and its reason are
+printed, and the manifest records the precision chosen, so the run is the same work as one that
+named that precision (the same artifact id).
+
 Example:
     gptlineage train --preset quick --data results/corpus_pretrain --steps 4 --eval-every 2 \\
         --output results/examples/train
@@ -31,11 +36,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gptlineage.corpus.tokenizer import gpt2_encoding
-from gptlineage.devices import check_device_here
+from gptlineage.devices import auto_precision, check_device_here
 from gptlineage.errors import GptlineageError
 from gptlineage.files import copy_atomic
 from gptlineage.generation.chat import terminal_text
@@ -94,8 +100,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flags(parser, TrainOutputs)
 
 
+def with_precision(config: TrainConfig) -> TrainConfig:
+    """`--precision auto` replaced by what this machine's device computes natively (said in a line)."""
+    if config.runtime.precision != "auto":
+        return config
+    chosen, reason = auto_precision(config.runtime.device)
+    if not launched_by_torchrun():  # the command that launched the ranks said it
+        print(f"precision auto: {chosen} ({reason})", flush=True)
+    return replace(config, runtime=replace(config.runtime, precision=chosen))
+
+
 def run(args: argparse.Namespace) -> int:
-    config = with_corpus_files(from_args(TrainConfig, args))
+    config = with_precision(with_corpus_files(from_args(TrainConfig, args)))
     outputs = from_args(TrainOutputs, args)
     training_plan = plan(config)
     work = work_directory(outputs.output.absolute())

@@ -17,6 +17,12 @@ from gptlineage.errors import GptlineageError
 
 # The precisions a model runs in (gptlineage.model.gpt.PRECISIONS maps each to its parameter dtype).
 PRECISION_NAMES = ("float32", "float64", "bf16")
+# What training accepts: auto runs bf16 where the device computes it natively, else float32.
+TRAINING_PRECISIONS = (*PRECISION_NAMES, "auto")
+TRAINING_PRECISION_HELP = (
+    "float32 (no TF32), float64, bf16 (autocast) or auto: bf16 on a CPU with AMX or AVX512-BF16 or a"
+    " CUDA device with bf16, else float32 (the manifest records the precision it chose)"
+)
 INIT_STD = 0.02  # GPT-2's standard deviation for embeddings and linear weights
 
 

@@ -20,7 +20,7 @@ from gptlineage.corpus.layout import CorpusDir
 from gptlineage.corpus.tokenizer import VOCAB_SIZE, gpt2_encoding
 from gptlineage.devices import check_device_name
 from gptlineage.errors import GptlineageError
-from gptlineage.model.shapes import PRECISION_NAMES, PRESETS, GPTConfig, model_config
+from gptlineage.model.shapes import PRESETS, TRAINING_PRECISION_HELP, TRAINING_PRECISIONS, GPTConfig, model_config
 from gptlineage.settings import SettingError, check_settings, output_setting, setting
 from gptlineage.training.schedule import check_batch_split, steps_for_budget
 
@@ -179,9 +179,7 @@ class CheckpointSettings:
 class RuntimeSettings:
     """Where and how the numbers are computed; none of it changes the schedule or the data stream."""
 
-    precision: str = setting(
-        "float32", "float32 (no TF32), float64 or bf16 (autocast)", choices=PRECISION_NAMES, group="runtime"
-    )
+    precision: str = setting("float32", TRAINING_PRECISION_HELP, choices=TRAINING_PRECISIONS, group="runtime")
     device: str = setting("cpu", "cpu, cuda or cuda:N (one GPU; with --processes: cuda)", group="runtime")
     threads: int = setting(
         0,
