@@ -6,7 +6,8 @@
   Face computes it (full logits upcast to float32, cross-entropy), `torch.optim.AdamW` defaults;
 - nanogpt: karpathy/nanoGPT's `model.py`, imported from the checkout given by --nanogpt-dir
   (never copied here), holding our weights (its Linear layout, zero q/k/v biases), its own loss
-  (full logits, cross-entropy) and its own `configure_optimizers` (AdamW, betas 0.9/0.95).
+  (full logits, cross-entropy) and its own `configure_optimizers` (AdamW, betas 0.9/0.95);
+- ours-fp32: ours in float32, beside the others under --precision bf16 (bf16 against float32).
 
 Each trainer's `step(i)` runs batch i of our stateless sampler: forward, backward, optimizer
 step, timed from batch preparation until the loss reaches the host.
@@ -24,9 +25,11 @@ import io
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+OURS_FLOAT32 = "ours-fp32"  # our trainer in float32, the bf16 run's own baseline
 
 CONV1D_WEIGHTS = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 
@@ -179,8 +182,9 @@ def build_trainers(arms: list[str], args: Any, values: dict, shard: Path) -> dic
     trainers = {}
     for arm in arms:
         model = GPT(run.model, seed=0).to(args.device)
-        if arm == "ours":
-            parts = ours_trainer(model, config, run, args)
+        if arm in ("ours", OURS_FLOAT32):
+            runtime = config.runtime if arm == "ours" else replace(config.runtime, precision="float32")
+            parts = ours_trainer(model, replace(config, runtime=runtime), run, args)
         else:
             parts = (hf_trainer if arm == "peer" else nanogpt_trainer)(model, run, args)
             del model  # the peer holds its own copy of the weights

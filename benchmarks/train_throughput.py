@@ -12,20 +12,19 @@ the loss reaches the host. Two modes:
   allocated before).
 - --interleaved: every trainer is built in this one process and they are stepped in turn
   (ours, peer, nanogpt, ours, peer, ...), with the matrix-multiply probe timed between steps;
-  each ratio is the median of the per-step ratios, so the machine's drift hits all alike.
-  No peak memory (the trainers share the process).
+  each ratio is the median of the per-step ratios, so the machine's drift hits all alike; no peak
+  memory (the trainers share the process). Under bf16, ours in float32 runs too (ours-fp32).
 
-Reported: tokens/s, the ratio ours/peer (and ours/nanogpt), the sampler's share of our step
-time, and model FLOPs utilization: flops/token = 6N + 12·L·H·Q·T (N = parameters without
-position embeddings, L layers, H heads, Q head size, T context), against a peak that is named:
-on CPU a matrix-multiply probe run by this benchmark, on CUDA the data-sheet dense peak of the
-device's model for the precision's arithmetic (bf16 tensor cores for bf16, FP32 for float32,
-whose TF32 is off), printed with the result.
+Reported: the CPU model and its matmul flags, tokens/s, the ratio ours/peer (and ours/nanogpt,
+ours/ours-fp32), our sampler's share of a step, and model FLOPs utilization: flops/token = 6N +
+12·L·H·Q·T (N = parameters without position embeddings, L layers, H heads, Q head size, T context)
+against a named peak: on CPU a matrix-multiply probe run here, on CUDA the data-sheet dense peak of
+the device's model for the precision (bf16 tensor cores for bf16, FP32 for float32, TF32 off).
 
 Example:
     python benchmarks/train_throughput.py --config bench-cpu --rounds 3
     python benchmarks/train_throughput.py --config bench-cpu --interleaved --steps 40 --nanogpt-dir ../nanoGPT
-    python benchmarks/train_throughput.py --config bench-cpu --precision bf16
+    python benchmarks/train_throughput.py --config bench-cpu --precision bf16 --interleaved --nanogpt-dir ../nanoGPT
     python benchmarks/train_throughput.py --config gpt2-small --device cuda --precision bf16 --compile --batch 16
 """
 
@@ -44,6 +43,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from train_arms import OURS_FLOAT32
 
 from gptlineage.cpus import available_cpus, cpu_model_and_flags
 
@@ -368,7 +369,8 @@ def main() -> None:
             peak_tflops = probe["matmul_tflops"]
             rates = ", ".join(f"{dtype} {tflops * 1000:.1f}" for dtype, tflops in probe["all_tflops"].items())
             peak_source = f"matmul probe on this CPU, the fastest of ({rates}) GFLOP/s"
-        arms = ["ours", "peer"] + (["nanogpt"] if args.nanogpt_dir else [])
+        baseline = [OURS_FLOAT32] if args.precision == "bf16" and args.interleaved else []  # bf16 / float32
+        arms = ["ours", "peer"] + (["nanogpt"] if args.nanogpt_dir else []) + baseline
         if args.interleaved:
             probing = not (args.peak_tflops or args.device.startswith("cuda"))
             if probing:

@@ -115,6 +115,22 @@ def test_interleaved_mode_steps_every_trainer_from_the_same_weights(throughput, 
     assert "(median of per-step ratios): ours/peer" in printed and "ours/nanogpt" in printed
 
 
+def test_a_bf16_interleaved_run_steps_our_float32_trainer_beside_the_others(throughput, monkeypatch, capsys, tmp_path):
+    summary, printed = run_benchmark(
+        throughput,
+        monkeypatch,
+        capsys,
+        *("--batch", "1", "--context", "16", "--warmup", "1", "--steps", "2", "--threads", "1", "--precision", "bf16"),
+        *("--interleaved", "--peak-tflops", "1", "--json", str(tmp_path / "out.json")),
+    )
+    assert list(summary["arms"]) == ["ours", "peer", "ours-fp32"]
+    assert set(summary["ratios_tokens_per_second"]) == {"peer", "ours-fp32"}
+    bf16, float32 = summary["arms"]["ours"]["first_loss"], summary["arms"]["ours-fp32"]["first_loss"]
+    assert bf16 != float32 and bf16 == pytest.approx(float32, abs=0.05)  # the same batch, bf16 rounding
+    assert summary["cpu"] == throughput.cpu_description() and f"cpu: {summary['cpu']}" in printed
+    assert "ours/ours-fp32 " in printed
+
+
 def test_a_nanogpt_dir_without_model_py_is_one_line(throughput, monkeypatch, tmp_path):
     monkeypatch.setattr(
         sys,
