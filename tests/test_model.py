@@ -224,3 +224,24 @@ def test_set_strict_float32():
     assert torch.backends.cuda.matmul.allow_tf32 is False
     assert torch.backends.cudnn.allow_tf32 is False
     assert torch.get_float32_matmul_precision() == "highest"
+
+
+def test_bf16_attention_on_the_cpu_runs_in_float32_and_returns_bf16():
+    """Under CPU bf16 autocast the causal attention is float32's, rounded once to bf16 (the bf16 kernel's
+    backward is slower there); gradients reach q, k and v in their own dtype."""
+    from gptlineage.model.gpt import causal_attention
+
+    q, k, v = (torch.randn(2, 4, 9, 8, generator=torch.Generator().manual_seed(i)) for i in range(3))
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).to(torch.bfloat16)
+    low = [t.to(torch.bfloat16).requires_grad_() for t in (q, k, v)]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = causal_attention(*low, 0.0)
+    exact = torch.nn.functional.scaled_dot_product_attention(*(t.float() for t in low), is_causal=True)
+    assert y.dtype == torch.bfloat16 and torch.equal(y, exact.to(torch.bfloat16))
+    torch.testing.assert_close(y.float(), expected.float(), atol=0.03, rtol=0.03)  # inputs rounded to bf16
+    y.float().sum().backward()
+    assert all(t.grad is not None and t.grad.dtype == torch.bfloat16 for t in low)
+    float32 = causal_attention(q, k, v, 0.0)
+    assert float32.dtype == torch.float32 and torch.equal(
+        float32, torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    )

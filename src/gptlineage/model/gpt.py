@@ -72,6 +72,17 @@ def causal_softmax(scores: torch.Tensor) -> torch.Tensor:
     return scores.masked_fill(future, float("-inf")).softmax(dim=-1)
 
 
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout: float) -> torch.Tensor:
+    """`scaled_dot_product_attention(is_causal=True)`; bf16 on a CPU runs it in float32, whose
+    kernel is faster there (the bf16 backward took 8.9 ms against float32's 1.0 ms for an SFT
+    batch of 16 x 48 tokens, 4 heads of 32, AVX512-BF16 + AMX, one thread), and more exact."""
+    if q.dtype != torch.bfloat16 or q.device.type != "cpu":
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
+    with torch.autocast("cpu", enabled=False):
+        y = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), dropout_p=dropout, is_causal=True)
+    return y.to(torch.bfloat16)
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head attention where position t attends to positions 0..t only."""
 
@@ -102,9 +113,7 @@ class CausalSelfAttention(nn.Module):
         v = self._split_heads(self.value(x))  # [B, H, T, D]
         # softmax(q·kᵀ / sqrt(D) with future keys masked) · v; the default scale is 1/sqrt(D).
         if cache is None:
-            y = F.scaled_dot_product_attention(
-                q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
-            )  # [B, H, T, D]
+            y = causal_attention(q, k, v, self.dropout if self.training else 0.0)  # [B, H, T, D]
         else:
             # is_causal=True would align its mask to the top-left corner, wrong once the cache holds
             # earlier positions: the caller's mask places query i at its absolute position.

@@ -18,7 +18,8 @@ r = B / (processes x accumulate) rows per micro-batch and N = r x T tokens of it
                                          copy, the 4W-wide MLP input and GELU output, the residual
                                          sums (~18·W per token); S = 3·H·T (scores, softmax, dropout
                                          mask) when dropout > 0 forces the unfused attention, else 0
-    loss            = chunk·V·4 + N·W·a  fused: one chunk's logits and the hidden-state gradient;
+    loss            = chunk·V·4 + N·W·a  fused: one chunk's logits and the hidden-state gradient
+                      (+ chunk·V·2 + 2·V·W·2 in bf16: the chunk's bf16 logits, W and its product);
                     = 3·N·V·a            --loss-chunk 0: the logits, their log-softmax and gradient
     validation      = r_v·T·a·(6·W) + its loss   no gradients, but one piece of B / processes rows
 
@@ -86,9 +87,10 @@ class MemoryEstimate:
         )
 
 
-def loss_bytes(tokens: int, dims: GPTConfig, chunk: int, a: int, training: bool) -> int:
+def loss_bytes(tokens: int, dims: GPTConfig, chunk: int, a: int, training: bool, bf16: bool = False) -> int:
     if chunk:
-        return min(chunk, tokens) * dims.vocab * 4 + (tokens * dims.width * a if training else 0)
+        low = min(chunk, tokens) * dims.vocab * 2 + 4 * dims.vocab * dims.width if bf16 else 0
+        return min(chunk, tokens) * dims.vocab * 4 + (tokens * dims.width * a if training else 0) + low
     return (3 if training else 2) * tokens * dims.vocab * a
 
 
@@ -105,9 +107,10 @@ def estimate_training(plan: Plan, runtime: RuntimeSettings, processes: int = 1) 
         model_state += parameter_count(dims) * e
     batch = plan.batch * dims.context * (16 + e) + 40 * plan.batch
     training = tokens * a * (dims.layers * (18 * dims.width + scores) + 4 * dims.width)
-    training += loss_bytes(tokens, dims, runtime.loss_chunk, a, True)
+    bf16 = runtime.precision == "bf16"
+    training += loss_bytes(tokens, dims, runtime.loss_chunk, a, True, bf16)
     val_tokens = max(1, plan.batch // processes) * dims.context
-    validation = val_tokens * a * 6 * dims.width + loss_bytes(val_tokens, dims, runtime.loss_chunk, a, False)
+    validation = val_tokens * a * 6 * dims.width + loss_bytes(val_tokens, dims, runtime.loss_chunk, a, False, bf16)
     return MemoryEstimate(model_state, batch, max(training, validation))
 
 
