@@ -39,15 +39,15 @@ def available_cpus() -> int:
 def cpu_model_and_flags(cpuinfo: str = "/proc/cpuinfo") -> tuple[str, frozenset[str]]:
     """This machine's CPU model name and instruction-set flags, as /proc/cpuinfo lists them
     (the first CPU's); ("unknown", no flags) where there is no such file (macOS)."""
-    model, flags = "unknown", frozenset()
+    model = "unknown"
     try:
         with open(cpuinfo, encoding="utf-8") as handle:
-            for line in handle:
+            for line in handle:  # the first CPU's block: its model name comes before its flags
                 name, _, value = line.partition(":")
-                if name.strip() == "model name" and model == "unknown":
+                if name.strip() == "model name":
                     model = value.strip()
                 elif name.strip() == "flags":
                     return model, frozenset(value.split())
     except OSError:
         pass
-    return model, flags
+    return model, frozenset()

@@ -91,7 +91,7 @@ class LowPrecisionBuffers:
     def __init__(self, logits: torch.Tensor, weight_mm: torch.Tensor) -> None:
         self.weight_mm = weight_mm  # [V, W] in bf16
         self.low = torch.empty(logits.shape, dtype=weight_mm.dtype, device=logits.device)  # [chunk, V]
-        self.product = torch.empty_like(weight_mm)  # [V, W]
+        self.product: torch.Tensor | None = None  # [V, W], made by the first gradient (none in validation)
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         return torch.mm(h, self.weight_mm.T, out=self.low[: h.shape[0]])  # [c, V]
@@ -100,6 +100,8 @@ class LowPrecisionBuffers:
         return self.low[: dlogits.shape[0]].copy_(dlogits)  # [c, V] in bf16
 
     def weight_product(self, dlogits_mm: torch.Tensor, scaled_h: torch.Tensor) -> torch.Tensor:
+        if self.product is None:
+            self.product = torch.empty_like(self.weight_mm)
         return torch.mm(dlogits_mm.T, scaled_h, out=self.product)  # [V, c] @ [c, W]
 
 
@@ -151,13 +153,13 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 torch.mm(dlogits_mm, weight_mm, out=rows).mul_(scale)  # [c, W]
             else:
                 grad_hidden[start : start + chunk] = ((dlogits_mm @ weight_mm) * scale).to(hidden.dtype)
-            if grad_weight is not None and matmul_dtype == accumulate:
-                grad_weight.addmm_(dlogits_mm.T, scaled_h)  # [V, c] @ [c, W], added in place
-            elif low is None:
-                grad_weight = dlogits_mm.T @ scaled_h  # the first chunk's product is the gradient
-            else:
+            if low is not None:
                 product = low.weight_product(dlogits_mm, scaled_h)  # bf16 [V, W]
                 grad_weight = product.to(accumulate) if grad_weight is None else grad_weight.add_(product)
+            elif grad_weight is None:
+                grad_weight = dlogits_mm.T @ scaled_h  # the first chunk's product is the gradient
+            else:
+                grad_weight.addmm_(dlogits_mm.T, scaled_h)  # [V, c] @ [c, W], added in place
         if wants_grad and grad_weight is None:  # no rows (a batch without targets): no gradient at all
             grad_weight = torch.zeros(weight.shape, dtype=accumulate, device=weight.device)
         # Kept on ctx, not saved for backward: backward hands them on as the gradients themselves

@@ -19,7 +19,8 @@ r = B / (processes x accumulate) rows per micro-batch and N = r x T tokens of it
                                          sums (~18·W per token); S = 3·H·T (scores, softmax, dropout
                                          mask) when dropout > 0 forces the unfused attention, else 0
     loss            = chunk·V·4 + N·W·a  fused: one chunk's logits and the hidden-state gradient
-                      (+ chunk·V·2 + 2·V·W·2 in bf16: the chunk's bf16 logits, W and its product);
+                      (+ chunk·V·2 + 2·V·W·2 in bf16: the chunk's bf16 logits, W and, training,
+                      W's gradient product);
                     = 3·N·V·a            --loss-chunk 0: the logits, their log-softmax and gradient
     validation      = r_v·T·a·(6·W) + its loss   no gradients, but one piece of B / processes rows
 
@@ -89,7 +90,8 @@ class MemoryEstimate:
 
 def loss_bytes(tokens: int, dims: GPTConfig, chunk: int, a: int, training: bool, bf16: bool = False) -> int:
     if chunk:
-        low = min(chunk, tokens) * dims.vocab * 2 + 4 * dims.vocab * dims.width if bf16 else 0
+        copies = 2 if training else 1  # bf16 W, and in training its gradient product
+        low = min(chunk, tokens) * dims.vocab * 2 + copies * dims.vocab * dims.width * 2 if bf16 else 0
         return min(chunk, tokens) * dims.vocab * 4 + (tokens * dims.width * a if training else 0) + low
     return (3 if training else 2) * tokens * dims.vocab * a
 
