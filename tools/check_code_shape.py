@@ -7,7 +7,7 @@ Rules, for every module under src/gptlineage/:
 - nothing under gptlineage/lineage/ imports torch (or transformers, which loads torch), so
   `gptlineage lineage ...` starts fast and works where torch is absent;
 - imports point down the layers (FORBIDDEN_LAYERS, the order the package's imports follow):
-  the base modules (errors, jsonio, settings, files, ...) at the bottom import no layer; then
+  the base modules (errors, jsonio, settings, files, allocator, ...) at the bottom import no layer; then
   lineage, corpus, model, training, generation, reporting and commands, each importing only
   from those before it; tabular/ stands beside them on lineage alone; the entry modules (cli,
   command_line, workflow_support, workflow_jobs) sit on top, and only commands may import one
@@ -35,7 +35,7 @@ MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 TORCH_MODULES = ("torch", "transformers")  # transformers imports torch when it is imported
 # Layer (the first folder under gptlineage/, or a top-level module) -> layers it must not import from.
-BASE = ("errors", "jsonio", "settings", "splitmix", "cpus", "progress", "devices", "files", "registry")
+BASE = ("errors", "jsonio", "settings", "splitmix", "cpus", "allocator", "progress", "devices", "files", "registry")
 STACK = ("lineage", "corpus", "model", "training", "generation", "reporting", "commands")  # bottom up
 ENTRY = (
     "cli",

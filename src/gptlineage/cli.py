@@ -19,6 +19,7 @@ import os
 import sys
 
 from gptlineage import registry
+from gptlineage.allocator import keep_freed_memory
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.checks import printable
 from gptlineage.lineage.identity import invocation
@@ -55,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    keep_freed_memory()  # before the first tensor: freed blocks are reused, not faulted in again
     try:
         # Artifacts record these words as their argv and this command module's code closure.
         with invocation(registry.command(args.command).module, argv):
