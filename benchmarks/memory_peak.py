@@ -31,7 +31,8 @@ from gptlineage.corpus.shards import ShardWriter
 from gptlineage.model.gpt import model_config
 from gptlineage.model.memory import GIB
 from gptlineage.settings import from_args
-from gptlineage.training.config import TrainConfig, plan, with_corpus_files
+from gptlineage.training.config import TrainConfig, plan
+from gptlineage.training.data import with_corpus_files
 from gptlineage.training.memory import estimate_node
 
 MIB = 2**20

@@ -16,7 +16,7 @@ from gptlineage.model.loss import LossModel, linear_cross_entropy, masked_loss, 
 from gptlineage.settings import from_mapping
 from gptlineage.training.config import TrainConfig, plan
 from gptlineage.training.data import Split, batch_for, micro_batches
-from gptlineage.training.sampler import dialogue_batch, trim_dialogue_batch
+from gptlineage.training.sampler import TRIM_MULTIPLE, dialogue_batch, trim_dialogue_batch
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -183,7 +183,7 @@ def test_dialogue_loss_leaves_out_the_rows_without_targets_and_keeps_the_numbers
 
 
 def test_a_trimmed_dialogue_batch_keeps_the_loss_and_gradients_of_the_full_batch():
-    """Columns past the last target are dropped (to a multiple of 16); the model is causal, so
+    """Columns past the last target are dropped (to a multiple of TRIM_MULTIPLE); the model is causal, so
     the kept positions see what they saw before, and the loss and gradients stay the same."""
     config = model_config("quick", context=64, vocab=300, width=32, heads=2, layers=2)
     model = GPT(config, seed=2)
@@ -193,8 +193,9 @@ def test_a_trimmed_dialogue_batch_keeps_the_loss_and_gradients_of_the_full_batch
     records = [(0, 20, 10, 10), (100, 30, 118, 12), (200, 9, 204, 5), (300, 25, 310, 15)]
     full = dialogue_batch(tokens, mask, records, seed=3, step=1, batch=6, context=64, dtype=torch.float64)
     trimmed = trim_dialogue_batch(*full)
-    assert trimmed[0].shape == (6, 32) and trimmed[2].sum().item() == pytest.approx(1.0)  # records end by row 29
-    assert torch.equal(trimmed[2], full[2][:, :32]) and not full[2][:, 32:].any()
+    # the records end by row 29, but no row past 23 is a weighted target: 24 columns, a multiple of 8
+    assert trimmed[0].shape == (6, 24) and trimmed[2].sum().item() == pytest.approx(1.0)
+    assert torch.equal(trimmed[2], full[2][:, :24]) and not full[2][:, 24:].any() and full[2][:, 16:24].any()
     model.double()
     objective = LossModel(model, 0, "float32", "cpu")
     loss_full, grads_full = loss_and_parameter_grads(model, lambda: objective(*full))
@@ -203,7 +204,7 @@ def test_a_trimmed_dialogue_batch_keeps_the_loss_and_gradients_of_the_full_batch
     for a, b in zip(grads_full, grads_trimmed):
         torch.testing.assert_close(b, a, rtol=1e-9, atol=1e-12)
     no_targets = trim_dialogue_batch(full[0], full[1], torch.zeros_like(full[2]))
-    assert no_targets[0].shape == (6, 16)  # one block; the loss of a batch without targets is 0 either way
+    assert no_targets[0].shape == (6, TRIM_MULTIPLE)  # one block; the loss of a batch without targets is 0 either way
 
 
 def test_training_batches_are_trimmed_except_under_torch_compile():

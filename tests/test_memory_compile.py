@@ -18,7 +18,8 @@ from conftest import TINY_TRAIN
 from gptlineage.cli import build_parser
 from gptlineage.settings import from_args
 from gptlineage.training import memory
-from gptlineage.training.config import TrainConfig, plan, with_corpus_files
+from gptlineage.training.config import TrainConfig, plan
+from gptlineage.training.data import with_corpus_files
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPILED = [*TINY_TRAIN, "--batch", "4", "--steps", "2", "--eval-every", "2", "--eval-batches", "1", "--compile"]

@@ -8,7 +8,8 @@ from conftest import TINY_TRAIN
 from gptlineage.cli import build_parser, main
 from gptlineage.settings import from_args
 from gptlineage.training import memory
-from gptlineage.training.config import TrainConfig, plan, with_corpus_files
+from gptlineage.training.config import TrainConfig, plan
+from gptlineage.training.data import with_corpus_files
 
 
 def configured(corpus, *extra: str) -> TrainConfig:

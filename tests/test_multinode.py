@@ -28,7 +28,8 @@ from gptlineage.errors import GptlineageError
 from gptlineage.model import memory as machine_memory
 from gptlineage.settings import SettingError
 from gptlineage.training import memory
-from gptlineage.training.config import DataSettings, RuntimeSettings, TrainConfig, plan, with_corpus_files
+from gptlineage.training.config import DataSettings, RuntimeSettings, TrainConfig, plan
+from gptlineage.training.data import with_corpus_files
 from gptlineage.training.distributed import failure_line, relaunch_with_torchrun
 from gptlineage.training.multinode import (
     NODE_AGENT_VARIABLE,

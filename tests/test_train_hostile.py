@@ -87,7 +87,8 @@ MEASURE = """
 import contextlib, io, json, sys, threading, time
 from gptlineage.cli import main, build_parser
 from gptlineage.settings import from_args
-from gptlineage.training.config import TrainConfig, plan, with_corpus_files
+from gptlineage.training.config import TrainConfig, plan
+from gptlineage.training.data import with_corpus_files
 from gptlineage.training.memory import estimate_training
 common = sys.argv[1:]
 shape = ["--vocab", "2048", "--width", "64", "--heads", "4", "--layers", "2", "--context", "256"]

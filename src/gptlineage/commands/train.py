@@ -51,7 +51,8 @@ from gptlineage.lineage.artifact import ArtifactWriter, find_artifact_dir
 from gptlineage.lineage.declaration import DROP, SCRATCH, TRAINING_RUN, Declaration, Metric
 from gptlineage.model.gpt import GPT
 from gptlineage.settings import add_flags, from_args, work_parameters
-from gptlineage.training.config import Plan, TrainConfig, TrainOutputs, plan, with_corpus_files
+from gptlineage.training.config import Plan, TrainConfig, TrainOutputs, plan
+from gptlineage.training.data import with_corpus_files
 from gptlineage.training.distributed import Distributed, launched_by_torchrun, relaunch_with_torchrun, setup, teardown
 from gptlineage.training.layout import TrainingRunFiles, work_directory
 from gptlineage.training.loop import train_model

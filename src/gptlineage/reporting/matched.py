@@ -44,8 +44,8 @@ from gptlineage.model.hf import hf_model, hf_to_ours
 from gptlineage.progress import Progress, loss_text
 from gptlineage.reporting.matched_compare import MatchedSettings
 from gptlineage.settings import from_mapping
-from gptlineage.training.config import Plan, TrainConfig, plan, with_corpus_files
-from gptlineage.training.data import Split, load_split
+from gptlineage.training.config import Plan, TrainConfig, plan
+from gptlineage.training.data import Split, load_split, with_corpus_files
 from gptlineage.training.metrics import validation_point
 from gptlineage.training.step import (
     ADAM_BETAS,

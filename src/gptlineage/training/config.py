@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gptlineage.corpus.layout import CorpusDir
 from gptlineage.corpus.tokenizer import VOCAB_SIZE, gpt2_encoding
 from gptlineage.devices import check_device_name
 from gptlineage.errors import GptlineageError
@@ -93,6 +92,12 @@ class ScheduleSettings:
     )
     weight_decay: float = setting(0.1, "AdamW decoupled weight decay", minimum=0, group="schedule")
     seed: int = setting(0, "initialization and batch stream seed", minimum=0, group="schedule")
+    length_groups: int = setting(
+        1,
+        "draw N dialogue batches at once, sorted by length, so each is cut shorter; 1 = off",
+        minimum=1,
+        group="schedule",
+    )
 
     def __post_init__(self) -> None:
         check_settings(self)  # which also refuses a NaN or infinite rate or decay
@@ -314,6 +319,7 @@ class Plan:
     # Cut dialogue batches after their last target column; not under torch.compile, where a column
     # count that changes every step would make it recompile (as `target_rows` is skipped there).
     trim_dialogue_padding: bool = True
+    length_groups: int = 1  # training batches drawn and sorted by length together (validation's never)
 
     @property
     def tokens_per_update(self) -> int:
@@ -380,18 +386,5 @@ def plan(config: TrainConfig) -> Plan:
         eval_every = 1 if steps <= SHORT_RUN else EVAL_EVERY
     prompt = sample_prompt(config.sample, dims)
     trim = not config.runtime.compile
-    return Plan(dims, steps, batch, lr, min_lr, warmup, eval_every, data.dialogue, prompt, trim_dialogue_padding=trim)
-
-
-def with_corpus_files(config: TrainConfig) -> TrainConfig:
-    """Fill the shard paths from a prepared corpus directory (`--data`): masks and records too for dialogues."""
-    if config.data.data is None:
-        return config
-    corpus = CorpusDir(config.data.data)
-    if not corpus.train_bin.is_file():
-        raise GptlineageError(
-            f"{corpus.path}: not a prepared corpus (no {corpus.train_bin.name}); make it with gptlineage prepare"
-        )
-    roles = DATA_ROLES if corpus.is_dialogue else DATA_ROLES[:2]
-    filled = {role: getattr(corpus, role) for role in roles if getattr(config.data, role) is None}
-    return replace(config, data=replace(config.data, **filled))
+    groups = schedule.length_groups
+    return Plan(dims, steps, batch, lr, min_lr, warmup, eval_every, data.dialogue, prompt, trim, groups)

@@ -1,21 +1,23 @@
 """The training data of one run: memory-mapped shards, and the batches the stateless sampler draws from them.
 
 Example:
+    config = with_corpus_files(config)                  # --data fills the six shard paths
     split = load_split(config.data, "train", context=128, vocab=50257)
     x, y, weights = batch_for(split, seed=0, step=7, plan=plan(config), dtype=torch.float32)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
+from gptlineage.corpus.layout import CorpusDir
 from gptlineage.corpus.shards import read_mask, read_records, read_tokens
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.hashing import sha256_file
-from gptlineage.training.config import DATA_ROLES, DataSettings, Plan
+from gptlineage.training.config import DATA_ROLES, DataSettings, Plan, TrainConfig
 from gptlineage.training.sampler import dialogue_batch, plain_batch, trim_dialogue_batch
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]  # x [B, T], y [B, T], row weights [B, T] or None
@@ -50,12 +52,13 @@ def data_hashes(data: DataSettings) -> dict[str, str | None]:
     return {f"{role}_sha256": sha256_file(path) if (path := getattr(data, role)) else None for role in DATA_ROLES}
 
 
-def batch_for(split: Split, seed: int, step: int, plan: Plan, dtype: torch.dtype) -> Batch:
+def batch_for(split: Split, seed: int, step: int, plan: Plan, dtype: torch.dtype, groups: int = 1) -> Batch:
     """Batch `step` of the stream `seed`: dialogue records when the split has them (without the
-    padding columns past the last target unless the plan says not to trim), else plain windows."""
+    padding columns past the last target unless the plan says not to trim; `groups` batches drawn
+    and sorted by length together), else plain windows."""
     if split.records is not None:
         batch = dialogue_batch(
-            split.tokens, split.mask, split.records, seed, step, plan.batch, plan.model.context, dtype
+            split.tokens, split.mask, split.records, seed, step, plan.batch, plan.model.context, dtype, groups
         )
         return trim_dialogue_batch(*batch) if plan.trim_dialogue_padding else batch
     x, y = plain_batch(split.tokens, seed, step, plan.batch, plan.model.context)
@@ -75,3 +78,17 @@ def micro_batches(
     if weights is None:
         weights = torch.full(y.shape, 1.0 / y.numel(), dtype=dtype)  # the mean over all B·T rows
     return list(zip(x[rows].chunk(parts), y[rows].chunk(parts), weights[rows].chunk(parts)))
+
+
+def with_corpus_files(config: TrainConfig) -> TrainConfig:
+    """Fill the shard paths from a prepared corpus directory (`--data`): masks and records too for dialogues."""
+    if config.data.data is None:
+        return config
+    corpus = CorpusDir(config.data.data)
+    if not corpus.train_bin.is_file():
+        raise GptlineageError(
+            f"{corpus.path}: not a prepared corpus (no {corpus.train_bin.name}); make it with gptlineage prepare"
+        )
+    roles = DATA_ROLES if corpus.is_dialogue else DATA_ROLES[:2]
+    filled = {role: getattr(corpus, role) for role in roles if getattr(config.data, role) is None}
+    return replace(config, data=replace(config.data, **filled))
