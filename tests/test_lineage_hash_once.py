@@ -127,3 +127,12 @@ def test_training_never_reads_back_the_checkpoints_it_writes(tmp_path, corpus, h
         path.relative_to(output).as_posix(): 0 for path in written
     }
     assert verify(output)[1] == []  # and the digests recorded without reading are the files' own
+
+
+def test_the_experiment_hashes_what_its_parts_share_once(shared_dag, hashed, tmp_path):
+    """Three parts with one parent and one source: three lineage walks in one command."""
+    parts = [f"--part=child{i}={tmp_path / f'child{i}'}" for i in range(3)]
+    assert main(["experiment", *parts, "--output", str(tmp_path / "deliverable")]) == 0
+    files = [tmp_path / "source.txt", tmp_path / "parent/weights.bin"]
+    files += [tmp_path / f"child{i}/out.bin" for i in range(3)]
+    assert {path.name: hashed[key(path)] for path in files} == {path.name: 1 for path in files}

@@ -22,6 +22,7 @@ from gptlineage import registry
 from gptlineage.allocator import keep_freed_memory
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.checks import printable
+from gptlineage.lineage.hashing import hash_session
 from gptlineage.lineage.identity import invocation
 from gptlineage.parser import build_parser
 
@@ -58,8 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     keep_freed_memory()  # before the first tensor: freed blocks are reused, not faulted in again
     try:
-        # Artifacts record these words as their argv and this command module's code closure.
-        with invocation(registry.command(args.command).module, argv):
+        # Artifacts record these words as their argv and this command module's code closure; one
+        # hash session a command: a file that several of its walks meet (the experiment's parts
+        # share the training chain) is hashed once.
+        with invocation(registry.command(args.command).module, argv), hash_session():
             code = int(args.command_handler(args) or 0)
         flush_output()
         return code

@@ -21,8 +21,7 @@ from gptlineage.jsonio import read_json, write_json_atomic
 from gptlineage.lineage.artifact import ArtifactWriter, link_member
 from gptlineage.lineage.declaration import CHECKPOINT, Declaration, Metric
 from gptlineage.settings import add_flags, check_settings, from_args, output_setting, setting
-from gptlineage.training.checkpoints import list_checkpoints
-from gptlineage.training.layout import PARAMETERS_FILE, PASSPORT_FILE, TrainingRunFiles
+from gptlineage.training.layout import PARAMETERS_FILE, PASSPORT_FILE, TrainingRunFiles, list_checkpoints
 from gptlineage.training.metrics import best_checkpoint
 
 EXAMPLE = "gptlineage select-best --run results/train/pretrain --output results/examples/best_pretrain"

@@ -48,7 +48,13 @@ from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json, write_json_atomic
 from gptlineage.lineage.hashing import hash_session, sha256_file
 from gptlineage.model.parameters import fsync_path, read_parameters, save_parameters
-from gptlineage.training.layout import PARAMETERS_FILE, checkpoint_name, checkpoint_step
+from gptlineage.training.layout import (
+    CHECKPOINT_MANIFEST,
+    PARAMETERS_FILE,
+    checkpoint_name,
+    checkpoint_step,
+    list_checkpoints,
+)
 from gptlineage.training.optimizer_state import (
     OPTIMIZER_JSON_FILE,
     OPTIMIZER_TENSORS_FILE,
@@ -62,7 +68,7 @@ from gptlineage.training.optimizer_state import (
 
 CHECKPOINT_SCHEMA = "gptlineage.training.checkpoint.v1"
 STATE_FILE = "state.json"
-MANIFEST_FILE = "manifest.json"
+MANIFEST_FILE = CHECKPOINT_MANIFEST
 LATEST_FILE = "LATEST"
 CHECKPOINT_FILES = (PARAMETERS_FILE, OPTIMIZER_TENSORS_FILE, OPTIMIZER_JSON_FILE, RNG_FILE, STATE_FILE)
 MISMATCH = "checkpoint configuration does not match this training command"
@@ -331,19 +337,6 @@ def resume_compatibility(saved_config: Mapping[str, Any], current_config: Mappin
 
 
 # --------------------------------------------------------------------------- listing and pruning
-
-
-def list_checkpoints(root: str | Path) -> list[tuple[int, Path]]:
-    """Complete `step-N` directories under `root` (those holding a manifest), oldest first."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    found = []
-    for entry in root.iterdir():
-        step = checkpoint_step(entry.name)
-        if step is not None and (entry / MANIFEST_FILE).is_file():
-            found.append((step, entry))
-    return sorted(found)
 
 
 def prune_checkpoints(root: str | Path, keep_last: int, protect: Collection[str] = frozenset()) -> list[Path]:

@@ -12,6 +12,7 @@ Example (after `gptlineage train ... --output results/pretrain`):
     run.checkpoint(400)       # results/pretrain/checkpoints/step-400
     work_directory(Path("results/pretrain"))  # results/.pretrain.work
     checkpoint_step("step-400")  # 400
+    list_checkpoints(run.checkpoints)  # [(400, .../step-400), ...], oldest first
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ PASSPORT_FILE = "passport.json"
 TRACE_FILE = "trace.json"
 TRACE_SUMMARY_FILE = "trace-summary.json"
 CHECKPOINTS_DIR = "checkpoints"
+CHECKPOINT_MANIFEST = "manifest.json"  # written last into a step-N directory: it means complete
 PROGRESS_FILE = "progress.json"  # in the work directory of a live run only
 WORK_SUFFIX = ".work"
 STEP_DIR = re.compile(r"step-(\d+)")
@@ -46,6 +48,19 @@ def checkpoint_step(name: str) -> int | None:
     """The step a `step-N` directory name stands for, or None for any other name."""
     match = STEP_DIR.fullmatch(name)
     return int(match.group(1)) if match else None
+
+
+def list_checkpoints(root: str | Path) -> list[tuple[int, Path]]:
+    """Complete `step-N` directories under `root` (those holding a manifest), oldest first."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = []
+    for entry in root.iterdir():
+        step = checkpoint_step(entry.name)
+        if step is not None and (entry / CHECKPOINT_MANIFEST).is_file():
+            found.append((step, entry))
+    return sorted(found)
 
 
 @dataclass(frozen=True)
