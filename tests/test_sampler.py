@@ -14,10 +14,8 @@ from gptlineage.training.sampler import (
     batch_records,
     dialogue_batch,
     dialogue_row,
-    grouped_batch_records,
     plain_batch,
     plain_offsets,
-    trim_dialogue_batch,
     validation_seed,
 )
 
@@ -222,48 +220,3 @@ def test_masked_loss_ignores_non_finite_logits_in_rows_without_weight():
     logits = torch.tensor([[[float("-inf"), 0.0], [0.0, 0.0]]])
     y = torch.tensor([[0, 1]])
     assert masked_loss(logits, y, torch.tensor([[0.0, 1.0]])).item() == pytest.approx(math.log(2))
-
-
-def varied_records(count: int = 400) -> np.ndarray:
-    """Records of 3 to 60 tokens whose last target is their last token, back to back."""
-    rng = np.random.default_rng(0)
-    lengths = rng.integers(3, 61, count)
-    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    return as_records([(int(o), int(n), int(o + n - 2), 2) for o, n in zip(offsets, lengths)])
-
-
-def test_length_groups_of_one_are_the_plain_draws():
-    records = varied_records()
-    for step in range(10):
-        assert grouped_batch_records(records, 3, step, 16, 1) == batch_records(len(records), 3, step, 16)
-
-
-def test_a_length_group_is_its_draws_sorted_and_split_into_batches():
-    records, groups, batch = varied_records(), 8, 16
-    needed = (records["target_offset"] + records["target_length"] - records["offset"]).astype(int)
-    for group in range(3):
-        steps = range(group * groups, (group + 1) * groups)
-        batches = [grouped_batch_records(records, 3, step, batch, groups) for step in steps]
-        drawn = [sample_nat(key_of(3, group), b, len(records)) for b in range(groups * batch)]
-        assert sorted(r for rows in batches for r in rows) == sorted(drawn)  # every draw once, nothing else
-        spans = sorted((min(needed[rows]), max(needed[rows])) for rows in batches)
-        assert all(high <= next_low for (_, high), (next_low, _) in zip(spans, spans[1:]))  # disjoint length bands
-        assert [needed[rows].max() for rows in batches] != sorted(
-            needed[rows].max() for rows in batches
-        )  # visited shuffled
-        assert batches == [grouped_batch_records(records, 3, step, batch, groups) for step in steps]  # stateless
-
-
-def test_length_groups_cut_the_batches_shorter():
-    records = varied_records()
-    tokens = np.ones(int(records["offset"][-1] + records["length"][-1]), dtype=np.uint16)
-    mask = np.ones(len(tokens), dtype=np.uint8)
-
-    def columns(groups: int) -> float:
-        widths = [
-            trim_dialogue_batch(*dialogue_batch(tokens, mask, records, 0, step, 16, 64, groups=groups))[0].shape[1]
-            for step in range(64)
-        ]
-        return sum(widths) / len(widths)
-
-    assert columns(8) < 0.8 * columns(1)

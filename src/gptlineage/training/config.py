@@ -92,12 +92,6 @@ class ScheduleSettings:
     )
     weight_decay: float = setting(0.1, "AdamW decoupled weight decay", minimum=0, group="schedule")
     seed: int = setting(0, "initialization and batch stream seed", minimum=0, group="schedule")
-    length_groups: int = setting(
-        1,
-        "draw N dialogue batches at once, sorted by length, so each is cut shorter; 1 = off",
-        minimum=1,
-        group="schedule",
-    )
 
     def __post_init__(self) -> None:
         check_settings(self)  # which also refuses a NaN or infinite rate or decay
@@ -319,7 +313,6 @@ class Plan:
     # Cut dialogue batches after their last target column; not under torch.compile, where a column
     # count that changes every step would make it recompile (as `target_rows` is skipped there).
     trim_dialogue_padding: bool = True
-    length_groups: int = 1  # training batches drawn and sorted by length together (validation's never)
 
     @property
     def tokens_per_update(self) -> int:
@@ -386,5 +379,4 @@ def plan(config: TrainConfig) -> Plan:
         eval_every = 1 if steps <= SHORT_RUN else EVAL_EVERY
     prompt = sample_prompt(config.sample, dims)
     trim = not config.runtime.compile
-    groups = schedule.length_groups
-    return Plan(dims, steps, batch, lr, min_lr, warmup, eval_every, data.dialogue, prompt, trim, groups)
+    return Plan(dims, steps, batch, lr, min_lr, warmup, eval_every, data.dialogue, prompt, trim_dialogue_padding=trim)

@@ -52,13 +52,12 @@ def data_hashes(data: DataSettings) -> dict[str, str | None]:
     return {f"{role}_sha256": sha256_file(path) if (path := getattr(data, role)) else None for role in DATA_ROLES}
 
 
-def batch_for(split: Split, seed: int, step: int, plan: Plan, dtype: torch.dtype, groups: int = 1) -> Batch:
+def batch_for(split: Split, seed: int, step: int, plan: Plan, dtype: torch.dtype) -> Batch:
     """Batch `step` of the stream `seed`: dialogue records when the split has them (without the
-    padding columns past the last target unless the plan says not to trim; `groups` batches drawn
-    and sorted by length together), else plain windows."""
+    padding columns past the last target unless the plan says not to trim), else plain windows."""
     if split.records is not None:
         batch = dialogue_batch(
-            split.tokens, split.mask, split.records, seed, step, plan.batch, plan.model.context, dtype, groups
+            split.tokens, split.mask, split.records, seed, step, plan.batch, plan.model.context, dtype
         )
         return trim_dialogue_batch(*batch) if plan.trim_dialogue_padding else batch
     x, y = plain_batch(split.tokens, seed, step, plan.batch, plan.model.context)

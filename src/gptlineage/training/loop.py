@@ -105,7 +105,6 @@ def resume_config(config: TrainConfig, plan: Plan, hashes: dict[str, str | None]
         "device": config.runtime.device,
         "objective": objective_name(plan),
         "data": hashes,
-        **({"length_groups": plan.length_groups} if plan.length_groups > 1 else {}),  # absent: older checkpoints
     }
 
 

@@ -90,27 +90,6 @@ def batch_records(record_count: int, seed: int, step: int, batch: int) -> list[i
     return [sample_nat(key, b, record_count) for b in range(batch)]
 
 
-def grouped_batch_records(records: np.ndarray, seed: int, step: int, batch: int, groups: int) -> list[int]:
-    """The records of batch `step` when `groups` batches are drawn at once and sorted by length.
-
-    Group g = step // groups draws groups x batch records (key_of(seed, g)) and sorts them by the
-    columns their last target needs (ties in draw order); its batches take consecutive slices of
-    that order, visited in an order drawn from the same key. So each batch holds records of about
-    one length, and trimming cuts it shorter; still a pure function of (seed, step). One group
-    of one batch is `batch_records`.
-    """
-    if groups == 1:
-        return batch_records(len(records), seed, step, batch)
-    key = key_of(seed, step // groups)
-    drawn = np.array([sample_nat(key, b, len(records)) for b in range(groups * batch)], dtype=np.int64)
-    rows = records[drawn]
-    needed = (rows["target_offset"] + rows["target_length"] - rows["offset"]).astype(np.int64)
-    by_length = drawn[np.argsort(needed, kind="stable")]
-    visits = sorted(range(groups), key=lambda j: (sample_nat(key, groups * batch + j, 1 << 62), j))
-    start = visits[step % groups] * batch
-    return [int(r) for r in by_length[start : start + batch]]
-
-
 def dialogue_row(
     tokens: np.ndarray, mask: np.ndarray, record: tuple[int, int, int, int], context: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -148,21 +127,20 @@ def dialogue_batch(
     batch: int,
     context: int,
     dtype: torch.dtype = torch.float32,
-    groups: int = 1,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Inputs x, targets y (LongTensor [batch, context]) and row weights ([batch, context], `dtype`).
 
     `records` is a RECORD_DTYPE array (or anything `shards.as_records` accepts). Every
     enabled row weighs 1/(enabled rows in the whole batch), so `masked_loss` is the mean
     over the batch's assistant targets; a batch with none has all-zero weights.
-    Pass the model's parameter dtype as `dtype`; `groups`: see `grouped_batch_records`.
+    Pass the model's parameter dtype as `dtype`.
     """
     if not (isinstance(records, np.ndarray) and records.dtype.names is not None):
         records = as_records(records)
     x = np.full((batch, context), PAD_ID, dtype=np.int64)
     y = np.full((batch, context), PAD_ID, dtype=np.int64)
     enabled = np.zeros((batch, context), dtype=bool)
-    for b, r in enumerate(grouped_batch_records(records, seed, step, batch, groups)):
+    for b, r in enumerate(batch_records(len(records), seed, step, batch)):
         x[b], y[b], enabled[b] = dialogue_row(tokens, mask, _record_tuple(records, r), context)
     active = int(enabled.sum())
     weights = torch.from_numpy(enabled).to(dtype)

@@ -85,7 +85,7 @@ def timed_update(updater: Updater, split: Split, t: int) -> dict[str, Any]:
     clock = time.perf_counter()
     for group in updater.optimizer.param_groups:
         group["lr"] = lr  # set before each update; the AdamW moments are kept
-    x, y, weights = batch_for(split, updater.seed, t, plan, updater.dtype, plan.length_groups)
+    x, y, weights = batch_for(split, updater.seed, t, plan, updater.dtype)
     rows = rank_rows(plan.batch, dist, updater.accumulate)
     pieces = micro_batches(x, y, weights, rows, updater.accumulate, updater.dtype)
     updater.optimizer.zero_grad(set_to_none=True)
