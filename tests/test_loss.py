@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gptlineage.corpus.shards import RECORD_DTYPE
+from gptlineage.model import loss as loss_module
 from gptlineage.model.gpt import GPT, model_config
-from gptlineage.model.loss import LossModel, linear_cross_entropy, masked_loss, mean_loss, target_rows
+from gptlineage.model.loss import LossModel, length_pieces, linear_cross_entropy, masked_loss, mean_loss, target_rows
 from gptlineage.settings import from_mapping
 from gptlineage.training.config import TrainConfig, plan
 from gptlineage.training.data import Split, batch_for, micro_batches
@@ -241,3 +242,48 @@ def test_a_target_far_below_the_top_logit_keeps_its_exact_loss_and_gradient():
     assert math.isfinite(fused[0].item()) and fused[0].item() == pytest.approx(plain[0].item(), rel=1e-6)
     for ours, reference in zip(fused[1:], plain[1:]):
         torch.testing.assert_close(ours, reference, rtol=1e-5, atol=1e-5)
+
+
+def ragged_weights(needs: list[int], columns: int) -> torch.Tensor:
+    """Weights of a batch whose row b has targets at its last two columns before needs[b] (none at 0)."""
+    weights = torch.zeros(len(needs), columns, dtype=torch.float64)
+    for b, need in enumerate(needs):
+        weights[b, max(need - 2, 0) : need] = 1.0
+    return weights / weights.sum()
+
+
+def test_length_pieces_cover_each_target_row_once_within_its_width():
+    needs = [3, 61, 9, 0, 12, 64, 5, 30, 7, 8, 0, 40]
+    pieces = length_pieces(ragged_weights(needs, 64))
+    assert 1 < len(pieces) <= loss_module.MAX_PIECES
+    rows = sorted(int(b) for index, _ in pieces for b in index)
+    assert rows == [b for b, need in enumerate(needs) if need > 0]  # the rows without targets are left out
+    for index, width in pieces:
+        assert width % loss_module.PIECE_COLUMNS == 0 or width == 64
+        assert all(needs[b] <= width for b in index.tolist())
+    computed = sum(len(index) * width for index, width in pieces)
+    assert computed < 0.6 * len(needs) * 64  # against one piece of every row at the longest need
+
+
+def test_a_batch_of_one_length_or_without_targets_is_one_piece():
+    (index, width), *rest = length_pieces(ragged_weights([16] * 8, 40))
+    assert rest == [] and width == 16 and sorted(index.tolist()) == list(range(8))
+    (index, width), *rest = length_pieces(torch.zeros(3, 24))
+    assert rest == [] and width == 24 and index.tolist() == [0, 1, 2]
+
+
+def test_the_dialogue_loss_in_pieces_is_the_loss_of_one_piece(monkeypatch):
+    config = model_config("quick", context=64, vocab=300, width=32, heads=2, layers=2)
+    model = GPT(config, seed=4).double()
+    needs = [3, 61, 9, 0, 12, 64, 5, 30, 7, 8, 0, 40]
+    weights = ragged_weights(needs, 64)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randint(0, 300, (2, len(needs), 64), generator=g)
+    objective = LossModel(model, 16, "float32", "cpu")
+    assert len(length_pieces(weights)) > 1
+    loss_pieces, grads_pieces = loss_and_parameter_grads(model, lambda: objective(x, y, weights))
+    monkeypatch.setattr(loss_module, "MAX_PIECES", 1)
+    loss_one, grads_one = loss_and_parameter_grads(model, lambda: objective(x, y, weights))
+    assert loss_pieces == pytest.approx(loss_one, rel=1e-12)
+    for a, b in zip(grads_one, grads_pieces):
+        torch.testing.assert_close(b, a, rtol=1e-9, atol=1e-12)
