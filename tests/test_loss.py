@@ -14,10 +14,11 @@ from gptlineage.corpus.shards import RECORD_DTYPE
 from gptlineage.model import loss as loss_module
 from gptlineage.model.gpt import GPT, model_config
 from gptlineage.model.loss import LossModel, length_pieces, linear_cross_entropy, masked_loss, mean_loss, target_rows
+from gptlineage.model.shapes import COLUMN_MULTIPLE
 from gptlineage.settings import from_mapping
 from gptlineage.training.config import TrainConfig, plan
 from gptlineage.training.data import Split, batch_for, micro_batches
-from gptlineage.training.sampler import TRIM_MULTIPLE, dialogue_batch, trim_dialogue_batch
+from gptlineage.training.sampler import dialogue_batch, trim_dialogue_batch
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -184,7 +185,7 @@ def test_dialogue_loss_leaves_out_the_rows_without_targets_and_keeps_the_numbers
 
 
 def test_a_trimmed_dialogue_batch_keeps_the_loss_and_gradients_of_the_full_batch():
-    """Columns past the last target are dropped (to a multiple of TRIM_MULTIPLE); the model is causal, so
+    """Columns past the last target are dropped (to a multiple of COLUMN_MULTIPLE); the model is causal, so
     the kept positions see what they saw before, and the loss and gradients stay the same."""
     config = model_config("quick", context=64, vocab=300, width=32, heads=2, layers=2)
     model = GPT(config, seed=2)
@@ -205,7 +206,7 @@ def test_a_trimmed_dialogue_batch_keeps_the_loss_and_gradients_of_the_full_batch
     for a, b in zip(grads_full, grads_trimmed):
         torch.testing.assert_close(b, a, rtol=1e-9, atol=1e-12)
     no_targets = trim_dialogue_batch(full[0], full[1], torch.zeros_like(full[2]))
-    assert no_targets[0].shape == (6, TRIM_MULTIPLE)  # one block; the loss of a batch without targets is 0 either way
+    assert no_targets[0].shape == (6, COLUMN_MULTIPLE)  # one block; the loss of a batch without targets is 0 either way
 
 
 def test_training_batches_are_trimmed_except_under_torch_compile():
@@ -259,7 +260,7 @@ def test_length_pieces_cover_each_target_row_once_within_its_width():
     rows = sorted(int(b) for index, _ in pieces for b in index)
     assert rows == [b for b, need in enumerate(needs) if need > 0]  # the rows without targets are left out
     for index, width in pieces:
-        assert width % loss_module.PIECE_COLUMNS == 0 or width == 64
+        assert width % COLUMN_MULTIPLE == 0 or width == 64
         assert all(needs[b] <= width for b in index.tolist())
     computed = sum(len(index) * width for index, width in pieces)
     assert computed < 0.6 * len(needs) * 64  # against one piece of every row at the longest need

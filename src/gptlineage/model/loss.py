@@ -34,6 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gptlineage.model.shapes import whole_columns
+
 # ---------------------------------------------------------------- unfused losses
 
 
@@ -218,7 +220,6 @@ def target_rows(
 # ---------------------------------------------------------------- the training objective as a module
 
 
-PIECE_COLUMNS = 8  # a piece's width is a multiple of 8 columns, as a trimmed batch's: few shapes recur
 MAX_PIECES = 4
 # A piece's fixed cost (its kernels' start-up, forward and backward) in positions of a cpu-small
 # layer stack: about 1 ms against 0.07 ms a position on one core.
@@ -229,8 +230,8 @@ def length_pieces(weights: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
     """The rows of a dialogue batch in pieces of about one length: (row indices, columns) each.
 
     Row b needs the columns up to its last weighted one, and the model is causal and reads no
-    other row, so a piece of rows computes only its own longest need (rounded up to
-    PIECE_COLUMNS). Rows are sorted by need and cut into 1 to MAX_PIECES equal runs, whichever
+    other row, so a piece of rows computes only its own longest need (`whole_columns` of
+    it). Rows are sorted by need and cut into 1 to MAX_PIECES equal runs, whichever
     computes the fewest positions (PIECE_COST_POSITIONS a piece more); rows without a target
     are left out. A batch without any target is one piece of every row.
     """
@@ -245,13 +246,13 @@ def length_pieces(weights: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
     def cut(parts: int) -> list[tuple[int, int, int]]:  # (first row, end row, columns) of each run
         bounds = [len(order) * i // parts for i in range(parts + 1)]
         runs = [(bounds[i], bounds[i + 1]) for i in range(parts) if bounds[i + 1] > bounds[i]]
-        return [(a, b, -(-sorted_need[b - 1] // PIECE_COLUMNS) * PIECE_COLUMNS) for a, b in runs]
+        return [(a, b, whole_columns(sorted_need[b - 1], weights.shape[1])) for a, b in runs]
 
     def cost(runs: list[tuple[int, int, int]]) -> int:
         return sum((b - a) * width for a, b, width in runs) + PIECE_COST_POSITIONS * len(runs)
 
     best = min((cut(parts) for parts in range(1, MAX_PIECES + 1)), key=cost)
-    return [(order[a:b], min(width, weights.shape[1])) for a, b, width in best]
+    return [(order[a:b], width) for a, b, width in best]
 
 
 class LossModel(nn.Module):

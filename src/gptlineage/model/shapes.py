@@ -24,6 +24,13 @@ TRAINING_PRECISION_HELP = (
     " CUDA device with bf16, else float32 (the manifest records the precision it chose)"
 )
 INIT_STD = 0.02  # GPT-2's standard deviation for embeddings and linear weights
+# A dialogue batch, and each piece of it the loss runs, is cut to a multiple of 8 columns: few shapes recur.
+COLUMN_MULTIPLE = 8
+
+
+def whole_columns(need: int, columns: int) -> int:
+    """`need` columns rounded up to a multiple of COLUMN_MULTIPLE, and at most `columns`."""
+    return min(-(-need // COLUMN_MULTIPLE) * COLUMN_MULTIPLE, columns)
 
 
 # ---------------------------------------------------------------- configuration

@@ -15,7 +15,7 @@ Two kinds of batch, both [B, T] with T = context (a dialogue batch may then be c
   assistant token inside the record's target interval carry weight, 1/(enabled rows in
   the whole batch) each, and rows past the record's end are padding with weight 0, so no
   row ever reads across a record's window. `trim_dialogue_batch` then drops the columns
-  past the batch's last weighted row (rounded up to TRIM_MULTIPLE): attention is causal, so
+  past the batch's last weighted row (rounded up to COLUMN_MULTIPLE): attention is causal, so
   no kept position reads them, and they carry no loss. A record is a few dozen tokens of a
   128-token context, so this skips most of the model's work on padding.
 
@@ -34,10 +34,10 @@ import numpy as np
 import torch
 
 from gptlineage.corpus.shards import RECORD_DTYPE, as_records
+from gptlineage.model.shapes import whole_columns
 from gptlineage.splitmix import key_of, sample_nat
 
 PAD_ID = 0  # what padded x and y rows hold; their weight is 0, so the id itself never matters
-TRIM_MULTIPLE = 8  # trimmed dialogue batches have a multiple of 8 columns: a few shapes that recur
 VALIDATION_SEED_OFFSET = 1000003
 
 
@@ -150,14 +150,14 @@ def dialogue_batch(
 
 
 def trim_dialogue_batch(
-    x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor, multiple: int = TRIM_MULTIPLE
+    x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """x, y and weights without the columns past the last weighted one, rounded up to `multiple`.
+    """x, y and weights without the columns past the last weighted one (`whole_columns` of it).
 
     The model is causal, so the outputs of the kept positions are those of the full batch
     (up to float summation order), and the dropped positions weigh 0: the loss is the same.
     """
     columns = torch.nonzero(weights.any(dim=0))
     last = int(columns[-1]) + 1 if len(columns) else 1
-    keep = min(-(-last // multiple) * multiple, x.shape[1])
+    keep = whole_columns(last, x.shape[1])
     return x[:, :keep].contiguous(), y[:, :keep].contiguous(), weights[:, :keep].contiguous()
