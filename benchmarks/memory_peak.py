@@ -37,6 +37,9 @@ from gptlineage.training.memory import estimate_node
 
 MIB = 2**20
 POLL_S = 0.02
+# A forked child shows its parent's command line until it execs (torchrun, a compiler: a few ms),
+# so a process's role is read again in its first polls before it is kept.
+ROLE_SETTLES_POLLS = 5
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -110,6 +113,7 @@ def watch(argv: list[str], cwd: Path, environment: dict[str, str] | None = None)
         argv, cwd=cwd, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     high: dict[int, tuple[str, int]] = {}
+    polls: dict[int, int] = {}  # how often each process was seen
     node_peak, below, role_peak, alive = 0, 0, {}, {}  # below: the tree less the command; the most at one time
     while child.poll() is None:
         total, now, count = 0, {}, {}
@@ -118,7 +122,8 @@ def watch(argv: list[str], cwd: Path, environment: dict[str, str] | None = None)
             if "VmRSS" not in numbers:  # gone, or a zombie
                 continue
             total += numbers["VmRSS"] * 1024
-            name = high.get(pid, (role(pid, child.pid), 0))[0]
+            polls[pid] = polls.get(pid, 0) + 1
+            name = role(pid, child.pid) if polls[pid] <= ROLE_SETTLES_POLLS else high[pid][0]
             high[pid] = (name, max(high.get(pid, ("", 0))[1], numbers["VmHWM"] * 1024))
             now[name] = now.get(name, 0) + numbers["VmRSS"] * 1024
             count[name] = count.get(name, 0) + 1
