@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -370,3 +371,15 @@ def test_gpu_check_runs_every_step_in_its_cpu_smoke_mode(tmp_path):
     assert (tmp_path / "cache_bench/report.json").is_file()
     assert json.loads((tmp_path / "decode.json").read_text())["ours-cached"]["outputs_equal"]
     assert json.loads((tmp_path / "decode_suite.json").read_text())["batched"]["outputs_equal"]
+
+
+def test_a_ranks_gloo_line_that_its_peer_is_gone_is_held_back(capsys):
+    """Rank 0's C++ log line when rank 1 was killed while they connected (seen once in CI): a
+    consequence, held back with srun's lines, so the one-line cause stands alone."""
+    gone = (
+        "[E1203 08:38:41.602045570 ProcessGroupGloo.cpp:67] Gloo connectFullMesh failed with"
+        " [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer\n"
+    )
+    tracebacks, said, held = distributed.read_launcher_stderr(io.StringIO(f"[gptlineage rank 0] {gone}step 1\n"))
+    assert held == [gone] and said == {"step 1\n"} and tracebacks == []
+    assert capsys.readouterr().err == "step 1\n"

@@ -156,6 +156,8 @@ ROOT_CAUSE_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
 GLOO_INTERFACES = "GLOO_SOCKET_IFNAME"  # gloo's interfaces (comma-separated); unset: the one of the host's name
 # gloo's error in a rank whose peer died: the peer's socket closed, or reset (its host dropped it)
 PEER_GONE = re.compile(r"gloo/transport/.*(Connection closed by peer|Connection reset by peer|Broken pipe)")
+# A rank's C++ log line, e.g. "[E1203 08:38:41.602045570 ProcessGroupGloo.cpp:67] Gloo connectFullMesh failed ..."
+C10_LOG = re.compile(r"^\[[IWEF]\d{4} \d\d:\d\d:\d\d")
 TEST_KILL_VARIABLE = "GPTLINEAGE_TEST_KILL_RANK"  # tests only: this rank SIGKILLs itself after joining
 
 
@@ -256,10 +258,11 @@ def _pass_stdout(stream) -> None:
 
 def read_launcher_stderr(stream) -> tuple[list[list[str]], set[str], list[str]]:
     """Pass the launcher's stderr on as it comes, holding back tracebacks (bare or behind a rank's
-    prefix, "[rank0]: Traceback") and srun's own lines, and leaving out torchrun's log lines.
+    prefix, "[rank0]: Traceback"), srun's own lines and a rank's C++ log line that its peer is gone,
+    and leaving out torchrun's log lines.
 
-    Returns the tracebacks, the lines passed on, and srun's lines (shown only where nothing else
-    explains a failure)."""
+    Returns the tracebacks, the lines passed on, and the lines held back (srun's, a peer gone:
+    shown only where nothing else explains a failure)."""
     tracebacks: list[list[str]] = []
     said: set[str] = set()
     srun_lines: list[str] = []
@@ -271,7 +274,7 @@ def read_launcher_stderr(stream) -> tuple[list[list[str]], set[str], list[str]]:
             tracebacks.append([line])
         elif tracebacks:
             tracebacks[-1].append(line)
-        elif line.startswith("srun: "):
+        elif line.startswith("srun: ") or (C10_LOG.match(line) and PEER_GONE.search(line)):
             srun_lines.append(line)
         elif line.startswith("error: ") and line in said:
             continue
