@@ -22,13 +22,11 @@ include: "workflow/rules/common.smk"
 
 
 check_config(config)  # first: its one line names the bad key better than a schema error does
-validate(config, "workflow/schemas/config.schema.yaml", set_default=False)  # python -m gptlineage.workflow_schema
 SWEEP = experiments(config)  # the default experiment ("") and each named one, by name
 
 
 wildcard_constraints:
     prefix=prefix_pattern(config),
-    run="|".join(stage.name for stage in TRAINING_STAGES),
 
 
 include: "workflow/rules/tabular.smk"
@@ -38,6 +36,8 @@ include: "workflow/rules/generation.smk"
 include: "workflow/rules/reporting.smk"
 
 
+check_rules()  # every job of gptlineage.workflow_graph has its rule; the schema is current
+validate(config, "workflow/schemas/config.schema.yaml", set_default=False)
 drop_cached_benchmarks()
 
 
@@ -47,4 +47,4 @@ rule all:
         SWEEP[""].path("data_csv"),
         SWEEP[""].path("data_npy"),
         [SWEEP[""].path(stage.corpus) for stage in TRAINING_STAGES],
-        [experiment.path(FINAL.name) for experiment in SWEEP.values()],
+        [experiment.path(DELIVERABLE) for experiment in SWEEP.values()],

@@ -41,6 +41,7 @@ E2E_FILES = {
     "test_progress.py",
     "test_relocated_lineage.py",
     "test_report.py",
+    "test_recipes.py",
     "test_reproduce_hostile.py",
     "test_slurm.py",
     "test_synth_chat.py",
@@ -49,6 +50,7 @@ E2E_FILES = {
     "test_watch.py",
     "test_workflow.py",
     "test_workflow_failures.py",
+    "test_workflow_graph.py",
     "test_workflow_reruns.py",
     "test_workflow_sweeps.py",
 }

@@ -19,7 +19,8 @@ import pytest
 import yaml
 from test_workflow import copy_workflow
 
-from gptlineage.workflow_jobs import sweep_error, upstream_jobs
+from gptlineage.workflow_graph import edges
+from gptlineage.workflow_jobs import sweep_error
 from gptlineage.workflow_support import command_slice, flags, typed_config
 
 REPO = Path(__file__).resolve().parent.parent
@@ -85,7 +86,7 @@ def checked(config: dict) -> tuple[dict, str | None]:
         pytest.param(
             {"continuation": {"load_params": "x.safetensors"}},
             "invalid config: key continuation.load_params: set by the workflow"
-            " (the pretrain stage's parameters, as start says); remove it",
+            " (the select_best_pretrain rule's output, as start says); remove it",
             id="D18-wired-load-params",
         ),
         pytest.param(
@@ -176,7 +177,7 @@ def test_strings_read_as_their_settings_types(changes, typed):
 def test_held_out_suite_false_as_text_scores_the_default_suite():
     """'false' is false: the prompt suite then needs no synth_chat artifact."""
     config, _ = checked(with_keys({"prompt_suite": {"held_out_suite": "false"}}))
-    assert upstream_jobs(config)["prompt_suite"] == ("train_sft_stage2",)
+    assert edges(config)["prompt_suite"] == ("train_sft_stage2",)
 
 
 def test_braces_in_text_reach_the_command_as_they_are():

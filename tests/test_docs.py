@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gptlineage.workflow_jobs import FINAL, JOB_DIRECTORIES, TRAINING_STAGES, upstream_jobs
+from gptlineage.registry import DELIVERABLE, TRAINING_STAGES
+from gptlineage.workflow_graph import JOB_DIRECTORIES, edges
 
 REPO = Path(__file__).resolve().parent.parent
 README_LIMIT = 12_000  # bytes: the README is the front door; the manual holds the rest
@@ -104,8 +105,8 @@ def test_every_page_of_the_manual_is_in_the_nav():
 def built_jobs() -> set[str]:
     """The jobs `snakemake all` runs on the default config: the deliverable, everything upstream of
     it, and the corpora (the `all` rule's other targets)."""
-    graph = upstream_jobs(yaml.safe_load((REPO / "config.yaml").read_text()))
-    todo = [FINAL.name, *(stage.corpus for stage in TRAINING_STAGES)]
+    graph = edges(yaml.safe_load((REPO / "config.yaml").read_text()))
+    todo = [DELIVERABLE, *(stage.corpus for stage in TRAINING_STAGES)]
     jobs: set[str] = set()
     while todo:
         job = todo.pop()
@@ -143,7 +144,7 @@ def drawn_edges(lines: list[str]) -> set[tuple[str, str]]:
 
 
 def test_the_readme_graph_draws_exactly_the_jobs_inputs():
-    graph = upstream_jobs(yaml.safe_load((REPO / "config.yaml").read_text()))
+    graph = edges(yaml.safe_load((REPO / "config.yaml").read_text()))
     real = {(source, job) for job in built_jobs() for source in graph[job]}
     lines = mermaid_lines((REPO / "README.md").read_text())
     assert drawn_edges(lines) == real

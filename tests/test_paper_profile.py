@@ -16,7 +16,7 @@ from snakemake.utils import update_config
 
 from gptlineage.corpus.tokenizer import gpt2_encoding
 from gptlineage.generation.chat import chat_prompt
-from gptlineage.workflow_jobs import upstream_jobs
+from gptlineage.workflow_graph import edges
 from gptlineage.workflow_support import config_error
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,7 +55,7 @@ def test_the_continuation_reads_its_skip_from_the_first_corpus(paper_plan):
     shell = paper_plan["corpus_continuation"]
     assert "--skip-documents-from results/corpus_pretrain" in shell
     assert "--skip-documents " not in shell and "964709" not in shell
-    assert "corpus_pretrain" in upstream_jobs(paper_config())["corpus_continuation"]
+    assert "corpus_pretrain" in edges(paper_config())["corpus_continuation"]
 
 
 def test_the_cache_check_and_benchmark_run_as_the_reference_ran_them(paper_plan):

@@ -19,6 +19,7 @@ from gptlineage import registry
 from gptlineage.command_settings import SETTINGS
 from gptlineage.lineage.codedeps import module_files
 from gptlineage.lineage.declaration import CHECKPOINT, CORPUS, HOLDINGS, SUITE_ANSWERS, TRAINING_RUN, declared_by
+from gptlineage.workflow_graph import JOB_NAMES
 from gptlineage.workflow_support import EXPERIMENTS_KEY, SLICES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,9 +30,7 @@ RULES = REPO / "workflow" / "rules"
 INLINE_COMMAND = re.compile(r"""[`"'(]gptlineage ([a-z][a-z0-9_-]*)""")
 LINE_COMMAND = re.compile(r"^[ \t>$]*gptlineage ([a-z][a-z0-9_-]*)", re.MULTILINE)
 FENCED_BLOCK = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
-NAMED_RULE = re.compile(r"^rule (\w+):", re.MULTILINE)
 # A rule generated in a loop takes its name from an expression (`name:` on the line below).
-GENERATED_RULE = re.compile(r"^[ \t]*rule:\n[ \t]+name:\n[ \t]+(.+)$", re.MULTILINE)
 PROFILES = [*sorted(REPO.glob("profiles/*/config.yaml")), REPO / "tools" / "local_slurm_profile" / "config.yaml"]
 NAMES = {"command": set(registry.COMMAND_NAMES), "stage": set(registry.STAGE_NAMES)}
 
@@ -50,16 +49,6 @@ def spelled_commands(text: str, markdown: bool = False) -> set[str]:
     """The command words of TEXT's `gptlineage <command>` lines."""
     lines = "\n".join(FENCED_BLOCK.findall(text)) if markdown else text
     return set(INLINE_COMMAND.findall(text)) | set(LINE_COMMAND.findall(lines))
-
-
-def workflow_rules() -> set[str]:
-    """The rules the workflow defines: those named in workflow/rules/*.smk, and those the rule files
-    generate from the registry's stages (corpus_<stage>, train_<stage>, the final stage's deliverable)."""
-    text = "\n".join(path.read_text(encoding="utf-8") for path in sorted(RULES.glob("*.smk")))
-    generated = set(GENERATED_RULE.findall(text))
-    assert generated == {"stage.corpus", "stage.train", "FINAL.name"}, generated
-    stages = {name for stage in registry.TRAINING_STAGES for name in (stage.corpus, stage.train)}
-    return set(NAMED_RULE.findall(text)) | stages | {registry.FINAL_STAGE.name}
 
 
 def sized_rules(profile: Path) -> set[str]:
@@ -139,9 +128,9 @@ def test_every_command_line_names_a_registered_command():
     assert unknown == {}
 
 
-def test_every_rule_a_profile_sizes_is_a_rule_of_the_workflow():
-    rules = workflow_rules()
-    assert {"small_data", "select_best", "train_pretrain", "corpus_sft_stage2", registry.FINAL_STAGE.name} <= rules
+def test_every_rule_a_profile_sizes_is_a_job_of_the_graph():
+    rules = set(JOB_NAMES)  # one rule a job (the Snakefile's check_rules; tests/test_workflow_graph.py)
+    assert {"small_data", "select_best_pretrain", "train_pretrain", "corpus_sft_stage2", registry.DELIVERABLE} <= rules
     for profile in PROFILES:
         assert sized_rules(profile), profile  # the profile sizes some rules: the check sees them
         assert sized_rules(profile) <= rules, (profile, sized_rules(profile) - rules)

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gptlineage.workflow_jobs import FINAL, experiments, prefix_pattern, sweep_error
+from gptlineage.registry import DELIVERABLE
+from gptlineage.workflow_jobs import experiments, prefix_pattern, sweep_error
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -22,7 +23,7 @@ def with_experiments(**overrides) -> dict:
 
 def test_the_default_experiment_writes_where_the_workflow_always_has():
     default = experiments(default_config())[""]
-    assert default.path(FINAL.name) == "results/sft_stage2"
+    assert default.path(DELIVERABLE) == "results/sft_stage2"
     assert default.path("train_pretrain") == "results/train/pretrain"
     assert default.path("select_best_sft_stage1") == "results/train/best_sft_stage1"
 
@@ -41,7 +42,7 @@ def test_an_override_equal_to_the_default_shares_everything_but_the_deliverable(
     lr = default_config()["sft_stage2"]["lr"]
     sweep = experiments(with_experiments(same={"sft_stage2": {"lr": lr}}))["same"]
     assert sweep.own_jobs == frozenset()
-    assert sweep.path(FINAL.name) == "results/sft_stage2"  # the very same work, the same artifact
+    assert sweep.path(DELIVERABLE) == "results/sft_stage2"  # the very same work, the same artifact
 
 
 def test_a_changed_corpus_source_reaches_the_runs_that_read_it():

@@ -96,21 +96,28 @@ def copy_workflow(workdir: Path) -> Path:
     return workdir
 
 
-def build_tiny_workflow(root: Path) -> Path:
-    """The one tiny chain the workflow tests read (conftest's `tiny_workflow` builds it once a
-    session): the workflow in ROOT with each stage a few tiny updates, run to TARGET."""
-    workdir = copy_workflow(root)
-    config = yaml.safe_load((workdir / "config.yaml").read_text())
-    for stage in STAGES:
-        config[stage].update(TINY_TRAINING, **TINY_SHAPE)
-    for stage in ("corpus_sft_stage1", "corpus_sft_stage2"):
-        config[stage]["record_context"] = TINY_TRAINING["context"]
+def make_tiny(path: Path) -> None:
+    """The workflow config at PATH with every training stage a few tiny updates (a stage is a slice
+    with a `preset`; a dialogue corpus one with a `messages_column`), the generation checks short."""
+    config = yaml.safe_load(path.read_text())
+    for values in config.values():
+        if isinstance(values, dict) and "preset" in values:
+            values.update(TINY_TRAINING, **TINY_SHAPE)
+        elif isinstance(values, dict) and "messages_column" in values:
+            values["record_context"] = TINY_TRAINING["context"]
     config["synth_chat"].update({"stage1_dialogues": 2000, "stage2_dialogues_per_split": 500, "suite_prompts": 40})
     config["cache_check"]["rollout"] = 8
     config["cache_bench"]["generate"] = 8
     config["prompt_suite"]["generate"] = 8
     config["matched_compare"].update({"updates": 4, "eval_every": 2, "batch": 2})
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def build_tiny_workflow(root: Path) -> Path:
+    """The one tiny chain the workflow tests read (conftest's `tiny_workflow` builds it once a
+    session): the workflow in ROOT with each stage a few tiny updates, run to TARGET."""
+    workdir = copy_workflow(root)
+    make_tiny(workdir / "config.yaml")
     done = snakemake(workdir, TARGET, cores=2)  # independent jobs side by side, each on one thread
     assert done.returncode == 0, done.stderr[-3000:]
     return workdir
@@ -133,7 +140,7 @@ def test_every_job_writes_its_log_with_the_commands_output_and_its_benchmark(wor
     logs = {path.stem: path.read_text() for path in (workflow_copy / "logs").glob("*.log")}
     assert {"select_best_pretrain", "train_pretrain", "synth_chat", "sft_stage2", "data_npy"} <= set(logs)
     assert len(logs) == len(RESULTS)  # one log per job, and one job per result
-    from gptlineage.workflow_jobs import JOB_DIRECTORIES
+    from gptlineage.workflow_graph import JOB_DIRECTORIES
 
     for name, text in logs.items():
         # stdout too, not only errors: every command names the artifact it wrote
@@ -267,7 +274,8 @@ def test_the_paper_profile_lists_its_jobs(workflow_copy):
 
 
 def test_the_job_table_names_every_result_the_workflow_builds():
-    from gptlineage.workflow_jobs import JOB_DIRECTORIES, experiments
+    from gptlineage.workflow_graph import JOB_DIRECTORIES
+    from gptlineage.workflow_jobs import experiments
 
     default = experiments(yaml.safe_load((REPO / "config.yaml").read_text()))[""]
     built = {default.path(job) for job in JOB_DIRECTORIES if "{" not in job}

@@ -10,7 +10,7 @@ Rules, for every module under src/gptlineage/:
   the base modules (errors, jsonio, settings, files, allocator, ...) at the bottom import no layer; then
   lineage, corpus, model, training, generation, reporting and commands, each importing only
   from those before it; tabular/ stands beside them on lineage alone; the entry modules (cli,
-  command_line, workflow_support, workflow_jobs) sit on top, and only commands may import one
+  command_line, workflow_graph, workflow_support, workflow_jobs) sit on top, and only commands may import one
   of them (command_line, which rebuilds a command line);
 - every module is in a layer: a new top-level module or folder must be given its row.
 
@@ -42,6 +42,7 @@ ENTRY = (
     "parser",
     "command_line",
     "command_settings",
+    "workflow_graph",
     "workflow_support",
     "workflow_jobs",
     "workflow_schema",

@@ -15,8 +15,8 @@ Example:
     'corpus'
     >>> [stage.train for stage in TRAINING_STAGES][:2]
     ['train_pretrain', 'train_continuation']
-    >>> FINAL_STAGE.name
-    'sft_stage2'
+    >>> FINAL_STAGE.name, DELIVERABLE
+    ('sft_stage2', 'sft_stage2')
 """
 
 from __future__ import annotations
@@ -113,8 +113,8 @@ class TrainingStage:
     """One stage of the training chain, `name` everywhere: its config slice is `name`, its corpus
     the rule corpus_<name> (results/corpus_<name>), its training the rule train_<name>
     (results/train/<name>, the best checkpoint results/train/best_<name>); it starts from the best
-    checkpoint of `previous` (None: from scratch). The final stage's results/<name> is the
-    experiment's deliverable."""
+    checkpoint of `previous` (None: from scratch). The last stage's model is the experiment's final
+    model."""
 
     name: str
     previous: str | None
@@ -136,7 +136,11 @@ TRAINING_STAGES = (
     TrainingStage("sft_stage2", "sft_stage1"),
 )
 STAGE_NAMES = tuple(stage.name for stage in TRAINING_STAGES)
-FINAL_STAGE = TRAINING_STAGES[-1]
+FINAL_STAGE = TRAINING_STAGES[-1]  # its model is the one the generation checks and the deliverable hold
+# The deliverable's job and directory (results/sft_stage2): the users' own command,
+# `snakemake --cores 1 results/sft_stage2`, builds the whole experiment. It keeps this name, the
+# paper's final stage, when a stage is added after it.
+DELIVERABLE = "sft_stage2"
 
 
 def stage(name: str) -> TrainingStage:

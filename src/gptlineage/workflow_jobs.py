@@ -14,6 +14,8 @@ Example:
     ('results/lr_high/train/sft_stage2', 'results/train/sft_stage1')
     >>> sweep[""].path("sft_stage2"), sweep["lr_high"].path("sft_stage2")
     ('results/sft_stage2', 'results/lr_high/sft_stage2')
+
+The jobs, their directories and their input edges are declared in gptlineage.workflow_graph.
 """
 
 from __future__ import annotations
@@ -23,83 +25,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from gptlineage.registry import FINAL_STAGE, TRAINING_STAGES
+from gptlineage.workflow_graph import JOB_DIRECTORIES, JOBS, edges, job
 from gptlineage.workflow_support import EXPERIMENTS_KEY, SLICES, config_error
 
-FINAL = FINAL_STAGE
 EXPERIMENT_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
-# The deliverable's parts by role (`gptlineage experiment --part ROLE=PATH`): the final model first.
-DELIVERABLE_PARTS = {
-    "model": FINAL.train,
-    "data_csv": "data_csv",
-    "data_npy": "data_npy",
-    "cache_check": "cache_check",
-    "cache_bench": "cache_bench",
-    "prompt_suite": "prompt_suite",
-    "export_hf": "export_hf",
-    "matched_compare": "matched_compare",
-    "plots": "plots",
-}
-
-
-def best_job(stage: str) -> str:
-    """The select_best job of a training stage."""
-    return f"select_best_{stage}"
-
-
-def job_directories() -> dict[str, str]:
-    """Every job and the directory under results/ (or results/<experiment>/) it writes."""
-    directories = {name: name for name in ("small_data", "data_csv", "data_npy", "synth_chat")}
-    for stage in TRAINING_STAGES:
-        directories[stage.corpus] = stage.corpus
-        directories[stage.train] = f"train/{stage.name}"
-        directories[best_job(stage.name)] = f"train/best_{stage.name}"
-    for name in ("cache_check", "cache_bench", "prompt_suite", "export_hf", "matched_compare", "plots"):
-        directories[name] = name
-    directories[FINAL.name] = FINAL.name  # the deliverable
-    directories["select_best_{run}"] = "train/best_{run}"  # the select_best rule's pattern
-    return directories
-
-
-JOB_DIRECTORIES = job_directories()
 # Names an experiment cannot take: its results/<name> would be a job's directory.
 RESERVED = frozenset(path.partition("/")[0] for path in JOB_DIRECTORIES.values())
-
-
-def upstream_jobs(config: dict[str, Any]) -> dict[str, tuple[str, ...]]:
-    """Each job's input jobs under CONFIG (the rules' input edges; tests check they agree)."""
-    graph: dict[str, tuple[str, ...]] = {"small_data": (), "synth_chat": ()}
-    graph["data_csv"] = graph["data_npy"] = ("small_data",)
-    for stage in TRAINING_STAGES:
-        corpus = config.get(stage.corpus) or {}
-        graph[stage.corpus] = ("synth_chat",) if corpus.get("synth_chat") else ()
-        if stage.previous and corpus.get("skip_documents_from"):  # continues after the previous corpus
-            graph[stage.corpus] += (f"corpus_{stage.previous}",)
-        start: tuple[str, ...] = ()
-        if stage.previous:
-            previous = next(s for s in TRAINING_STAGES if s.name == stage.previous)
-            best = (config.get(stage.name) or {}).get("start") == "best"
-            start = (best_job(previous.name),) if best else (previous.train,)
-        graph[stage.train] = (stage.corpus, *start)
-        graph[best_job(stage.name)] = (stage.train,)
-    for name in ("cache_check", "cache_bench", "export_hf"):
-        graph[name] = (FINAL.train,)
-    held_out = (config.get("prompt_suite") or {}).get("held_out_suite")
-    graph["prompt_suite"] = (FINAL.train, "synth_chat") if held_out else (FINAL.train,)
-    graph["matched_compare"] = (best_job("continuation"), "corpus_sft_stage1")
-    graph["plots"] = (*(stage.train for stage in TRAINING_STAGES), "matched_compare")
-    graph[FINAL.name] = tuple(DELIVERABLE_PARTS.values())
-    return graph
-
-
-def job_slice(job: str) -> str | None:
-    """The config slice a job reads (None: it has no settings of its own)."""
-    for stage in TRAINING_STAGES:
-        if job == stage.train:
-            return stage.name
-    if job.startswith("select_best_") or job in ("export_hf", "plots", FINAL.name):
-        return None
-    return job
 
 
 @dataclass(frozen=True)
@@ -132,15 +63,15 @@ def merged(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
 
 def own_jobs(default: dict[str, Any], config: dict[str, Any]) -> frozenset[str]:
     """The jobs whose work differs: a slice changed, or a job upstream differs."""
-    graph, default_graph = upstream_jobs(config), upstream_jobs(default)
+    graph, default_graph = edges(config), edges(default)
     differs: dict[str, bool] = {}
 
-    def changed(job: str) -> bool:
-        if job not in differs:
-            name = job_slice(job)
-            own = name is not None and (config.get(name) or {}) != (default.get(name) or {})
-            differs[job] = own or graph[job] != default_graph[job] or any(map(changed, graph[job]))
-        return differs[job]
+    def changed(name: str) -> bool:
+        if name not in differs:
+            own_slice = job(name).slice
+            own = own_slice is not None and (config.get(own_slice) or {}) != (default.get(own_slice) or {})
+            differs[name] = own or graph[name] != default_graph[name] or any(map(changed, graph[name]))
+        return differs[name]
 
     return frozenset(job for job in graph if changed(job))
 
@@ -148,7 +79,7 @@ def own_jobs(default: dict[str, Any], config: dict[str, Any]) -> frozenset[str]:
 def experiments(config: dict[str, Any]) -> dict[str, Experiment]:
     """The default experiment ("") and each named one, by name; checked by `experiments_error`."""
     default = merged(config, {})
-    sweep = {"": Experiment("", default, frozenset(JOB_DIRECTORIES))}
+    sweep = {"": Experiment("", default, frozenset(each.name for each in JOBS))}
     for name, overrides in (config.get(EXPERIMENTS_KEY) or {}).items():
         own = merged(config, overrides or {})
         sweep[name] = Experiment(name, own, own_jobs(default, own))

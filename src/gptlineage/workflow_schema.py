@@ -134,6 +134,15 @@ def schema_text() -> str:
     return HEADER + yaml.safe_dump(config_schema(), sort_keys=False, width=100, allow_unicode=True)
 
 
+def stale_error(root: Path) -> str | None:
+    """One line when ROOT's committed schema is not what the settings and slices generate (a stage,
+    a slice or a setting changed since it was written), else None."""
+    path = root / SCHEMA_FILE
+    if path.is_file() and path.read_text(encoding="utf-8") == schema_text():
+        return None
+    return f"invalid workflow: {SCHEMA_FILE} is stale (a stage, slice or setting changed): run python -m gptlineage.workflow_schema"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gptlineage.workflow_schema", description=__doc__.split("\n")[0])
     parser.add_argument("--output", type=Path, default=SCHEMA_FILE, help=f"the schema file (default: {SCHEMA_FILE})")

@@ -35,10 +35,11 @@ from gptlineage import registry
 from gptlineage.command_settings import SETTINGS
 from gptlineage.corpus.layout import TRAIN_BIN, VAL_BIN
 from gptlineage.errors import GptlineageError
-from gptlineage.registry import FINAL_STAGE, TRAINING_STAGES, Command, TrainingStage
+from gptlineage.registry import STAGE_NAMES, TRAINING_STAGES, Command, TrainingStage, command
 from gptlineage.settings import SettingError, describe, from_mapping, is_sequence, setting_fields
 from gptlineage.tabular.layout import CSV_FILE, X_FILE, Y_FILE
 from gptlineage.training.config import plan
+from gptlineage.workflow_graph import JOBS, SLICE_COMMANDS
 
 
 @dataclass(frozen=True)
@@ -51,9 +52,6 @@ class Slice:
     supplied: dict[str, Any] = field(default_factory=dict)
     workflow_keys: dict[str, tuple] = field(default_factory=dict)
     resolve: Callable[[Any], Any] | None = None  # resolves the built settings (and checks them)
-    # The flags the rule sets itself, each with where it takes it from: a config key of the same
-    # name would be ignored (or passed twice), so the check refuses it.
-    wired: dict[str, str] = field(default_factory=dict)
 
     @property
     def settings(self) -> type:
@@ -63,69 +61,57 @@ class Slice:
 
 START_POINTS = ("best", "final")
 EXPERIMENTS_KEY = "experiments"  # the named experiments of a sweep (gptlineage.workflow_jobs)
-OUTPUT = {"output": "results/x"}
-MODEL_RUN = {"run": "results/sft_stage2", **OUTPUT}
+MODEL_RUN = {"run": "results/sft_stage2", "output": "results/x"}  # placeholders of the rule's flags
 # synth_chat: which dataset of the synth_chat artifact a corpus reads (null: the slice names its source).
 CHAT_DATASETS = (None, "stage1", "stage2")
+# skip_documents_from: previous_corpus continues the stream after the rows the previous stage's
+# corpus consumed (the rule passes --skip-documents-from with that corpus artifact).
+SKIP_AFTER = (None, "previous_corpus")
 
 
 def output_of(rule: str) -> str:
     return f"the {rule} rule's output"
 
 
-FINAL_RUN = {"run": output_of(FINAL_STAGE.train)}
-# A training stage's corpus paths: --data sets them all (gptlineage.training.config.DATA_ROLES).
-CORPUS_PATHS = ("data", "train_bin", "val_bin", "train_mask", "val_mask", "train_records", "val_records")
-
-
-def training_wired(stage: TrainingStage) -> dict[str, str]:
-    wired = dict.fromkeys(CORPUS_PATHS, output_of(stage.corpus))
-    if stage.previous:
-        wired["load_params"] = f"the {stage.previous} stage's parameters, as start says"
-    return wired
-
-
-# skip_documents_from: previous_corpus continues the stream after the rows the previous stage's
-# corpus consumed (the rule passes --skip-documents-from with that corpus artifact).
-SKIP_AFTER = (None, "previous_corpus")
-SLICES: dict[str, Slice] = {
-    "small_data": Slice(registry.SMALL_DATA),
-    "data_csv": Slice(registry.DATA_CSV, {"csv": CSV_FILE}, wired={"csv": output_of("small_data")}),
-    "data_npy": Slice(
-        registry.DATA_NPY, {"x": X_FILE, "y": Y_FILE}, wired=dict.fromkeys(("x", "y"), output_of("small_data"))
-    ),
-    "synth_chat": Slice(registry.SYNTH_CHAT),
-    **{
-        stage.corpus: Slice(
-            registry.PREPARE,
-            workflow_keys={
-                "synth_chat": CHAT_DATASETS,
-                "skip_documents_from": SKIP_AFTER if stage.previous else (None,),
-            },
-        )
-        for stage in TRAINING_STAGES
-    },
-    **{
+def stage_slices(stage: TrainingStage) -> dict[str, Slice]:
+    """A training stage's two slices: its corpus (prepare) and its training (train)."""
+    corpus_keys = {"synth_chat": CHAT_DATASETS, "skip_documents_from": SKIP_AFTER if stage.previous else (None,)}
+    return {
+        stage.corpus: Slice(registry.PREPARE, workflow_keys=corpus_keys),
         stage.name: Slice(
             registry.TRAIN,
             {"train_bin": TRAIN_BIN, "val_bin": VAL_BIN},
             # start: the previous stage's best saved checkpoint or its final parameters.
             workflow_keys={"start": START_POINTS if stage.previous else (None,)},
             resolve=plan,  # batch split, learning rates, preset defaults
-            wired=training_wired(stage),
-        )
-        for stage in TRAINING_STAGES
-    },
-    "cache_check": Slice(registry.CACHE_CHECK, MODEL_RUN, wired=FINAL_RUN),
-    "cache_bench": Slice(registry.CACHE_BENCH, MODEL_RUN, wired=FINAL_RUN),
+        ),
+    }
+
+
+# The slices whose rule supplies placeholders for the check or reads workflow keys of its own; any
+# other job's slice is its command's settings alone (Slice(command)).
+SLICE_DETAILS: dict[str, Slice] = {
+    "data_csv": Slice(registry.DATA_CSV, {"csv": CSV_FILE}),
+    "data_npy": Slice(registry.DATA_NPY, {"x": X_FILE, "y": Y_FILE}),
+    **{name: details for stage in TRAINING_STAGES for name, details in stage_slices(stage).items()},
+    "cache_check": Slice(registry.CACHE_CHECK, MODEL_RUN),
+    "cache_bench": Slice(registry.CACHE_BENCH, MODEL_RUN),
     # held_out_suite: score the synth_chat artifact's held-out suite (false: the slice's `suite`, or
     # the command's default, the reference's nine prompts).
-    "prompt_suite": Slice(registry.PROMPT_SUITE, MODEL_RUN, {"held_out_suite": (True, False)}, wired=FINAL_RUN),
+    "prompt_suite": Slice(registry.PROMPT_SUITE, MODEL_RUN, {"held_out_suite": (True, False)}),
+    # run_stage: the model is that stage's best checkpoint; data_stage: the batches are its corpus.
     "matched_compare": Slice(
         registry.MATCHED_COMPARE,
         {"data": "x", **MODEL_RUN},
-        wired={"data": output_of("corpus_sft_stage1"), "run": output_of("select_best_continuation")},
+        {"run_stage": STAGE_NAMES, "data_stage": STAGE_NAMES},
     ),
+}
+# One slice per job that has settings, in the job graph's order (a job of an undeclared command
+# has none: the graph's check names it).
+SLICES: dict[str, Slice] = {
+    name: SLICE_DETAILS.get(name) or Slice(command(command_name))
+    for name, command_name in SLICE_COMMANDS.items()
+    if command_name in registry.COMMAND_NAMES
 }
 
 
@@ -228,12 +214,16 @@ def braces_error(name: str, values: dict[str, Any]) -> str | None:
 
 
 def wired_keys(name: str, config_slice: dict[str, Any]) -> dict[str, str]:
-    """The keys a slice may not set, each with where its rule takes the flag from."""
-    wired = {"output": "its rule's directory under results/", **SLICES[name].wired}
-    if config_slice.get("synth_chat"):
-        wired["hf_dataset"] = f"{output_of('synth_chat')}, as synth_chat says"
-    if config_slice.get("held_out_suite") is True:
-        wired["suite"] = f"{output_of('synth_chat')}'s held-out suite, as held_out_suite says"
+    """The keys a slice may not set, each with where its rule takes the flag from: its output, and
+    the flags of each of its job's input edges that holds under the slice (gptlineage.workflow_graph)."""
+    wired = {"output": "its rule's directory under results/"}
+    for each in JOBS:
+        if each.slice != name:
+            continue
+        for edge in each.inputs:
+            if edge.holds(config_slice):
+                source = " or ".join(output_of(job) for job in edge.jobs(config_slice))
+                wired.update(dict.fromkeys(edge.flags, f"{source}, as {edge.when} says" if edge.when else source))
     return wired
 
 
@@ -285,6 +275,12 @@ def config_error(config: dict[str, Any]) -> str | None:
     for name in config:
         if name not in SLICES and name != EXPERIMENTS_KEY:  # experiments: checked by workflow_jobs
             return f"invalid config: key {name}: not a stage of this workflow (stages: {', '.join(SLICES)})"
+    for name, declared in SLICES.items():
+        if declared.command not in SETTINGS:
+            return (
+                f"invalid workflow: config slice {name}: command {declared.command.name} has no settings class: bind"
+                f" one in gptlineage.command_settings.SETTINGS, or declare the job with slice None"
+            )
     for name in SLICES:
         message = slice_error(name, config.get(name))
         if message:

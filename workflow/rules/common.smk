@@ -1,6 +1,8 @@
 # Helpers for the workflow: the package source files a command runs (so a job reruns when its
 # code changes, and only then), the config check, the experiments of a sweep, and the inputs and
-# flags the rules derive from an experiment's config slices.
+# flags the rules derive from an experiment's config slices. Every job, its inputs by role and its
+# directory are declared in gptlineage.workflow_graph; a rule takes them with `inputs(job)` and
+# `result(job)`.
 #
 # Every rule's paths carry the `prefix` wildcard: "" for the default experiment (results/...),
 # "<name>/" for a named experiment of config's `experiments:` (results/<name>/...). An input
@@ -12,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # the top-level Snakefile's folder
 from gptlineage.lineage.codedeps import module_files  # noqa: E402  (needs the path above)
-from gptlineage.registry import TRAINING_STAGES, command  # noqa: E402
+from gptlineage.registry import DELIVERABLE, TRAINING_STAGES, command  # noqa: E402
 from gptlineage.tabular.layout import CSV_FILE, X_FILE, Y_FILE  # noqa: E402
 from gptlineage.workflow_support import (  # noqa: E402
     command_slice,
@@ -21,14 +23,9 @@ from gptlineage.workflow_support import (  # noqa: E402
     training_resources,
     typed_config,
 )
-from gptlineage.workflow_jobs import (  # noqa: E402
-    DELIVERABLE_PARTS,
-    FINAL,
-    JOB_DIRECTORIES,
-    experiments,
-    prefix_pattern,
-    sweep_error,
-)
+from gptlineage.workflow_graph import DELIVERABLE_PARTS, JOB_NAMES, graph_error, job  # noqa: E402
+from gptlineage.workflow_jobs import JOB_DIRECTORIES, experiments, prefix_pattern, sweep_error  # noqa: E402
+from gptlineage.workflow_schema import stale_error  # noqa: E402
 from gptlineage.corpus.synth_chat import SUITE_FILE  # noqa: E402
 
 
@@ -44,18 +41,62 @@ def code(name):
 
 
 def check_config(config):
-    """Check every config slice (the default's and each experiment's) by building its command's
-    settings, before any job; one line names the bad key. Strings are first read as their
-    settings' types, in place: `--config 'pretrain={steps: 4}'` hands over the string '4'."""
+    """Check the declared job graph, then every config slice (the default's and each experiment's)
+    by building its command's settings, before any job; one line names the bad key or what to add
+    where. Strings are first read as their settings' types,
+    in place: `--config 'pretrain={steps: 4}'` hands over the string '4'."""
     config.update(typed_config(config))
-    message = sweep_error(config)
+    message = graph_error() or sweep_error(config)
     if message:
         raise SystemExit(message)  # Snakemake prints the one line alone (a WorkflowError adds a traceback)
 
 
-def result(job):
-    """The output of JOB's rule: its directory under results/ or results/<experiment>/."""
-    return directory(f"results/{{prefix}}{JOB_DIRECTORIES[job]}")
+def check_rules():
+    """Each job of the graph has its rule (a rule without a job stops at its `result`), and the
+    config schema is what the slices generate (so `validate`, after this, refuses nothing stale)."""
+    rules = {each.name for each in workflow.rules}
+    for name in JOB_NAMES:
+        if name not in rules:
+            family = job(name).declared_command.family
+            raise SystemExit(
+                f"invalid workflow: job {name} is declared in gptlineage.workflow_graph, but"
+                f" workflow/rules/{family}.smk has no rule {name} to build it"
+            )
+    message = stale_error(Path(workflow.basedir))
+    if message:
+        raise SystemExit(message)
+
+
+def declared(name):
+    """The job NAME of the graph; a rule for a job the graph lacks stops in one line."""
+    if name not in JOB_NAMES:
+        raise SystemExit(
+            f"invalid workflow: job {name} has a rule but no declaration; add Job({name!r}, command, directory,"
+            " slice, inputs) to gptlineage.workflow_graph"
+        )
+    return job(name)
+
+
+def result(name):
+    """The output of job NAME's rule: its directory under results/ or results/<experiment>/."""
+    return directory(f"results/{{prefix}}{declared(name).directory}")
+
+
+def inputs(name):
+    """An input function for `unpack`: job NAME's input artifacts by role (a list for a role of
+    several jobs) for the wildcards' experiment, the edges its slice holds, and its command's code."""
+    own, code_files = declared(name), code(declared(name).command)
+
+    def found(wildcards):
+        config_slice = slice_of(wildcards, own.slice) if own.slice else {}
+        paths = {}
+        for edge in own.inputs:
+            if edge.holds(config_slice):
+                located = [experiment_of(wildcards).path(each) for each in edge.jobs(config_slice)]
+                paths[edge.role] = located if isinstance(edge.job, tuple) else located[0]
+        return {**paths, "code": code_files}
+
+    return found
 
 
 def log_file(job):
@@ -90,15 +131,6 @@ def slice_of(wildcards, name):
     return experiment_of(wildcards).config.get(name) or {}
 
 
-def artifact(job):
-    """An input function: JOB's artifact for the wildcards' experiment (the default's if shared)."""
-
-    def path(wildcards):
-        return experiment_of(wildcards).path(job)
-
-    return path
-
-
 def cli(name):
     """A params function: the command-line flags of the experiment's slice NAME (its workflow keys left out)."""
 
@@ -117,33 +149,17 @@ def gpu_count(name):
     return count
 
 
-def corpus_inputs(name):
-    """The inputs of a corpus job: its local source files, the synth_chat artifact when the slice
-    reads one of its datasets, and the command's code."""
+def corpus_sources(name):
+    """A corpus job's local source files: the slice's `input` files, or a local dataset directory."""
 
-    def inputs(wildcards):
+    def sources(wildcards):
         settings = slice_of(wildcards, name)
-        found = {"sources": [local(path) for path in settings.get("input") or []], "code": code("prepare")}
-        if settings.get("synth_chat"):
-            found["chat"] = artifact("synth_chat")(wildcards)
-        elif settings.get("hf_dataset") and Path(settings["hf_dataset"]).exists():
-            found["sources"].append(local(settings["hf_dataset"]))  # a local dataset directory
+        found = [local(path) for path in settings.get("input") or []]
+        if not settings.get("synth_chat") and settings.get("hf_dataset") and Path(settings["hf_dataset"]).exists():
+            found.append(local(settings["hf_dataset"]))  # a local dataset directory
         return found
 
-    return inputs
-
-
-def continued_corpus_inputs(stage):
-    """A corpus job's inputs, and the previous stage's corpus when the slice says
-    `skip_documents_from: previous_corpus` (this one continues the stream after its rows)."""
-
-    def inputs(wildcards):
-        found = corpus_inputs(stage.corpus)(wildcards)
-        if slice_of(wildcards, stage.corpus).get("skip_documents_from"):
-            found["skip_after"] = artifact(f"corpus_{stage.previous}")(wildcards)
-        return found
-
-    return inputs
+    return sources
 
 
 def skip_flag(wildcards, input):
@@ -161,36 +177,9 @@ def chat_dataset(name):
     return flag
 
 
-def training_inputs(stage):
-    """A stage's corpus, where it starts (the stage before it: its best saved checkpoint or its
-    final parameters, as the slice's `start` says), and the command's code."""
-
-    def inputs(wildcards):
-        found = {"data": artifact(stage.corpus)(wildcards), "code": code("train")}
-        if stage.previous:
-            start = slice_of(wildcards, stage.name)["start"]
-            job = f"select_best_{stage.previous}" if start == "best" else f"train_{stage.previous}"
-            found["start"] = artifact(job)(wildcards)
-        return found
-
-    return inputs
-
-
 def start_flag(wildcards, input):
     """--load-params for a stage that starts from the stage before it."""
     return f"--load-params {input.start}/parameters.safetensors" if "start" in input.keys() else ""
-
-
-def best_inputs(wildcards):
-    """select_best's input: the training run of the wildcards' stage, and the command's code."""
-    return {"run": artifact(f"train_{wildcards.run}")(wildcards), "code": code("select-best")}
-
-
-def suite_inputs(wildcards):
-    """The synth_chat artifact when the prompt suite scores its held-out suite."""
-    if slice_of(wildcards, "prompt_suite").get("held_out_suite"):
-        return {"suite": artifact("synth_chat")(wildcards)}
-    return {}
 
 
 def suite_flag(wildcards, input):
@@ -198,19 +187,9 @@ def suite_flag(wildcards, input):
     return f"--suite {input.suite}/{SUITE_FILE}" if "suite" in input.keys() else ""
 
 
-def deliverable_parts(wildcards):
-    """The results the deliverable holds, by role: the final model first, then every result."""
-    return {role: artifact(job)(wildcards) for role, job in DELIVERABLE_PARTS.items()}
-
-
 def parts_flags(wildcards, input):
     """--part ROLE=PATH for each part of the deliverable (the code inputs left out)."""
     return " ".join(f"--part {role}={getattr(input, role)}" for role in DELIVERABLE_PARTS)
-
-
-def training_runs(wildcards):
-    """Every training stage's run, in chain order (the figures draw them all)."""
-    return [artifact(stage.train)(wildcards) for stage in TRAINING_STAGES]
 
 
 def experiment_name(wildcards):

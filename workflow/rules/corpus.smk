@@ -5,7 +5,7 @@
 
 rule synth_chat:
     input:
-        code=code("synth-chat"),
+        unpack(inputs("synth_chat")),
     output:
         result("synth_chat"),
     log:
@@ -27,7 +27,8 @@ for stage in TRAINING_STAGES:
         name:
             stage.corpus
         input:
-            unpack(continued_corpus_inputs(stage)),
+            unpack(inputs(stage.corpus)),
+            sources=corpus_sources(stage.corpus),
         output:
             result(stage.corpus),
         log:

@@ -4,8 +4,7 @@
 
 rule cache_check:
     input:
-        run=artifact(FINAL.train),
-        code=code("cache-check"),
+        unpack(inputs("cache_check")),
     output:
         result("cache_check"),
     log:
@@ -25,8 +24,7 @@ rule cache_check:
 
 rule cache_bench:
     input:
-        run=artifact(FINAL.train),
-        code=code("cache-bench"),
+        unpack(inputs("cache_bench")),
     output:
         result("cache_bench"),
     log:
@@ -46,9 +44,7 @@ rule cache_bench:
 
 rule prompt_suite:
     input:
-        unpack(suite_inputs),
-        run=artifact(FINAL.train),
-        code=code("prompt-suite"),
+        unpack(inputs("prompt_suite")),
     output:
         result("prompt_suite"),
     log:

@@ -7,8 +7,7 @@
 
 rule export_hf:
     input:
-        run=artifact(FINAL.train),
-        code=code("export-hf"),
+        unpack(inputs("export_hf")),
     output:
         result("export_hf"),
     log:
@@ -24,9 +23,7 @@ rule export_hf:
 
 rule matched_compare:
     input:
-        run=artifact("select_best_continuation"),
-        data=artifact("corpus_sft_stage1"),
-        code=code("matched-compare"),
+        unpack(inputs("matched_compare")),
     output:
         report(
             result("matched_compare"),
@@ -52,9 +49,7 @@ rule matched_compare:
 
 rule plots:
     input:
-        runs=training_runs,
-        comparison=artifact("matched_compare"),
-        code=code("plots"),
+        unpack(inputs("plots")),
     output:
         report(
             result("plots"),
@@ -78,21 +73,20 @@ rule plots:
 
 rule:
     name:
-        FINAL.name
+        DELIVERABLE
     input:
-        unpack(deliverable_parts),
-        code=code("experiment"),
+        unpack(inputs(DELIVERABLE)),
     output:
         report(
-            result(FINAL.name),
+            result(DELIVERABLE),
             patterns=["{page}.html"],
             caption="../report/experiment.rst",
             category="{prefix}Experiment",
         ),
     log:
-        log_file(FINAL.name),
+        log_file(DELIVERABLE),
     benchmark:
-        benchmark_file(FINAL.name)
+        benchmark_file(DELIVERABLE)
     conda:
         "../../envs/reporting.yaml"
     threads: 1

@@ -3,7 +3,7 @@
 
 rule small_data:
     input:
-        code=code("small-data"),
+        unpack(inputs("small_data")),
     output:
         result("small_data"),
     log:
@@ -21,8 +21,7 @@ rule small_data:
 
 rule data_csv:
     input:
-        data=artifact("small_data"),
-        code=code("data-csv"),
+        unpack(inputs("data_csv")),
     output:
         result("data_csv"),
     log:
@@ -41,8 +40,7 @@ rule data_csv:
 
 rule data_npy:
     input:
-        data=artifact("small_data"),
-        code=code("data-npy"),
+        unpack(inputs("data_npy")),
     output:
         result("data_npy"),
     log:

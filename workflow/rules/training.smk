@@ -1,29 +1,13 @@
 # The training chain: pretraining, the continuation, and two stages of assistant-masked
-# instruction tuning, each starting from the best saved checkpoint of the stage before. One rule
-# train_<stage> per stage, each reading its config slice and its corpus_<stage>; the runs lie in
-# results/train/<stage>, their best checkpoints in results/train/best_<stage>.
+# instruction tuning, each starting from the best saved checkpoint of the stage before. Rules
+# train_<stage> and select_best_<stage> per stage, each training reading its config slice and its
+# corpus_<stage>; the runs lie in results/train/<stage>, their best checkpoints in
+# results/train/best_<stage>.
 # A rerun of a training job (a retry after a crash or a preempted cluster job) continues from the
 # newest checkpoint the interrupted run left in results/train/.<stage>.work/checkpoints, when that
 # checkpoint belongs to the same command; so the profile's retries lose at most checkpoint_every
 # updates. With `processes` > 1 in the stage's config, `gptlineage train` itself starts torchrun,
 # one process per GPU of the job's allocation.
-
-
-rule select_best:
-    input:
-        unpack(best_inputs),
-    output:
-        result("select_best_{run}"),
-    log:
-        log_file("select_best_{run}"),
-    benchmark:
-        benchmark_file("select_best_{run}")
-    cache: CACHE  # Snakemake's between-workflow cache, with --cache (README: old results back)
-    conda:
-        "../../envs/training.yaml"
-    threads: 1
-    shell:
-        "gptlineage select-best --run {input.run} --output {output} > {log} 2>&1"
 
 
 for stage in TRAINING_STAGES:
@@ -32,7 +16,7 @@ for stage in TRAINING_STAGES:
         name:
             stage.train
         input:
-            unpack(training_inputs(stage)),
+            unpack(inputs(stage.train)),
         output:
             result(stage.train),
         log:
@@ -50,3 +34,21 @@ for stage in TRAINING_STAGES:
             start=start_flag,
         shell:
             "gptlineage train {params.cli} {params.start} --data {input.data} --output {output} > {log} 2>&1"
+
+    rule:
+        name:
+            f"select_best_{stage.name}"
+        input:
+            unpack(inputs(f"select_best_{stage.name}")),
+        output:
+            result(f"select_best_{stage.name}"),
+        log:
+            log_file(f"select_best_{stage.name}"),
+        benchmark:
+            benchmark_file(f"select_best_{stage.name}")
+        cache: CACHE  # Snakemake's between-workflow cache, with --cache (README: old results back)
+        conda:
+            "../../envs/training.yaml"
+        threads: 1
+        shell:
+            "gptlineage select-best --run {input.run} --output {output} > {log} 2>&1"

@@ -1,0 +1,184 @@
+"""The recipes of docs/extending.md, applied as written: each step's edit is read from the page and
+made in a scratch copy of the repository, so a recipe that no longer works fails here.
+
+Each recipe alone plans the whole chain (`snakemake --dry-run`). Then all three together run the
+tiny chain (tests/test_workflow.py's sizes) once: the new stage trains and its model is the
+deliverable's, which stays `results/sft_stage2`; the new command's artifact is a part of the
+deliverable, on its page and in `lineage table`; the corpus of one's own feeds pretraining.
+
+A step reads "**Step N.** In `PATH`, after the line `LINE`, add:", "In `PATH`, add at the end:"
+or "In `PATH`, create the file:", each followed by a fenced block, or "**Step N.** Run `COMMAND`.".
+
+Example:
+    python -m pytest -q tests/test_recipes.py
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from test_workflow import REPO, copy_workflow, make_tiny
+
+from gptlineage.registry import DELIVERABLE
+
+PAGE = REPO / "docs" / "extending.md"
+EDIT_STEP = re.compile(
+    r"\*\*Step \d+\.\*\* In `(?P<path>[^`]+)`, (?:after the line `(?P<anchor>[^`]+)`, add|add at the end"
+    r"|(?P<create>create the file)):\n\n```\w*\n(?P<body>.*?)```",
+    re.DOTALL,
+)
+RUN_STEP = re.compile(r"\*\*Step \d+\.\*\* Run `(?P<command>[^`]+)`")
+STAGE, COMMAND, CORPUS = "Add a training stage", "Add a command", "Train on your own corpus"
+RECIPES = (STAGE, CORPUS)
+
+
+@dataclass
+class Step:
+    path: str | None  # the file an edit changes (None: a command to run)
+    anchor: str | None
+    create: bool
+    text: str  # the block an edit adds, or the command
+
+
+def recipe_steps(title: str) -> list[Step]:
+    """The steps of the recipe TITLE, in the page's order."""
+    page = PAGE.read_text(encoding="utf-8")
+    start = page.index(f"## {title}\n")
+    end = page.find("\n## ", start + 1)
+    section = page[start : end if end != -1 else len(page)]
+    edits = [(match.start(), match) for match in EDIT_STEP.finditer(section)]
+    runs = [(match.start(), match) for match in RUN_STEP.finditer(section)]
+    steps = []
+    for _, match in sorted(edits + runs, key=lambda pair: pair[0]):
+        if "command" in match.groupdict():
+            steps.append(Step(None, None, False, match["command"]))
+        else:
+            steps.append(Step(match["path"], match["anchor"], bool(match["create"]), match["body"]))
+    assert len(steps) == section.count("**Step "), f"{title}: a step the test cannot read"
+    return steps
+
+
+def edit(workdir: Path, step: Step) -> None:
+    """Make one edit of a recipe in WORKDIR, as the page says."""
+    target = workdir / step.path
+    if step.create:
+        assert not target.exists(), f"{step.path} exists already"
+        target.write_text(step.text, encoding="utf-8")
+        return
+    text = target.read_text(encoding="utf-8")
+    if step.anchor is None:
+        target.write_text(text + step.text, encoding="utf-8")
+        return
+    lines = text.splitlines(keepends=True)
+    found = [index for index, line in enumerate(lines) if line.strip() == step.anchor.strip()]
+    assert len(found) == 1, f"{step.path}: the line {step.anchor!r} is there {len(found)} times, not once"
+    lines.insert(found[0] + 1, step.text)
+    target.write_text("".join(lines), encoding="utf-8")
+
+
+def environment(workdir: Path) -> dict[str, str]:
+    """The scratch copy's package first, for Snakemake's jobs and the recipe's commands."""
+    return {**os.environ, "PYTHONPATH": str(workdir / "src")}
+
+
+def run_command(workdir: Path, words: list[str], timeout: int = 900) -> subprocess.CompletedProcess:
+    if words[0] == "python":
+        words = [sys.executable, *words[1:]]
+    elif words[0] == "snakemake":
+        words = [sys.executable, "-m", "snakemake", *words[1:]]
+    return subprocess.run(
+        words, cwd=workdir, env=environment(workdir), capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def apply(workdir: Path, title: str) -> tuple[set[str], list[list[str]]]:
+    """Make the edits of recipe TITLE and run its commands but the workflow itself: the files it
+    touches, and the snakemake command lines it gives."""
+    touched, workflows = set(), []
+    for step in recipe_steps(title):
+        if step.path is not None:
+            edit(workdir, step)
+            touched.add(step.path)
+            continue
+        words = shlex.split(step.text)
+        if words[0] == "snakemake":
+            workflows.append(words)
+            continue
+        done = run_command(workdir, words)
+        assert done.returncode == 0, f"{step.text}: {done.stderr[-2000:]}"
+    return touched, workflows
+
+
+def write_own_data(workdir: Path) -> None:
+    """The files the recipes ask the user for: dialogues (the stage) and a text corpus."""
+    lines = gzip.decompress((workdir / "data/shakespeare/plays.jsonl.gz").read_bytes()).decode().splitlines()
+    rows = [json.loads(line) for line in lines]
+    (workdir / "data/my_corpus.txt").write_text("\n\n".join(row["text"] for row in rows[:40]), encoding="utf-8")
+    with (workdir / "data/my_dialogues.jsonl").open("w", encoding="utf-8") as handle:
+        for a in range(12):
+            for b in range(10):
+                turns = [
+                    {"role": "user", "content": f"What is {a} + {b}?"},
+                    {"role": "assistant", "content": str(a + b)},
+                ]
+                handle.write(json.dumps({"messages": turns}) + "\n")
+
+
+@pytest.mark.parametrize("title", RECIPES)
+def test_each_recipe_alone_plans_the_whole_chain(tmp_path, title):
+    workdir = copy_workflow(tmp_path)
+    write_own_data(workdir)
+    touched, workflows = apply(workdir, title)
+    assert touched, f"{title}: no edit read from {PAGE.name}"
+    words = workflows[-1] if workflows else ["snakemake", "--cores", "1", f"results/{DELIVERABLE}"]
+    done = run_command(workdir, [*words[:1], "--dry-run", *words[1:]])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"rule {DELIVERABLE}:" in done.stdout
+
+
+@pytest.fixture(scope="module")
+def extended(tmp_path_factory) -> Path:
+    """The tiny chain with all three recipes applied, built once."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("recipes"))
+    write_own_data(workdir)
+    workflows = [words for title in RECIPES for words in apply(workdir, title)[1]]
+    make_tiny(workdir / "config.yaml")
+    words = [*workflows[-1][:1], "--max-threads", "1", *workflows[-1][1:]]
+    words[words.index("--cores") + 1] = "2"  # independent jobs side by side, each on one thread
+    done = run_command(workdir, words)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return workdir
+
+
+def manifest(workdir: Path, directory: str) -> dict:
+    return json.loads((workdir / "results" / directory / "manifest.json").read_text(encoding="utf-8"))
+
+
+def inputs_by_role(document: dict) -> dict[str, str]:
+    return {entry["role"]: entry["path"] for entry in document["inputs"]}
+
+
+def test_the_new_stage_trains_and_the_deliverable_stays_where_it_is(extended):
+    stage = manifest(extended, "train/sft_stage3")
+    assert inputs_by_role(stage)["data"].endswith("results/corpus_sft_stage3")
+    assert (extended / "results/train/sft_stage3/parameters.safetensors").is_file()
+    deliverable = manifest(extended, DELIVERABLE)  # still results/sft_stage2
+    assert deliverable["command"]["name"] == "experiment"
+    assert inputs_by_role(deliverable)["model"].endswith("results/train/sft_stage3")
+    assert "sft_stage3" in (extended / "results" / DELIVERABLE / "index.html").read_text(encoding="utf-8")
+
+
+def test_the_own_corpus_feeds_pretraining(extended):
+    corpus = manifest(extended, "corpus_pretrain")
+    sources = [entry for entry in corpus["inputs"] if entry["path"].endswith("data/my_corpus.txt")]
+    assert len(sources) == 1 and sources[0]["sha256"]
+    assert inputs_by_role(manifest(extended, "train/pretrain"))["data"].endswith("results/corpus_pretrain")

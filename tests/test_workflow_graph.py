@@ -1,0 +1,204 @@
+"""The job graph is declared once (gptlineage.workflow_graph), and it is the DAG Snakemake builds:
+`snakemake --rulegraph` gives the declared edges under the default config, the paper profile and
+a config that moves the conditional edges; an edge a rule adds by hand is found. Every mistake a
+recipe's edits can make (docs/extending.md) stops the dry run with one line saying what to add
+where, and no traceback: one row each in MISTAKES.
+
+Example:
+    python -m pytest -q tests/test_workflow_graph.py
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from test_workflow import copy_workflow, snakemake
+
+from gptlineage.registry import DELIVERABLE
+from gptlineage.workflow_graph import JOBS, edges, graph_error
+from gptlineage.workflow_jobs import merged
+
+RULEGRAPH_NODE = re.compile(r'^\s*(\d+)\[label = "(\w+)"', re.MULTILINE)
+RULEGRAPH_EDGE = re.compile(r"^\s*(\d+) -> (\d+)", re.MULTILINE)
+
+
+def rulegraph(workdir: Path, *args: str) -> set[tuple[str, str]]:
+    """The (upstream, job) edges of Snakemake's rule graph for the deliverable."""
+    done = snakemake(workdir, "--rulegraph", "dot", DELIVERABLE_TARGET, *args)  # args last: --config takes many
+    assert done.returncode == 0, done.stderr[-2000:]
+    names = dict(RULEGRAPH_NODE.findall(done.stdout))
+    return {(names[source], names[target]) for source, target in RULEGRAPH_EDGE.findall(done.stdout)}
+
+
+def declared_edges(config: dict) -> set[tuple[str, str]]:
+    """The declared (upstream, job) edges of everything the deliverable needs under CONFIG."""
+    graph, todo, needed = edges(config), [DELIVERABLE], set()
+    while todo:
+        name = todo.pop()
+        if name not in needed:
+            needed.add(name)
+            todo.extend(graph[name])
+    return {(source, name) for name in needed for source in graph[name]}
+
+
+DELIVERABLE_TARGET = f"results/{DELIVERABLE}"
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    return copy_workflow(tmp_path_factory.mktemp("graph"))
+
+
+def read_config(workdir: Path, *configfiles: str, **overrides: dict) -> dict:
+    """The config Snakemake builds from config.yaml, CONFIGFILES and slice OVERRIDES."""
+    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    for name in configfiles:
+        config = merged(config, yaml.safe_load((workdir / name).read_text()))
+    return merged(config, overrides)
+
+
+# --config words that move every conditional edge: SFT 1 starts from the best continuation
+# checkpoint, the suite is the packaged one, matched-compare takes other stages.
+MOVED = {
+    "sft_stage1": {"start": "best"},
+    "prompt_suite": {"held_out_suite": False},
+    "matched_compare": {"run_stage": "pretrain", "data_stage": "sft_stage2"},
+}
+MOVED_WORDS = [
+    "sft_stage1={start: best}",
+    "prompt_suite={held_out_suite: false}",
+    "matched_compare={run_stage: pretrain, data_stage: sft_stage2}",
+]
+
+
+@pytest.mark.parametrize(
+    ("configfiles", "overrides", "words"),
+    [((), {}, []), (("config.paper.yaml",), {}, ["--configfile", "config.paper.yaml"]), ((), MOVED, MOVED_WORDS)],
+    ids=["default", "paper", "moved-edges"],
+)
+def test_snakemakes_dag_is_the_declared_graph(workdir, configfiles, overrides, words):
+    config_words = ["--config", *words] if words and not configfiles else words
+    drawn = rulegraph(workdir, *config_words)
+    assert drawn == declared_edges(read_config(workdir, *configfiles, **overrides))
+    assert ("select_best_continuation", "matched_compare") in drawn or overrides
+
+
+def test_an_edge_a_rule_adds_by_hand_is_a_difference(tmp_path):
+    workdir = copy_workflow(tmp_path)
+    rules = workdir / "workflow" / "rules" / "tabular.smk"
+    text = rules.read_text()
+    anchor = '        unpack(inputs("data_npy")),\n'
+    assert anchor in text
+    rules.write_text(text.replace(anchor, anchor + '        extra="results/synth_chat",\n'))
+    drawn = rulegraph(workdir)
+    assert drawn - declared_edges(read_config(workdir)) == {("synth_chat", "data_npy")}
+
+
+def test_every_job_is_one_rule_of_the_workflow(workdir):
+    done = snakemake(workdir, "--list-rules")
+    assert done.returncode == 0, done.stderr[-2000:]
+    listed = set(done.stdout.split()) - {"all"}
+    assert listed == {each.name for each in JOBS}
+
+
+def test_the_declarations_have_no_mistake():
+    assert graph_error() is None
+
+
+PROFILE_NOTE = "Using workflow specific profile"  # Snakemake's own first line
+GRAPH = "src/gptlineage/workflow_graph.py"
+REGISTRY = "src/gptlineage/registry.py"
+TABULAR = "workflow/rules/tabular.smk"
+ROW_COUNT_RULE = """
+
+rule row_count:
+    input:
+        unpack(inputs("row_count")),
+    output:
+        result("row_count"),
+    shell:
+        "gptlineage small-data --output {output}"
+"""
+# Each mistake: the file, the text to find in it and what to put there (None: append), the line.
+MISTAKES = [
+    pytest.param(
+        GRAPH,
+        ('Job("small_data", "small-data"', 'Job("small_data", "small-dta"'),
+        "invalid workflow: job small_data: command 'small-dta' is not declared: add Command('small-dta', help, family)"
+        " to gptlineage.registry.COMMANDS",
+        id="unknown-command",
+    ),
+    pytest.param(
+        REGISTRY,
+        ('    TrainingStage("sft_stage2", "sft_stage1"),\n', '    TrainingStage("sft_stage2", "sft_stage_1"),\n'),
+        "invalid workflow: training stage sft_stage2: previous stage 'sft_stage_1' is no stage of "
+        "gptlineage.registry.TRAINING_STAGES (pretrain, continuation, sft_stage1, sft_stage2)",
+        id="previous-stage-missing",
+    ),
+    pytest.param(
+        GRAPH,
+        ('table = Input("data", "small_data"', 'table = Input("data", "smal_data"'),
+        "invalid workflow: job data_csv: input data names job 'smal_data', which gptlineage.workflow_graph declares",
+        id="input-job-missing",
+    ),
+    pytest.param(
+        TABULAR,
+        (None, ROW_COUNT_RULE),
+        "invalid workflow: job row_count has a rule but no declaration; add Job('row_count', command, directory,"
+        " slice, inputs) to gptlineage.workflow_graph",
+        id="rule-without-job",
+    ),
+    pytest.param(
+        GRAPH,
+        (
+            '        Job("small_data", "small-data", "small_data", "small_data"),\n',
+            '        Job("small_data", "small-data", "small_data", "small_data"),\n'
+            '        Job("row_count", "small-data", "row_count", None, (Input("data", "small_data"),)),\n',
+        ),
+        "invalid workflow: job row_count is declared in gptlineage.workflow_graph, but workflow/rules/tabular.smk"
+        " has no rule row_count to build it",
+        id="job-without-rule",
+    ),
+    pytest.param(
+        GRAPH,
+        (
+            '        Job("small_data", "small-data", "small_data", "small_data"),\n',
+            '        Job("small_data", "small-data", "small_data", "small_data"),\n'
+            '        Job("row_count", "lineage", "row_count", "row_count"),\n',
+        ),
+        "invalid workflow: config slice row_count: command lineage has no settings class: bind one in"
+        " gptlineage.command_settings.SETTINGS, or declare the job with slice None",
+        id="slice-without-settings",
+    ),
+    pytest.param(
+        "config.yaml",
+        (None, "\nrow_count:\n  steps: 3\n"),
+        "invalid config: key row_count: not a stage of this workflow",
+        id="slice-without-job",
+    ),
+    pytest.param(
+        "workflow/schemas/config.schema.yaml",
+        ("    small_data:\n", "    small_data:\n      description: edited by hand\n"),
+        "invalid workflow: workflow/schemas/config.schema.yaml is stale (a stage, slice or setting changed): run"
+        " python -m gptlineage.workflow_schema",
+        id="stale-schema",
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "edit", "line"), MISTAKES)
+def test_a_recipe_mistake_is_one_line_saying_what_to_add_where(tmp_path, path, edit, line):
+    workdir = copy_workflow(tmp_path)
+    target = workdir / path
+    text = target.read_text(encoding="utf-8")
+    found, replacement = edit
+    assert found is None or found in text, f"{path} no longer holds {found!r}: update this row"
+    target.write_text(text + replacement if found is None else text.replace(found, replacement, 1), encoding="utf-8")
+    done = snakemake(workdir, "--dry-run", DELIVERABLE_TARGET)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr and 'File "' not in done.stderr, done.stderr[-2000:]
+    printed = [text for text in done.stderr.splitlines() if text.strip() and not text.startswith(PROFILE_NOTE)]
+    assert len(printed) == 1 and printed[0].startswith(line), done.stderr[-2000:]
