@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from gptlineage.corpus.tokenizer import gpt2_encoding
-from gptlineage.generation.chat import terminal_text
 from gptlineage.generation.decoding import FullPrefixDecoder, SamplingConfig, generate_tokens
+from gptlineage.generation.terminal import terminal_text
 from gptlineage.model.gpt import GPT
 from gptlineage.training.config import Plan, TrainConfig
 
