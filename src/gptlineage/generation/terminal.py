@@ -1,7 +1,8 @@
 """Model or file text made safe for the terminal: what `train --generate` and `generate` print.
 
-It imports no decoder: training code prints its end-of-training sample through it without
-holding the chat loop or the batched prompt-suite decoder in its code closure.
+It imports no decoder, and it only presents: nothing it returns is written into an artifact, so
+it is left out of every command's code closure (gptlineage.lineage.codedeps.PRESENTATION) and
+editing it re-keys nothing.
 
 Example:
     >>> from gptlineage.generation.terminal import terminal_text
