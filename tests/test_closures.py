@@ -59,6 +59,7 @@ PRESENTATION_EDITS = {
     "error wording": ("gptlineage/lineage/checks.py", reworded_error),
     "terminal text": ("gptlineage/generation/terminal.py", appended_code),
     "progress lines": ("gptlineage/progress.py", appended_code),
+    "watch display": ("gptlineage/training/watch.py", appended_code),
 }
 OUTPUT_EDITS = {
     "model": ("gptlineage/model/gpt.py", appended_code),
