@@ -18,11 +18,11 @@ import torch
 from conftest import TINY_TRAIN
 
 from gptlineage import cli, devices
-from gptlineage.commands import train as train_command
 from gptlineage.corpus.tokenizer import gpt2_encoding
 from gptlineage.generation.decoding import FullPrefixDecoder, SamplingConfig, generate_tokens, sample_token
 from gptlineage.model.gpt import GPT, GPTConfig
 from gptlineage.model.parameters import save_parameters
+from gptlineage.training import launch
 from gptlineage.workflow_support import slice_error
 
 CLEAR_SCREEN = "\x1b[2J"
@@ -39,7 +39,7 @@ def no_cuda(monkeypatch):
     def no_launch(command, logs):
         raise AssertionError(f"torchrun started: {command}")
 
-    monkeypatch.setattr(train_command, "relaunch_with_torchrun", no_launch)
+    monkeypatch.setattr(launch, "relaunch_with_torchrun", no_launch)
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

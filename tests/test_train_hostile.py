@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from conftest import TINY_TRAIN, losses
 
-import gptlineage.commands.train as train_command
 import gptlineage.model.memory as machine_memory
 import gptlineage.training.loop as loop
 import gptlineage.training.memory as memory
+import gptlineage.training.run_files as run_files
 from gptlineage.cli import main
 from gptlineage.errors import GptlineageError
 from gptlineage.model.gpt import GPT, model_config
@@ -217,7 +217,7 @@ def interrupt_after_training(monkeypatch) -> None:
     def die(*args, **kwargs):
         raise GptlineageError("interrupted")
 
-    monkeypatch.setattr(train_command, "passport", die)
+    monkeypatch.setattr(run_files, "passport", die)
 
 
 def test_a_rerun_after_the_final_checkpoint_finishes_the_artifact(corpus, tmp_path, capsys, monkeypatch):

@@ -40,18 +40,13 @@ from gptlineage.generation.decoding import (
     make_decoder,
 )
 from gptlineage.generation.settings import DEFAULT_SYSTEM, GenerateConfig, not_text
-from gptlineage.lineage.checks import printable
+from gptlineage.generation.terminal import terminal_text
 from gptlineage.model.gpt import GPT
 
 EOT_TEXT = "<|endoftext|>"
 USER_TURN = "\nUser:"  # a new user line: the model has finished its answer
 QUIT_COMMANDS = frozenset({":q", ":quit"})
 CHAT_PROMPT = "you> "
-
-
-def terminal_text(text: str) -> str:
-    """Model or file text for the terminal: control characters escaped (ESC -> \\x1b), newlines kept."""
-    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 # ---------------------------------------------------------------- completions

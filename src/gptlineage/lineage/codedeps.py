@@ -1,13 +1,21 @@
 """Which package source files a command uses, found by reading imports (nothing is imported).
 
-The workflow lists these files as inputs of each rule, so Snakemake reruns a rule when the
-code its command runs changes, and not otherwise. The third-party modules those files import
+A command's code closure (`module_files`) is the code that computes its outputs: its module and
+every package module it imports, transitively, less the modules that only present (PRESENTATION:
+error wording, terminal text, manifest checks). The workflow lists these files as inputs of
+each rule, and the manifest records them with their hashes, so Snakemake reruns a rule and the
+artifact id changes when the code computing the outputs changes, and not for a reworded error.
+The third-party modules of every file the command runs (`run_files`, presentation included)
 are what the conda environment of the command's rule family must hold (envs/*.yaml).
 
 Example:
     >>> from pathlib import Path
-    >>> from gptlineage.lineage.codedeps import module_files, third_party_imports
+    >>> from gptlineage.lineage.codedeps import module_files, run_files, third_party_imports
     >>> "gptlineage/errors.py" in module_files("gptlineage.commands.lineage", Path("src"))  # doctest: +SKIP
+    True
+    >>> "gptlineage/lineage/checks.py" in module_files("gptlineage.commands.train", Path("src"))  # doctest: +SKIP
+    False
+    >>> "gptlineage/lineage/checks.py" in run_files("gptlineage.commands.train", Path("src"))  # doctest: +SKIP
     True
     >>> third_party_imports("gptlineage.commands.small_data", Path("src"))  # doctest: +SKIP
     ['numpy', 'torch']
@@ -21,6 +29,17 @@ import sys
 from pathlib import Path
 
 PACKAGE = "gptlineage"
+# Modules that only present: they word errors, escape text for the terminal, or check a manifest
+# (raise, or pass it on unchanged); nothing they return is written into an artifact. A code
+# closure leaves them out, with what is reached only through them, so a reworded error or an
+# escape reruns no rule and re-keys no artifact. Never name here code that computes an output:
+# the model, the loss, the training loop, data, the artifact writer's hashes, ids and manifest
+# fields. (checks.safe_name also names the files of a `lineage export` crate: no artifact, no rule.)
+PRESENTATION = (
+    "gptlineage.lineage.checks",  # error wording, printable(), the manifest schema check
+    "gptlineage.generation.terminal",  # terminal_text(): model text escaped for printing
+    "gptlineage.progress",  # the progress lines of a log or terminal
+)
 
 
 def module_path(module: str, source_root: Path) -> Path | None:
@@ -81,8 +100,15 @@ def imported_modules(path: Path, module: str) -> set[str]:
 
 
 def module_files(module: str, source_root: Path) -> list[str]:
-    """Sorted relative paths of `module` and every package module it imports, transitively."""
-    seen: set[str] = set()
+    """The code closure of `module`: sorted relative paths of it and every package module it imports,
+    transitively, not following an import of a PRESENTATION module."""
+    return run_files(module, source_root, leave_out=PRESENTATION)
+
+
+def run_files(module: str, source_root: Path, leave_out: tuple[str, ...] = ()) -> list[str]:
+    """Sorted relative paths of `module` and every package module it imports, transitively, except
+    the modules named in `leave_out` and what only they import: by default every file it runs."""
+    seen: set[str] = set(leave_out)
     pending = [module]
     files: set[Path] = set()
     while pending:
@@ -131,8 +157,9 @@ def external_imports(path: Path) -> set[str]:
 
 def third_party_imports(module: str, source_root: Path) -> list[str]:
     """Sorted top-level names of the third-party modules that `module` and every package module
-    it imports (module_files) import: what an environment running it must install."""
+    it imports (run_files: presentation modules too, they run) import: what an environment running
+    it must install."""
     names: set[str] = set()
-    for relative in module_files(module, source_root):
+    for relative in run_files(module, source_root):
         names |= external_imports(source_root / relative)
     return sorted(names)

@@ -6,8 +6,9 @@ Example:
     ['closure_sha256', 'files', 'module', 'package', 'version']
 
 The code closure of a command is its module and every package module that module imports,
-transitively (the same files the Snakemake workflow lists as a rule's code inputs), so
-editing a module a command does not use leaves that command's artifact ids alone.
+transitively, less the modules that only present (codedeps.PRESENTATION): the same files the
+Snakemake workflow lists as a rule's code inputs, so editing a module a command does not use,
+or an error message, leaves that command's artifact ids alone.
 """
 
 from __future__ import annotations

@@ -17,9 +17,14 @@ Example (after `gptlineage train ... --output results/pretrain`):
 
 from __future__ import annotations
 
+import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from gptlineage.lineage.identity import host_name
 
 PARAMETERS_FILE = "parameters.safetensors"  # a run's final parameters, and each checkpoint's
 METRICS_FILE = "metrics.json"
@@ -30,8 +35,22 @@ TRACE_SUMMARY_FILE = "trace-summary.json"
 CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_MANIFEST = "manifest.json"  # written last into a step-N directory: it means complete
 PROGRESS_FILE = "progress.json"  # in the work directory of a live run only
+STATUS_SCHEMA = "gptlineage.training-progress.v1"  # progress.json's schema
 WORK_SUFFIX = ".work"
 STEP_DIR = re.compile(r"step-(\d+)")
+
+
+def live_status(steps: int, start_step: int) -> dict[str, Any]:
+    """progress.json's content, written by the training loop as its steps begin (`gptlineage watch`
+    reads it; it lives here, not in training.watch, so the loop's code holds none of watch's display)."""
+    return {
+        "schema": STATUS_SCHEMA,
+        "steps": steps,
+        "start_step": start_step,
+        "started_unix": time.time(),
+        "host": host_name(),
+        "pid": os.getpid(),
+    }
 
 
 def work_directory(output: Path) -> Path:

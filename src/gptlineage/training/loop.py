@@ -46,12 +46,11 @@ from gptlineage.training.config import Plan, TrainConfig
 from gptlineage.training.data import Split, data_hashes, load_split
 from gptlineage.training.determinism import set_determinism
 from gptlineage.training.distributed import SINGLE, Distributed, check_batch_split
-from gptlineage.training.layout import TrainingRunFiles, checkpoint_name
+from gptlineage.training.layout import TrainingRunFiles, checkpoint_name, live_status
 from gptlineage.training.memory import check_training_memory
 from gptlineage.training.metrics import Metrics, best_checkpoint, validation_point
 from gptlineage.training.step import Updater, build_optimizer, evaluate, on_device, timed_update, training_objective
 from gptlineage.training.trace import Tracer
-from gptlineage.training.watch import live_status
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 A running `gptlineage train --output results/train/X` appends each metric point to the live
 `metrics.jsonl` of its work directory, `results/train/.X.work/`, and writes `progress.json` there
-when its steps begin (`live_status`: the total steps, the step it starts from, when, and which
+when its steps begin (`training.layout.live_status`: the total steps, the step it starts from, when, and which
 process on which host runs it). The run has ended when `results/train/X/manifest.json` appears
 (the artifact is renamed into place whole). Watch reads only those files of the RUN it is given
 (the output directory or the work directory, and the other one of the pair), never a path that a
@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -31,23 +30,17 @@ from gptlineage.lineage.checks import printable
 from gptlineage.lineage.declaration import TRAINING_RUN, holds
 from gptlineage.lineage.identity import host_name
 from gptlineage.progress import counted, duration, loss_text, remaining_seconds
-from gptlineage.training.layout import METRICS_FILE, METRICS_LOG_FILE, PROGRESS_FILE, WORK_SUFFIX, work_directory
+from gptlineage.training.layout import (
+    METRICS_FILE,
+    METRICS_LOG_FILE,
+    PROGRESS_FILE,
+    STATUS_SCHEMA,
+    WORK_SUFFIX,
+    work_directory,
+)
 
-STATUS_SCHEMA = "gptlineage.training-progress.v1"
 RATE_POINTS = 20  # tok/s shown: the median of the latest train points
 BARS = " ▁▂▃▄▅▆▇█"  # a curve column's eighths
-
-
-def live_status(steps: int, start_step: int) -> dict[str, Any]:
-    """progress.json's content, written by the training loop as its steps begin."""
-    return {
-        "schema": STATUS_SCHEMA,
-        "steps": steps,
-        "start_step": start_step,
-        "started_unix": time.time(),
-        "host": host_name(),
-        "pid": os.getpid(),
-    }
 
 
 @dataclass(frozen=True)
