@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 from gptlineage import registry
-from gptlineage.corpus.prepare import PrepareConfig
+from gptlineage.corpus.prepare_config import PrepareConfig
 from gptlineage.corpus.synth_chat import SynthChatConfig
 from gptlineage.generation.cache_bench import CacheBenchConfig
 from gptlineage.generation.cache_check import CacheCheckConfig
@@ -24,8 +24,7 @@ from gptlineage.generation.prompt_suite import PromptSuiteConfig
 from gptlineage.generation.settings import ExportConfig, GenerateConfig
 from gptlineage.reporting.experiment import ExperimentConfig
 from gptlineage.reporting.matched_compare import MatchedCompareConfig
-from gptlineage.tabular.regression import SmallDataConfig
-from gptlineage.tabular.tutorial import DataCsvConfig, DataNpyConfig
+from gptlineage.tabular.settings import DataCsvConfig, DataNpyConfig, SmallDataConfig
 from gptlineage.training.config import TrainConfig
 
 # Commands not listed take their flags from argparse directly (watch defines its settings in its
