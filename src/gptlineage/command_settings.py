@@ -18,9 +18,7 @@ from __future__ import annotations
 from gptlineage import registry
 from gptlineage.corpus.prepare_config import PrepareConfig
 from gptlineage.corpus.synth_chat import SynthChatConfig
-from gptlineage.generation.cache_bench import CacheBenchConfig
-from gptlineage.generation.cache_check import CacheCheckConfig
-from gptlineage.generation.prompt_suite import PromptSuiteConfig
+from gptlineage.generation.report_settings import CacheBenchConfig, CacheCheckConfig, PromptSuiteConfig
 from gptlineage.generation.settings import ExportConfig, GenerateConfig
 from gptlineage.reporting.experiment import ExperimentConfig
 from gptlineage.reporting.matched_compare import MatchedCompareConfig
