@@ -17,7 +17,7 @@ from gptlineage.generation.decoding import SamplingConfig
 from gptlineage.generation.export_hf import ExportConfig
 from gptlineage.generation.report_settings import CacheBenchConfig, CacheCheckConfig, PromptConfig, PromptSuiteConfig
 from gptlineage.generation.source import ModelSource, recorded_settings
-from gptlineage.reporting.matched_compare import MatchedCompareConfig
+from gptlineage.reporting.matched_settings import MatchedCompareConfig
 from gptlineage.settings import (
     SettingError,
     as_mapping,

@@ -20,8 +20,8 @@ from gptlineage.corpus.prepare_config import PrepareConfig
 from gptlineage.corpus.synth_chat import SynthChatConfig
 from gptlineage.generation.report_settings import CacheBenchConfig, CacheCheckConfig, PromptSuiteConfig
 from gptlineage.generation.settings import ExportConfig, GenerateConfig
-from gptlineage.reporting.experiment import ExperimentConfig
-from gptlineage.reporting.matched_compare import MatchedCompareConfig
+from gptlineage.reporting.experiment_settings import ExperimentConfig
+from gptlineage.reporting.matched_settings import MatchedCompareConfig
 from gptlineage.tabular.settings import DataCsvConfig, DataNpyConfig, SmallDataConfig
 from gptlineage.training.config import TrainConfig
 
