@@ -6,9 +6,9 @@ its settings from here, so the workflow checks their config slices before any jo
 loading torch or the tokenizer.
 
 Example:
-    CacheCheckConfig(model=ModelSource(random_init=True), rollout=16)
+    CacheCheckConfig(model=ModelSource(random_init=True), rollout=16, output=Path("results/cache_check"))
     PromptConfig(message="Hi", prompt_tokens=4)   # SettingError: --prompt-tokens is not allowed with --message
-    PromptSuiteConfig(model=ModelSource(run=Path("results/sft_stage2"))).suite_name
+    PromptSuiteConfig(model=ModelSource(random_init=True), output=Path("out")).suite_name
     # 'gptlineage/assets/paper-prompt-suite.json': the reference's nine prompts, packaged
 """
 

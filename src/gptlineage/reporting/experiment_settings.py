@@ -7,7 +7,7 @@ job without loading those.
 Example:
     ExperimentConfig(part=("model=results/train/sft_stage2",), output=Path("results/sft_stage2")).parts()
     # {'model': PosixPath('results/train/sft_stage2')}
-    ExperimentConfig(part=("Model=x",))   # SettingError: --part must be ROLE=PATH with a lowercase role, ...
+    ExperimentConfig(part=("Model=x",), output=Path("o"))   # SettingError: --part must be ROLE=PATH with a lowercase role, ...
 """
 
 from __future__ import annotations
