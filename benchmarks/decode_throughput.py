@@ -64,7 +64,8 @@ from gptlineage.cpus import available_cpus
 from gptlineage.generation.batched import generate_batch
 from gptlineage.generation.chat import chat_prompt, complete, complete_batch
 from gptlineage.generation.decoding import FullPrefixDecoder, SamplingConfig, generate_tokens
-from gptlineage.generation.prompt_suite import SUITE_SAMPLING, SYSTEM
+from gptlineage.generation.prompt_suite import SYSTEM
+from gptlineage.generation.report_settings import SUITE_SAMPLING
 from gptlineage.model.gpt import GPT, GPTConfig
 from gptlineage.model.hf import hf_model
 from gptlineage.model.kvcache import CachedDecoder

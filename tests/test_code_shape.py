@@ -1,4 +1,4 @@
-"""The package's shape (tools/check_code_shape.py): sizes, command independence, no torch in lineage, layers."""
+"""The package's shape (tools/check_code_shape.py): sizes, command independence, no torch in lineage, layers, no import circle."""
 
 from __future__ import annotations
 
@@ -132,6 +132,8 @@ def test_base_modules_tabular_commands_and_an_unplaced_module_are_held_to_their_
         "src/gptlineage/helpers.py: helpers is in no layer (add its row to FORBIDDEN_LAYERS)",
         "src/gptlineage/settings.py:2: imports gptlineage.training.config (settings imports nothing from training)",
         "src/gptlineage/tabular/tutorial.py:2: imports gptlineage.corpus.shards (tabular imports nothing from corpus)",
+        # found last, once every module is read: the command imports the entry module importing it
+        "src/gptlineage/cli.py: import circle gptlineage.cli -> gptlineage.commands.lineage -> gptlineage.cli",
     ]
 
 
@@ -145,3 +147,49 @@ def test_the_tool_prints_one_line_per_finding_and_exits_1_then_0_when_clean(tmp_
     (src / "gptlineage/lineage/walk.py").write_text("import json\n")
     result = subprocess.run([sys.executable, str(TOOL), "--src", str(src)], check=False, capture_output=True, text=True)
     assert (result.returncode, result.stdout) == (0, "")
+
+
+def test_an_import_circle_is_one_line_naming_a_shortest_way_round(tmp_path):
+    src = write_tree(
+        tmp_path / "src",
+        {
+            # matched <-> matched_compare, as the two were before the settings moved below both
+            "gptlineage/reporting/__init__.py": "",
+            "gptlineage/reporting/matched.py": "from gptlineage.reporting.matched_compare import MatchedSettings\n",
+            "gptlineage/reporting/matched_compare.py": "from gptlineage.reporting import matched\n",
+            # three modules that all reach each other: one line, the shortest way round from the first
+            # (imports relative, inside a try at module level, and of a name in a module count)
+            "gptlineage/corpus/__init__.py": "",
+            "gptlineage/corpus/a.py": "from . import b\n",
+            "gptlineage/corpus/b.py": (
+                "from gptlineage.corpus import a\ntry:\n    import gptlineage.corpus.c\nexcept ImportError:\n    pass\n"
+            ),
+            "gptlineage/corpus/c.py": "from gptlineage.corpus.a import x\nimport gptlineage.corpus.b\n",
+            # imports that do not run at import time close no circle
+            "gptlineage/model/__init__.py": "",
+            "gptlineage/model/gpt.py": "from gptlineage.model import kvcache\n",
+            "gptlineage/model/kvcache.py": (
+                "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from gptlineage.model.gpt import GPT\n\n"
+                "def decoder():\n    from gptlineage.model import gpt\n"
+            ),
+        },
+    )
+    assert shape.check(src) == [
+        "src/gptlineage/corpus/a.py: import circle gptlineage.corpus.a -> gptlineage.corpus.b -> gptlineage.corpus.a"
+        " (3 modules in the circle)",
+        "src/gptlineage/reporting/matched.py: import circle gptlineage.reporting.matched"
+        " -> gptlineage.reporting.matched_compare -> gptlineage.reporting.matched",
+    ]
+
+
+def test_the_package_has_no_import_circle():
+    src = REPO / "src"
+    trees = {}
+    for path in sorted((src / "gptlineage").rglob("*.py")):
+        trees[shape.module_name(path, src)] = (
+            shape.ast.parse(path.read_text(encoding="utf-8")),
+            path.name == "__init__.py",
+        )
+    graph = shape.import_graph(trees)
+    assert graph["gptlineage.reporting.matched_compare"] >= {"gptlineage.reporting.matched"}  # the graph is read
+    assert [component for component in shape.strongly_connected(graph) if len(component) > 1] == []

@@ -15,7 +15,7 @@ import yaml
 from gptlineage import registry
 from gptlineage.cli import main
 from gptlineage.command_settings import settings_class
-from gptlineage.corpus.prepare import PrepareConfig
+from gptlineage.corpus.prepare_config import PrepareConfig
 from gptlineage.parser import load_command
 from gptlineage.settings import (
     SettingError,
@@ -24,7 +24,7 @@ from gptlineage.settings import (
     from_mapping,
     setting_fields,
 )
-from gptlineage.tabular.tutorial import DataCsvConfig
+from gptlineage.tabular.settings import DataCsvConfig
 from gptlineage.workflow_support import SLICES as WORKFLOW_SLICES
 from gptlineage.workflow_support import command_slice, flags, wired_inputs
 

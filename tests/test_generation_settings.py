@@ -12,14 +12,12 @@ import yaml
 
 from gptlineage import cli, registry
 from gptlineage.errors import GptlineageError
-from gptlineage.generation.cache_bench import CacheBenchConfig
-from gptlineage.generation.cache_check import CacheCheckConfig, PromptConfig
 from gptlineage.generation.chat import GenerateConfig
 from gptlineage.generation.decoding import SamplingConfig
 from gptlineage.generation.export_hf import ExportConfig
-from gptlineage.generation.prompt_suite import PromptSuiteConfig
+from gptlineage.generation.report_settings import CacheBenchConfig, CacheCheckConfig, PromptConfig, PromptSuiteConfig
 from gptlineage.generation.source import ModelSource, recorded_settings
-from gptlineage.reporting.matched_compare import MatchedCompareConfig
+from gptlineage.reporting.matched_settings import MatchedCompareConfig
 from gptlineage.settings import (
     SettingError,
     as_mapping,

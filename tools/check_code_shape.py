@@ -12,7 +12,10 @@ Rules, for every module under src/gptlineage/:
   from those before it; tabular/ stands beside them on lineage alone; the entry modules (cli,
   command_line, workflow_graph, workflow_support, workflow_jobs) sit on top, and only commands may import one
   of them (command_line, which rebuilds a command line);
-- every module is in a layer: a new top-level module or folder must be given its row.
+- every module is in a layer: a new top-level module or folder must be given its row;
+- no import circle: the modules' module-level imports (those that run when a module is
+  imported: none inside a function, none under `if TYPE_CHECKING:`) never lead back to where
+  they started. Each circle is one line, naming one shortest way round it.
 
 Imports are read with `ast`, function-level imports included; nothing is imported or run.
 Prints one line per finding and exits 1 when there is any, else prints nothing and exits 0.
@@ -27,7 +30,8 @@ from __future__ import annotations
 import argparse
 import ast
 import sys
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 PACKAGE = "gptlineage"
@@ -73,18 +77,49 @@ def imported_modules(tree: ast.Module, name: str, is_package: bool) -> Iterator[
     `from a.b import c` yields `a.b.c`: c may be a module or a name, and the checks treat a
     name inside a module like the module (its layer is the same).
     """
+    imports = (node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
+    return resolved_imports(imports, name, is_package)
+
+
+def resolved_imports(
+    nodes: Iterable[ast.Import | ast.ImportFrom], name: str, is_package: bool
+) -> Iterator[tuple[int, str]]:
+    """(line, dotted name) of each imported name of these import statements, made absolute."""
     package = name if is_package else name.rpartition(".")[0]
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name
-        elif isinstance(node, ast.ImportFrom):
+        else:
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
             for alias in node.names:
                 yield node.lineno, f"{base}.{alias.name}" if alias.name != "*" else base
+
+
+def is_type_checking(test: ast.expr) -> bool:
+    """`TYPE_CHECKING` or `typing.TYPE_CHECKING`: a block that never runs."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def import_time_imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The import statements that run when the module is imported: at module level (in an `if`,
+    a `try` or a class body too), not inside a function nor under `if TYPE_CHECKING:`."""
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue  # runs when called, not when imported
+        elif isinstance(node, ast.If) and is_type_checking(node.test):
+            pending.extend(node.orelse)
+        else:
+            pending.extend(ast.iter_child_nodes(node))
 
 
 def layer_of(dotted: str) -> str | None:
@@ -130,6 +165,84 @@ def import_findings(relative: str, name: str, imports: list[tuple[int, str]], co
     return list(dict.fromkeys(findings))  # `from m import a, b` is one finding, not two
 
 
+def import_graph(trees: dict[str, tuple[ast.Module, bool]]) -> dict[str, set[str]]:
+    """Module -> the package modules its import-time imports load (`from a import b` loads a.b
+    when b is a module, else a)."""
+    graph: dict[str, set[str]] = {}
+    for name, (tree, is_package) in trees.items():
+        targets = set()
+        for _, dotted in resolved_imports(import_time_imports(tree), name, is_package):
+            target = dotted if dotted in trees else dotted.rpartition(".")[0]
+            if target in trees and target != name:
+                targets.add(target)
+        graph[name] = targets
+    return graph
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's components of the graph, each a sorted list: modules that all reach each other."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def shortest_circle(start: str, graph: dict[str, set[str]], members: set[str]) -> list[str]:
+    """The shortest way from `start` back to itself through `members` (breadth first), start at both ends."""
+    parents: dict[str, str | None] = {start: None}
+    queue = deque([start])
+    while queue:
+        node = queue.popleft()
+        for target in sorted(graph[node]):
+            if target == start:
+                path = [node]
+                while parents[path[-1]] is not None:
+                    path.append(parents[path[-1]])
+                return [*reversed(path), start]
+            if target in members and target not in parents:
+                parents[target] = node
+                queue.append(target)
+    raise AssertionError(f"{start} is in no circle")  # members is a strongly connected component
+
+
+def circle_findings(trees: dict[str, tuple[ast.Module, bool]], relative: dict[str, str]) -> list[str]:
+    """One line per import circle: the first module's file and one shortest way round."""
+    graph = import_graph(trees)
+    findings = []
+    for component in strongly_connected(graph):
+        if len(component) > 1:
+            circle = shortest_circle(component[0], graph, set(component))
+            more = f" ({len(component)} modules in the circle)" if len(component) > len(circle) - 1 else ""
+            findings.append(f"{relative[component[0]]}: import circle {' -> '.join(circle)}{more}")
+    return sorted(findings)
+
+
 def check(src: Path = DEFAULT_SRC) -> list[str]:
     """Every finding under `src`/gptlineage, one line each, in file order."""
     root = src / PACKAGE
@@ -138,6 +251,8 @@ def check(src: Path = DEFAULT_SRC) -> list[str]:
     paths = sorted(root.rglob("*.py"))
     commands = {module_name(path, src) for path in (root / "commands").glob("*.py") if path.name != "__init__.py"}
     findings = []
+    trees: dict[str, tuple[ast.Module, bool]] = {}
+    relatives: dict[str, str] = {}
     for path in paths:
         relative = path.relative_to(src.parent).as_posix() if src.parent in path.parents else str(path)
         text = path.read_text(encoding="utf-8")
@@ -146,7 +261,8 @@ def check(src: Path = DEFAULT_SRC) -> list[str]:
         imports = list(imported_modules(tree, name, path.name == "__init__.py"))
         findings += size_findings(relative, text, tree)
         findings += import_findings(relative, name, imports, commands)
-    return findings
+        trees[name], relatives[name] = (tree, path.name == "__init__.py"), relative
+    return findings + circle_findings(trees, relatives)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,9 +1,15 @@
 """Each command's settings class: the dataclass its flags and its workflow config slice build.
 
-Kept apart from gptlineage.registry, which the command line imports: the settings modules this
-one imports (several still import torch) must not load for `gptlineage lineage ...`, nor become
-part of the command line's code. The workflow's config check (gptlineage.workflow_support) and
-the tests read the classes from here.
+Every class comes from a light settings module of its library family (corpus.prepare_config,
+generation.settings and generation.report_settings, reporting.experiment_settings and
+reporting.matched_settings, tabular.settings, training.config), which imports no torch,
+matplotlib, pandas, jinja2, rich, numpy or tiktoken: the workflow's config check
+(gptlineage.workflow_support) builds them all before any job, and `snakemake -n` should not pay
+seconds for packages no setting needs (tests/test_settings_imports.py holds it to that).
+
+Kept apart from gptlineage.registry, which the command line imports: this module names every
+command's settings, and `gptlineage lineage ...` needs none of them, nor should they become part
+of the command line's code. The config check and the tests read the classes from here.
 
 Example:
     >>> from gptlineage.registry import DATA_CSV, LINEAGE
@@ -16,16 +22,13 @@ Example:
 from __future__ import annotations
 
 from gptlineage import registry
-from gptlineage.corpus.prepare import PrepareConfig
+from gptlineage.corpus.prepare_config import PrepareConfig
 from gptlineage.corpus.synth_chat import SynthChatConfig
-from gptlineage.generation.cache_bench import CacheBenchConfig
-from gptlineage.generation.cache_check import CacheCheckConfig
-from gptlineage.generation.prompt_suite import PromptSuiteConfig
+from gptlineage.generation.report_settings import CacheBenchConfig, CacheCheckConfig, PromptSuiteConfig
 from gptlineage.generation.settings import ExportConfig, GenerateConfig
-from gptlineage.reporting.experiment import ExperimentConfig
-from gptlineage.reporting.matched_compare import MatchedCompareConfig
-from gptlineage.tabular.regression import SmallDataConfig
-from gptlineage.tabular.tutorial import DataCsvConfig, DataNpyConfig
+from gptlineage.reporting.experiment_settings import ExperimentConfig
+from gptlineage.reporting.matched_settings import MatchedCompareConfig
+from gptlineage.tabular.settings import DataCsvConfig, DataNpyConfig, SmallDataConfig
 from gptlineage.training.config import TrainConfig
 
 # Commands not listed take their flags from argparse directly (watch defines its settings in its

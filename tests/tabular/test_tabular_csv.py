@@ -20,8 +20,8 @@ from gptlineage.tabular.csv_loader import (
     parse_float_cell,
     read_csv_rows,
 )
-from gptlineage.tabular.regression import regression_table, write_regression_csv
 from gptlineage.tabular.shuffle import shuffled_indices
+from gptlineage.tabular.table import regression_table, write_regression_csv
 
 
 def bits(value: float) -> bytes:

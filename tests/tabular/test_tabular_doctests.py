@@ -4,10 +4,10 @@ import doctest
 
 import pytest
 
-from gptlineage.tabular import csv_loader, dataset, shuffle
+from gptlineage.tabular import csv_loader, dataset, settings, shuffle
 
 
-@pytest.mark.parametrize("module", [shuffle, dataset, csv_loader])
+@pytest.mark.parametrize("module", [shuffle, dataset, csv_loader, settings])
 def test_docstring_examples(module) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0

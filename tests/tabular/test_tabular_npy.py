@@ -16,7 +16,7 @@ from gptlineage.tabular.npy_loader import (
     read_npy_header,
     read_npy_rows,
 )
-from gptlineage.tabular.regression import regression_table, write_npy
+from gptlineage.tabular.table import regression_table, write_npy
 
 
 def save(path, array) -> None:

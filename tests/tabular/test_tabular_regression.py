@@ -17,14 +17,12 @@ from gptlineage.tabular.regression import (
     TrainSeries,
     build_mlp,
     model_summary_lines,
-    regression_table,
     train_regression,
     transcript_train_lines,
-    write_npy,
-    write_regression_csv,
     write_regression_trainlog,
     write_trainlog,
 )
+from gptlineage.tabular.table import regression_table, write_npy, write_regression_csv
 
 # --- table and files --------------------------------------------------------------------
 

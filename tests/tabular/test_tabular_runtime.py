@@ -16,14 +16,8 @@ from gptlineage.registry import DATA_CSV, DATA_NPY
 from gptlineage.settings import SettingError, from_mapping
 from gptlineage.tabular.csv_loader import CsvOptions, from_csv
 from gptlineage.tabular.regression import RegressionTrainConfig, train_regression, transcript_train_lines
-from gptlineage.tabular.runtime import (
-    RuntimeSettings,
-    arithmetic_mode,
-    flushes_subnormals,
-    precision_state,
-    scalar_name,
-    strict_binary32,
-)
+from gptlineage.tabular.runtime import arithmetic_mode, flushes_subnormals, precision_state, strict_binary32
+from gptlineage.tabular.settings import RuntimeSettings, scalar_name
 from gptlineage.tabular.tutorial import DataCsvConfig, DataNpyConfig
 
 SMALL = "small_regression"

@@ -15,10 +15,7 @@ from gptlineage.tabular.dataset import batch
 from gptlineage.tabular.npy_loader import from_supervised_npy
 from gptlineage.tabular.regression import (
     RegressionTrainConfig,
-    regression_table,
     train_regression,
-    write_npy,
-    write_regression_csv,
 )
 from gptlineage.tabular.sources import (
     LabeledSource,
@@ -27,6 +24,7 @@ from gptlineage.tabular.sources import (
     from_labeled_source,
     from_supervised_source,
 )
+from gptlineage.tabular.table import regression_table, write_npy, write_regression_csv
 
 XOR_X = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], dtype=np.float32)
 

@@ -13,11 +13,10 @@ from gptlineage.tabular.dataset import EpochLoader, Sample, from_tensors
 from gptlineage.tabular.regression import (
     RegressionTrainConfig,
     build_mlp,
-    regression_table,
     train_regression,
-    write_regression_csv,
 )
 from gptlineage.tabular.stream import curve_interval, train_stream, write_stream_trainlog
+from gptlineage.tabular.table import regression_table, write_regression_csv
 
 XS = torch.tensor([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
 YS = torch.tensor([[0.0], [1.0], [1.0], [0.0]])

@@ -12,7 +12,7 @@ import torch
 from gptlineage.errors import GptlineageError
 from gptlineage.tabular.csv_loader import CsvOptions
 from gptlineage.tabular.dataset import defer
-from gptlineage.tabular.regression import regression_table, write_npy, write_regression_csv
+from gptlineage.tabular.table import regression_table, write_npy, write_regression_csv
 from gptlineage.tabular.tensor_loader import file_format, load_tensor
 
 MATRIX = np.arange(6, dtype=np.float32).reshape(2, 3) / 4

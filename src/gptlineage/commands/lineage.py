@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -30,6 +32,7 @@ from gptlineage.lineage.action_settings import (
 )
 from gptlineage.lineage.artifact import content_sha256
 from gptlineage.lineage.checks import printable
+from gptlineage.lineage.outputs import process_gone
 from gptlineage.lineage.prov import prov_document, write_prov_json
 from gptlineage.lineage.sources import NOT_HERE
 from gptlineage.lineage.walk import show_lines, verify
@@ -135,11 +138,6 @@ def export_crate(settings: ExportSettings) -> int:
 def clean_stale_json(output: Path) -> None:
     """Remove `.<name>.tmp-<pid>` files beside OUTPUT that killed exports left: regular files of
     this user, named so, whose process is gone and whose bytes begin as a PROV-JSON document does."""
-    import os
-    import re
-
-    from gptlineage.lineage.outputs import process_gone
-
     pattern = re.compile(rf"\.{re.escape(output.name)}\.tmp-(?P<pid>[0-9]+)")
     folder = output.absolute().parent
     for entry in sorted(folder.glob(f".{glob.escape(output.name)}.tmp-*")) if folder.is_dir() else []:

@@ -2,7 +2,8 @@
 
 Both run `--updates` AdamW updates on the same batches of the prepared corpus `--data`, with
 the same warmup-cosine schedule, validation batches and strict float32 (see
-`gptlineage.reporting.matched`; the settings and the artifact: `gptlineage.reporting.matched_compare`).
+`gptlineage.reporting.matched`; the settings: `gptlineage.reporting.matched_settings`; the artifact:
+`gptlineage.reporting.matched_compare`).
 When a train loss differs by more than `--threshold`, the command fails and writes no artifact.
 
 Example:

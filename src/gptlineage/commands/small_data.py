@@ -14,12 +14,8 @@ import argparse
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.settings import add_flags, add_output_flag, from_args
 from gptlineage.tabular.layout import CSV_FILE, X_FILE, Y_FILE
-from gptlineage.tabular.regression import (
-    SmallDataConfig,
-    regression_table,
-    write_npy,
-    write_regression_csv,
-)
+from gptlineage.tabular.settings import SmallDataConfig
+from gptlineage.tabular.table import regression_table, write_npy, write_regression_csv
 
 EXAMPLE = "gptlineage small-data --output results/examples/small_data"
 

@@ -26,10 +26,9 @@ import numpy as np
 import tiktoken
 import tiktoken.load
 
+from gptlineage.corpus.vocabulary import EOT_ID, VOCAB_SIZE
 from gptlineage.errors import GptlineageError
 
-EOT_ID = 50256
-VOCAB_SIZE = 50257
 RANKS_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
 RANKS_PATH = Path(__file__).resolve().parent.parent / "assets" / "gpt2.tiktoken"
 RANKS_SOURCE = "openai-whisper==20250625 sdist: whisper/assets/gpt2.tiktoken"

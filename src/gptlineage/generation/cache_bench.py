@@ -27,62 +27,23 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
 
 from gptlineage.errors import GptlineageError
-from gptlineage.generation.cache_check import CacheCheckConfig, PromptConfig, prompt_ids
-from gptlineage.generation.settings import ModelSource, SamplingConfig
+from gptlineage.generation.cache_check import prompt_ids
+from gptlineage.generation.decoding import FullPrefixDecoder, Generation, check_fits, describe_sampling, generate_tokens
+from gptlineage.generation.report_settings import CacheBenchConfig
+from gptlineage.generation.settings import SamplingConfig
+from gptlineage.model.gpt import GPT
+from gptlineage.model.kvcache import CachedDecoder
 from gptlineage.model.statements import passport_statements
 from gptlineage.progress import Progress
-from gptlineage.settings import check_settings, output_setting, setting, setting_like
-
-# The decoders (and torch) are imported by the functions that run them: the settings below are
-# checked, by the workflow before any job, without loading torch.
-if TYPE_CHECKING:
-    from gptlineage.generation.decoding import Generation
-    from gptlineage.model.gpt import GPT
 
 WARMUP_RUNS = 1  # untimed runs of each path before the timed ones
-
-
-@dataclass(frozen=True)
-class BenchSampling(SamplingConfig):
-    """The benchmark's sampling: greedy (over the penalized logits) by default, so both paths must give the same tokens."""
-
-    generate: int = setting_like(SamplingConfig, "generate", 64)
-    top_k: int = setting_like(SamplingConfig, "top_k", 1)
-
-
-@dataclass(frozen=True)
-class BenchPrompt(PromptConfig):
-    """The benchmark's prompt: the reference timed a short greeting."""
-
-    message: str = setting_like(PromptConfig, "message", "Hello!")
-
-
-@dataclass(frozen=True, kw_only=True)
-class CacheBenchConfig:
-    """`gptlineage cache-bench`; random weights (--random-init) never stop at <|endoftext|>."""
-
-    model: ModelSource
-    sampling: BenchSampling = field(default_factory=BenchSampling)
-    prompt: BenchPrompt = field(default_factory=BenchPrompt)
-    pad_full_prefix: bool = setting_like(CacheCheckConfig, "pad_full_prefix")
-    timed_runs: int = setting(
-        3, "timed runs of each path after one untimed warm-up; the report gives their median and minimum", minimum=1
-    )
-    output: Path = output_setting("report.json")
-
-    def __post_init__(self) -> None:
-        check_settings(self)
-        if self.sampling.generate <= 0:
-            raise GptlineageError(f"--generate must be positive, got {self.sampling.generate}")
-        # Resolved here so the artifact's parameters record what was run.
-        object.__setattr__(self, "sampling", dataclasses.replace(self.sampling, stop_at_eot=not self.model.random_init))
 
 
 @dataclass(frozen=True)
@@ -97,9 +58,6 @@ def benchmark(
     model: GPT, prompt: list[int], settings: SamplingConfig, *, pad_to_context: bool = False, runs: int = 3
 ) -> BenchRuns:
     """One untimed warm-up of each path, then `runs` timed rounds of full-prefix then cached."""
-    from gptlineage.generation.decoding import FullPrefixDecoder, check_fits, generate_tokens
-    from gptlineage.model.kvcache import CachedDecoder
-
     if settings.generate <= 0:
         raise GptlineageError(f"--generate must be positive, got {settings.generate}")
     context = model.config.context
@@ -169,10 +127,6 @@ def timings(runs: BenchRuns) -> dict[str, dict[str, Any]]:
 
 def cache_bench_report(config: CacheBenchConfig, model: GPT) -> dict[str, Any]:
     """Run the benchmark, print its lines and return report.json's content; greedy paths must agree."""
-    import torch
-
-    from gptlineage.generation.decoding import check_fits, describe_sampling
-
     settings = config.sampling
     print(describe_sampling(settings), flush=True)
     prompt, prompt_info = prompt_ids(config.prompt, settings.seed, model)

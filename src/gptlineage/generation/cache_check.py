@@ -32,66 +32,22 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
 
 from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
 from gptlineage.errors import GptlineageError
-from gptlineage.generation.settings import DEFAULT_SYSTEM, ModelSource, SamplingConfig
+from gptlineage.generation.chat import chat_prompt
+from gptlineage.generation.decoding import FullPrefixDecoder, check_fits, check_vocabulary, greedy_token, penalized
+from gptlineage.generation.report_settings import CacheCheckConfig, PromptConfig
 from gptlineage.jsonio import finite_or_none
-from gptlineage.settings import SettingError, check_settings, output_setting, setting, setting_like
+from gptlineage.model.gpt import GPT
+from gptlineage.model.kvcache import CachedDecoder
 from gptlineage.splitmix import key_of, sample_nat
 
-# The decoders (and torch) are imported by the functions that run them: the settings above are
-# checked, by the workflow before any job, without loading torch.
-if TYPE_CHECKING:
-    import torch
-
-    from gptlineage.model.gpt import GPT
-    from gptlineage.model.kvcache import CachedDecoder
-
 TOLERANCE = 1e-3  # the reference's absolute tolerance on any logit
-
-
-# ---------------------------------------------------------------- settings
-
-
-@dataclass(frozen=True)
-class PromptConfig:
-    """The prompt of a cache check or benchmark: a chat message, or K synthetic token ids."""
-
-    message: str = setting("What is two plus two?", "chat message of the prompt", group="prompt")
-    prompt_tokens: int | None = setting(
-        None,
-        "use a synthetic prompt of K token ids instead of --message (drawn with --seed)",
-        minimum=1,
-        group="prompt",
-    )
-    system: str = setting(DEFAULT_SYSTEM, 'system line of the chat transcript; "" omits it', group="prompt")
-
-    def __post_init__(self) -> None:
-        check_settings(self)
-        default_message = type(self).__dataclass_fields__["message"].default
-        if self.prompt_tokens is not None and self.message != default_message:
-            raise SettingError("prompt_tokens", "is not allowed with --message")
-
-
-@dataclass(frozen=True, kw_only=True)
-class CacheCheckConfig:
-    """`gptlineage cache-check`: compare both decoders on one prompt, then optionally certify a rollout."""
-
-    model: ModelSource
-    prompt: PromptConfig = field(default_factory=PromptConfig)
-    seed: int = setting(1337, "seed of the synthetic prompt (--prompt-tokens)")
-    rollout: int = setting(0, "also decode N greedy tokens and certify each step", minimum=0)
-    repetition_penalty: float = setting_like(SamplingConfig, "repetition_penalty")
-    repetition_window: int = setting_like(SamplingConfig, "repetition_window")
-    pad_full_prefix: bool = setting(False, "pad the full-prefix input to the context with id 0, as the reference does")
-    output: Path = output_setting("report.json")
-
-    def __post_init__(self) -> None:
-        check_settings(self)
 
 
 # ---------------------------------------------------------------- prompts (shared with cache-bench)
@@ -107,9 +63,6 @@ def synthetic_prompt(count: int, vocab: int, seed: int) -> list[int]:
 
 def prompt_ids(prompt: PromptConfig, seed: int, model: GPT) -> tuple[list[int], dict[str, Any]]:
     """The prompt's ids and how it was made (for the report); synthetic ids are drawn with `seed`."""
-    from gptlineage.generation.chat import chat_prompt
-    from gptlineage.generation.decoding import check_vocabulary
-
     if prompt.prompt_tokens is not None:
         return synthetic_prompt(prompt.prompt_tokens, model.config.vocab, seed), {
             "kind": "synthetic",
@@ -125,8 +78,6 @@ def prompt_ids(prompt: PromptConfig, seed: int, model: GPT) -> tuple[list[int], 
 
 
 def top_two(logits: torch.Tensor) -> tuple[float, float]:
-    import torch
-
     if logits.numel() < 2:
         return float(logits.max()), -math.inf
     values = torch.topk(logits, 2).values
@@ -160,7 +111,6 @@ class PrefixComparison:
 
 
 def _timed(call, device: torch.device):
-    import torch
 
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -181,11 +131,6 @@ def cached_logits_at(decoder: CachedDecoder, ids: list[int]) -> torch.Tensor:
 
 def check_prefixes(model: GPT, ids: list[int], *, pad_to_context: bool = False) -> list[PrefixComparison]:
     """Compare both decoders at prefixes [1, min(4, L), L]; raise on a tolerance or argmax failure."""
-    import torch
-
-    from gptlineage.generation.decoding import FullPrefixDecoder, check_fits, greedy_token
-    from gptlineage.model.kvcache import CachedDecoder
-
     if not ids:
         raise GptlineageError("cache check: the prompt is empty")
     check_fits(len(ids), 0, model.config.context)
@@ -258,9 +203,6 @@ def rollout(
     cached decoder's own greedy choice at that prefix: while it equals token_full at every
     step, the two independent greedy decodings are identical.
     """
-    from gptlineage.generation.decoding import FullPrefixDecoder, check_fits, greedy_token, penalized
-    from gptlineage.model.kvcache import CachedDecoder
-
     check_fits(len(ids), count, model.config.context, "--rollout")
     full, cached = FullPrefixDecoder(model, pad_to_context=pad_to_context), CachedDecoder(model)
     reference, candidate = full.prefill(ids), cached.prefill(ids)
@@ -323,8 +265,6 @@ def rollout_report(model: GPT, ids: list[int], config: CacheCheckConfig) -> dict
 
 def cache_check_report(config: CacheCheckConfig, model: GPT) -> dict[str, Any]:
     """The whole check on `model`: report.json's content (raises on a failed comparison)."""
-    from gptlineage.generation.decoding import check_fits
-
     ids, prompt = prompt_ids(config.prompt, config.seed, model)
     if config.rollout:
         check_fits(len(ids), config.rollout, model.config.context, "--rollout")  # before any work

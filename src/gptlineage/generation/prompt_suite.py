@@ -23,64 +23,28 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gptlineage.corpus.tokenizer import gpt2_encoding, tokenizer_identity
 from gptlineage.errors import GptlineageError
-from gptlineage.generation.settings import ModelSource, SamplingConfig
+from gptlineage.generation import batched
+from gptlineage.generation.chat import chat_prompt, complete_batch, not_text
+from gptlineage.generation.decoding import check_fits, check_vocabulary
+from gptlineage.generation.report_settings import PromptSuiteConfig
+from gptlineage.generation.source import check_text_vocabulary
 from gptlineage.lineage.checks import printable
+from gptlineage.model.gpt import GPT
 from gptlineage.progress import Progress
-from gptlineage.settings import check_settings, output_setting, setting, setting_like
-
-# The decoders (and torch) are imported by the functions that run them: the settings below are
-# checked, by the workflow before any job, without loading torch.
-if TYPE_CHECKING:
-    from gptlineage.model.gpt import GPT
 
 SCHEMA = "gptlineage.prompt-suite-report.v1"
-PAPER_SUITE = Path(__file__).resolve().parent.parent / "assets" / "paper-prompt-suite.json"
-PAPER_SUITE_NAME = "gptlineage/assets/paper-prompt-suite.json"  # its place in the package, not on this machine
 SYSTEM = ""  # the reference's suite runs without a system line
 DECODER = "cached"  # all cases in one batch through the key/value cache (generation.batched)
-SUITE_SAMPLING = SamplingConfig(temperature=1.0, top_k=1, seed=0)  # greedy; the penalty as in generate
 MATCH_RULE = (
     "output and expected answer whitespace-stripped and casefolded; a match when equal, or when "
     "the output starts with the answer followed by a non-alphanumeric character"
 )
-
-
-@dataclass(frozen=True, kw_only=True)
-class PromptSuiteConfig:
-    """`gptlineage prompt-suite`: only the suite and the answer length are settings; the sampling is fixed."""
-
-    model: ModelSource
-    suite: Path | None = setting(
-        None, "prompt suite (gptlineage.prompt-suite.v1)", unset=f"the reference's nine prompts, {PAPER_SUITE_NAME}"
-    )
-    generate: int = setting_like(SamplingConfig, "generate", 48)
-    output: Path = output_setting("report.json")
-
-    def __post_init__(self) -> None:
-        check_settings(self)
-        if self.generate <= 0:
-            raise GptlineageError(f"--generate must be positive, got {self.generate}")
-
-    @property
-    def suite_file(self) -> Path:
-        """The suite to read: --suite, else the packaged one (found in the installed package)."""
-        return PAPER_SUITE if self.suite is None else self.suite
-
-    @property
-    def suite_name(self) -> str:
-        """The suite as recorded: the packaged one by its name in the package, not this machine's path."""
-        return PAPER_SUITE_NAME if self.suite_file == PAPER_SUITE else str(self.suite)
-
-    @property
-    def sampling(self) -> SamplingConfig:
-        return dataclasses.replace(SUITE_SAMPLING, generate=self.generate)
 
 
 def matches_expected(output: str, expected: str) -> bool:
@@ -113,8 +77,6 @@ def exact_match_by_family(cases: list[dict[str, Any]]) -> dict[str, dict[str, An
 
 def check_suite_text(path: Path, suite: dict[str, Any]) -> None:
     """Refuse, before any work, a case whose text the report could not hold (a lone surrogate, "\\ud800")."""
-    from gptlineage.generation.chat import not_text
-
     for number, case in enumerate(suite["cases"], start=1):
         for key in ("prompt", "expected", "family"):
             problem = not_text(case[key])
@@ -127,8 +89,6 @@ def answer_groups(prompts: list[list[int]]) -> list[list[int]]:
 
     Decoding group by group is then the same arithmetic as one call for all (the same rows in
     the same batches), and each group's answers can be printed as soon as it is done."""
-    from gptlineage.generation import batched
-
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     return [order[first : first + batched.BATCH_ROWS] for first in range(0, len(order), batched.BATCH_ROWS)]
 
@@ -161,10 +121,6 @@ def judged(case: dict[str, Any], ids: list[int], completion: Any) -> dict[str, A
 
 def answer_cases(config: PromptSuiteConfig, model: GPT, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every case answered greedily and judged, each printed as its batch finishes; all must fit before any runs."""
-    from gptlineage.generation.chat import chat_prompt, complete_batch
-    from gptlineage.generation.decoding import check_fits, check_vocabulary
-    from gptlineage.generation.source import check_text_vocabulary
-
     check_text_vocabulary(model)
     encoding, settings = gpt2_encoding(), config.sampling
     prompts = [chat_prompt(encoding, SYSTEM, [], case["prompt"]) for case in cases]

@@ -17,8 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,42 +27,12 @@ from gptlineage.lineage.identity import environment_identity
 from gptlineage.lineage.table import stage_metrics
 from gptlineage.lineage.tree import lexical
 from gptlineage.lineage.walk import Node, resolve_artifact, verified_lineage
+from gptlineage.reporting.experiment_settings import ExperimentConfig
 from gptlineage.reporting.page import lineage_context, render_page
 from gptlineage.reporting.results import results_panel
-from gptlineage.settings import SettingError, check_settings, output_setting, setting
 
 NAME = "experiment"
 SUMMARY_SCHEMA = "gptlineage.experiment-summary.v1"
-ROLE = re.compile(r"[a-z][a-z0-9_]{0,63}")  # a part's role: it names an input in the manifest
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExperimentConfig:
-    """`gptlineage experiment`: the parts of the deliverable, each ROLE=ARTIFACT."""
-
-    part: tuple[str, ...] = setting(
-        (), "ROLE=PATH of one result of the experiment (repeatable); the first is the headline model"
-    )
-    output: Path = output_setting("index.html, summary.json")
-    name: str | None = setting(
-        None, "the experiment's name on its page (default: the output directory's name; a sweep's is its own)"
-    )
-
-    def __post_init__(self) -> None:
-        check_settings(self)
-        if not self.part:
-            raise SettingError("part", "is required (at least one ROLE=PATH)")
-        roles = [text.partition("=")[0] for text in self.part]
-        for text, role in zip(self.part, roles):
-            if "=" not in text or not ROLE.fullmatch(role) or not text.partition("=")[2]:
-                raise SettingError("part", f"must be ROLE=PATH with a lowercase role, got {text!r}")
-        if len(set(roles)) != len(roles):
-            raise SettingError("part", f"names a role twice: {', '.join(sorted(roles))}")
-        if self.name is not None and not self.name.strip():
-            raise SettingError("name", "must not be empty")
-
-    def parts(self) -> dict[str, Path]:
-        return {text.partition("=")[0]: Path(text.partition("=")[2]) for text in self.part}
 
 
 def merged_lineage(parts: dict[str, Path]) -> list[Node]:

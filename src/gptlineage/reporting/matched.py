@@ -42,7 +42,7 @@ from gptlineage.errors import GptlineageError
 from gptlineage.model.gpt import GPT, PRECISIONS, set_strict_float32
 from gptlineage.model.hf import hf_model, hf_to_ours
 from gptlineage.progress import Progress, loss_text
-from gptlineage.reporting.matched_compare import MatchedSettings
+from gptlineage.reporting.matched_settings import MatchedSettings
 from gptlineage.settings import from_mapping
 from gptlineage.training.config import Plan, TrainConfig, plan
 from gptlineage.training.data import Split, load_split, with_corpus_files

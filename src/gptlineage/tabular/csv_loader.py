@@ -26,37 +26,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import torch
 
 from gptlineage.errors import GptlineageError
-from gptlineage.settings import SettingError, check_settings, setting
-
-# torch (and the dataset built on it) is imported by the functions that build tensors: the CSV
-# settings are checked, by the workflow before any job, without loading torch.
-if TYPE_CHECKING:
-    import torch
-
-    from gptlineage.tabular.dataset import Dataset
+from gptlineage.tabular.dataset import Dataset, Sample, SampleStream, batch, dtype_name, first_overflow
+from gptlineage.tabular.settings import CsvOptions
 
 # The reference trims with Lean's `Char.isWhitespace`: exactly these four characters.
 ASCII_WHITESPACE = " \t\r\n"
 MAX_CELL_CHARS = 256
 DIGITS = "0123456789"
-
-
-@dataclass(frozen=True)
-class CsvOptions:
-    """How lines become cells; the defaults are those of the reference `CsvOptions`."""
-
-    delimiter: str = setting(",", "cell delimiter, one character")
-    skip_header: bool = setting(False, "drop the first line")
-    trim_cells: bool = setting(True, "trim ASCII whitespace around rows and cells")
-    allow_empty_lines: bool = setting(True, "skip blank lines instead of rejecting them")
-
-    def __post_init__(self) -> None:
-        check_settings(self)
-        if len(self.delimiter) != 1:
-            raise SettingError("delimiter", f"must be exactly one character, got {self.delimiter!r}")
 
 
 DEFAULT_CSV_OPTIONS = CsvOptions()  # the chapter's defaults, shared (CsvOptions is frozen)
@@ -159,7 +139,7 @@ def _parse_line(line: str, number: int, options: CsvOptions, source: str | Path)
     return tuple(values)
 
 
-def read_csv_rows(path: str | Path, options: CsvOptions = CsvOptions()) -> list[CsvRow]:
+def read_csv_rows(path: str | Path, options: CsvOptions = DEFAULT_CSV_OPTIONS) -> list[CsvRow]:
     """Read and parse a UTF-8 CSV file (bytes are decoded as is: no newline translation)."""
     try:
         data = Path(path).read_bytes()
@@ -189,10 +169,6 @@ def _split_row(
 
 def check_row_range(row: CsvRow, dtype: torch.dtype, path: str | Path) -> None:
     """Every value of the row must stay finite in the run dtype (1e300 is inf in float32)."""
-    import torch
-
-    from gptlineage.tabular.dataset import dtype_name, first_overflow
-
     overflow = first_overflow(torch.tensor(row.values, dtype=torch.float64), dtype)
     if overflow is not None:
         column = overflow[0] + 1
@@ -203,13 +179,9 @@ def check_row_range(row: CsvRow, dtype: torch.dtype, path: str | Path) -> None:
 
 
 def csv_rows_dataset(
-    path: str | Path, input_width: int, target_width: int, options: CsvOptions = CsvOptions()
+    path: str | Path, input_width: int, target_width: int, options: CsvOptions = DEFAULT_CSV_OPTIONS
 ) -> Dataset:
     """Unbatched samples of shape (input_width,)/(target_width,), read at every materialize."""
-    import torch
-
-    from gptlineage.tabular.dataset import Dataset, Sample, SampleStream
-
     if input_width < 0 or target_width < 0:
         raise GptlineageError(f"from_csv: widths must be >= 0, got input {input_width} and target {target_width}")
 
@@ -236,7 +208,7 @@ def from_csv(
     batch_size: int,
     input_width: int,
     target_width: int,
-    options: CsvOptions = CsvOptions(),
+    options: CsvOptions = DEFAULT_CSV_OPTIONS,
     shuffle: bool = True,
     seed: int = 0,
 ) -> Dataset:
@@ -245,7 +217,5 @@ def from_csv(
     The file is read at materialization; rows are then shuffled once with `seed` (when
     `shuffle`) and grouped into full batches exactly like `batch`.
     """
-    from gptlineage.tabular.dataset import batch
-
     rows = csv_rows_dataset(path, input_width, target_width, options)
     return batch(rows, batch_size, shuffle=shuffle, seed=seed)

@@ -1,14 +1,12 @@
-"""The small regression table, its files, and the tiny trainer behind `data-csv`/`data-npy`.
+"""The tiny trainer behind `data-csv`/`data-npy`, and the TrainLog it writes.
 
-The table is a 5x5 grid over [-1, 1]^2 with y = 0.7*x1 - 0.4*x2 + 0.5*x1*x2. The
-trainer fits Linear(2, 8) -> ReLU -> Linear(8, 1) with Adam on full batches, cycling
-through the batches in order, and reports the mean batch loss before and after. Every
-random number comes from an explicit `torch.Generator(seed)` or the seeded shuffle, so
-the same seed reproduces every digit.
+The trainer fits Linear(2, 8) -> ReLU -> Linear(8, 1) to the regression table
+(`gptlineage.tabular.table`) with Adam on full batches, cycling through the batches in
+order, and reports the mean batch loss before and after. Every random number comes from an
+explicit `torch.Generator(seed)` or the seeded shuffle, so the same seed reproduces every digit.
 
 Example:
-    X, y = regression_table()
-    write_regression_csv("small_regression.csv", X, y)
+    write_regression_csv("small_regression.csv", *regression_table())   # gptlineage.tabular.table
     data = from_csv("small_regression.csv", 5, 2, 1, CsvOptions(skip_header=True), seed=2026)
     result = train_regression(data, RegressionTrainConfig(steps=5, seed=2026))
     print("\\n".join(model_summary_lines(5) + transcript_train_lines(result, "float32")))
@@ -22,78 +20,19 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-import numpy as np
+import torch
+from torch import nn
 
 from gptlineage.errors import GptlineageError
-from gptlineage.settings import check_settings, setting
-from gptlineage.tabular.runtime import arithmetic_mode, check_arithmetic, scalar_name
+from gptlineage.tabular.dataset import Dataset, format_shape
+from gptlineage.tabular.runtime import arithmetic_mode
+from gptlineage.tabular.settings import DTYPE_NAMES, RegressionTrainConfig, check_arithmetic, scalar_name
 
-# torch (and the dataset built on it) is imported by the functions that train: the settings
-# below are checked, by the workflow before any job, without loading torch.
-if TYPE_CHECKING:
-    import torch
-    from torch import nn
-
-    from gptlineage.tabular.dataset import Dataset
-
-DTYPE_NAMES = ("float32", "float64")  # the run's torch dtype: getattr(torch, name)
 INPUT_WIDTH, HIDDEN_WIDTH, OUTPUT_WIDTH = 2, 8, 1
 PROBE_VALUE = 0.25
 LOSS_COLOR = "#4e79a7"
 DEFAULT_SERIES_COLOR = "#0a7"
-
-
-def regression_table() -> tuple[np.ndarray, np.ndarray]:
-    """X float32 (25, 2) and y float32 (25, 1); x1 is the outer loop of the grid."""
-    axis = np.linspace(-1, 1, 5, dtype=np.float32)
-    x1, x2 = np.meshgrid(axis, axis, indexing="ij")
-    X = np.stack([x1.ravel(), x2.ravel()], axis=1)
-    # Widen first: with NumPy 2 a Python float times a float32 array stays float32.
-    a, b = x1.astype(np.float64).ravel(), x2.astype(np.float64).ravel()
-    y = (0.7 * a - 0.4 * b + 0.5 * a * b).astype(np.float32).reshape(-1, 1)
-    return X, y
-
-
-def write_regression_csv(path: str | Path, X: np.ndarray, y: np.ndarray) -> None:
-    """Header `x1,x2,y`, CRLF line ends, each value the repr of its float32 as a float."""
-    lines = ["x1,x2,y"]
-    for features, target in zip(X, y):
-        lines.append(",".join(repr(float(v)) for v in (*features, *target)))
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes("".join(line + "\r\n" for line in lines).encode("ascii"))
-
-
-def write_npy(path: str | Path, array: np.ndarray, dtype: np.dtype | type = np.float32) -> None:
-    """Write a C-order array with `np.save` (v1.0 header, no pickling)."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # Through a file handle: np.save on a name without ".npy" would append the suffix.
-    with out.open("wb") as handle:
-        np.save(handle, np.ascontiguousarray(array, dtype=dtype), allow_pickle=False)
-
-
-@dataclass(frozen=True)
-class RegressionTrainConfig:
-    """What `data-csv`/`data-npy` train with; each field is a flag and a config key of both.
-
-    `steps` has no default here: each command declares its own (a subclass redeclaring it)."""
-
-    steps: int = setting(help="Adam updates (batch k mod N at step k)", minimum=0)
-    batch: int = setting(5, "rows per batch, last partial batch dropped", above=0)
-    seed: int = setting(0, "seeds the MLP initialisation and the shuffle")
-    lr: float = setting(0.05, "Adam learning rate", minimum=0)
-    dtype: str = setting("float32", "arithmetic of every input and target", choices=DTYPE_NAMES)
-
-    def __post_init__(self) -> None:
-        check_settings(self)
-
-
-@dataclass(frozen=True)
-class SmallDataConfig:
-    """`gptlineage small-data` has no settings: the table is fixed (a 5x5 grid, 25 rows)."""
 
 
 @dataclass(frozen=True)
@@ -115,9 +54,6 @@ def build_mlp(seed: int, dtype: torch.dtype | None = None) -> nn.Sequential:
     1/sqrt(fan_in)), from a private generator. They are drawn in float32 and widened, so
     the float32 and float64 runs of one seed start from the same point (None: float32).
     """
-    import torch
-    from torch import nn
-
     model = nn.Sequential(
         nn.Linear(INPUT_WIDTH, HIDDEN_WIDTH, device="meta"),
         nn.ReLU(),
@@ -134,8 +70,6 @@ def build_mlp(seed: int, dtype: torch.dtype | None = None) -> nn.Sequential:
 
 
 def _describe(layer: nn.Module) -> str:
-    from torch import nn
-
     if isinstance(layer, nn.Linear):
         return f"Linear({layer.in_features}, {layer.out_features})"
     return type(layer).__name__
@@ -147,10 +81,6 @@ def _state_count(module: nn.Module) -> int:
 
 def model_summary_lines(batch: int, model: nn.Sequential | None = None) -> list[str]:
     """The reference's model summary, with shapes found by running a zero batch through."""
-    import torch
-
-    from gptlineage.tabular.dataset import format_shape
-
     model = model if model is not None else build_mlp(0)
     dtype = next(model.parameters()).dtype
     x = torch.zeros(batch, INPUT_WIDTH, dtype=dtype)
@@ -177,9 +107,6 @@ def model_summary_lines(batch: int, model: nn.Sequential | None = None) -> list[
 
 def _mean_loss(model: nn.Module, batches: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> float:
     """Mean over batches of each batch's MSE; 0.0 for no batches (an empty-set convention)."""
-    import torch
-    from torch import nn
-
     if not batches:
         return 0.0
     with torch.no_grad():
@@ -197,11 +124,6 @@ def train_regression(dataset: Dataset, config: RegressionTrainConfig, arithmetic
 
 
 def _train_regression(dataset: Dataset, config: RegressionTrainConfig) -> RegressionResult:
-    import torch
-    from torch import nn
-
-    from gptlineage.tabular.dataset import format_shape
-
     expected = ((config.batch, INPUT_WIDTH), (config.batch, OUTPUT_WIDTH))
     if (dataset.input_shape, dataset.target_shape) != expected:
         raise GptlineageError(

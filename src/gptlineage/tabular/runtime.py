@@ -6,7 +6,8 @@ IEEE-754 binary32: every float32 reduced-precision path is switched off for the 
 matmuls and convolutions on CUDA, bfloat16 matmuls in oneDNN on the CPU) and subnormals are
 kept (no flush-to-zero), then the previous switches are restored. On the CPU the native
 float32 path already is binary32, so both modes print the same numbers; the transcript
-tells them apart by its `arithmetic=` and `scalar=` fields.
+tells them apart by its `arithmetic=` and `scalar=` fields. The two settings themselves
+(`RuntimeSettings`) live in `gptlineage.tabular.settings`, checked without torch.
 
 Example:
     gptlineage data-csv --device cpu --arithmetic ieee --batch 5 --steps 5 --seed 2026 --output results/data_csv
@@ -17,54 +18,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 
-from gptlineage.settings import SettingError, check_settings, setting
+import torch
 
-ARITHMETICS = ("native", "ieee")
-DEVICES = ("cpu",)  # the small MLP and its 25-row table: nothing to gain elsewhere
-# The transcript's `scalar=` for each (arithmetic, dtype); ieee is binary32 only.
-SCALAR_NAMES = {
-    ("native", "float32"): "Float32",
-    ("native", "float64"): "Float64",
-    ("ieee", "float32"): "IEEE32Exec",
-}
-
-
-@dataclass(frozen=True)
-class RuntimeSettings:
-    """The run's device and arithmetic; the defaults are the chapter's (`cpu`, `native`)."""
-
-    device: str = setting("cpu", "device the model runs on", choices=DEVICES)
-    arithmetic: str = setting(
-        "native", "native: the backend's float arithmetic; ieee: strict IEEE-754 binary32", choices=ARITHMETICS
-    )
-
-    def __post_init__(self) -> None:
-        check_settings(self)
-
-
-def check_arithmetic(arithmetic: str, dtype_name: str) -> None:
-    """`ieee` is binary32: a float64 run cannot be one (a SettingError naming --arithmetic)."""
-    if (arithmetic, dtype_name) not in SCALAR_NAMES:
-        raise SettingError(
-            "arithmetic", f"{arithmetic} is IEEE-754 binary32; it needs --dtype float32, got {dtype_name}"
-        )
-
-
-def scalar_name(arithmetic: str, dtype_name: str) -> str:
-    """`Float32`, `Float64` or `IEEE32Exec`, as the transcript's steps line prints it."""
-    check_arithmetic(arithmetic, dtype_name)
-    return SCALAR_NAMES[(arithmetic, dtype_name)]
+from gptlineage.settings import SettingError
+from gptlineage.tabular.settings import ARITHMETICS
 
 
 def precision_switches() -> tuple[tuple[object, str], ...]:
-    """Every float32 precision switch of the backends: (module, attribute) pairs.
-
-    torch is imported here, not at the top: the settings above are checked (by the workflow,
-    before any job) without loading torch."""
-    import torch
-
+    """Every float32 precision switch of the backends: (module, attribute) pairs."""
     backends = torch.backends
     modules = (backends.cuda.matmul, backends.cudnn.conv, backends.cudnn.rnn)
     modules += (backends.mkldnn.matmul, backends.mkldnn.conv, backends.mkldnn.rnn)
@@ -73,8 +35,6 @@ def precision_switches() -> tuple[tuple[object, str], ...]:
 
 def flushes_subnormals() -> bool:
     """Whether float32 arithmetic flushes subnormals to zero right now (2**-140 * 2 == 0)."""
-    import torch
-
     tiny = torch.tensor(2.0**-140, dtype=torch.float32)
     return float(tiny * 2) == 0.0
 
@@ -87,8 +47,6 @@ def precision_state() -> tuple[tuple[str, ...], bool]:
 @contextlib.contextmanager
 def strict_binary32() -> Iterator[None]:
     """Run the block in strict IEEE-754 binary32: no TF32, no bfloat16, subnormals kept."""
-    import torch
-
     switches, flushed = precision_state()
     try:
         for module, name in precision_switches():

@@ -32,7 +32,8 @@ from torch import nn
 from gptlineage.errors import GptlineageError
 from gptlineage.tabular.dataset import Sample, dtype_name, format_shape
 from gptlineage.tabular.regression import LOSS_COLOR, TrainSeries, write_trainlog
-from gptlineage.tabular.runtime import arithmetic_mode, check_arithmetic
+from gptlineage.tabular.runtime import arithmetic_mode
+from gptlineage.tabular.settings import check_arithmetic
 
 DEFAULT_LR = 0.05  # the chapter's trainer: Adam(lr=0.05)
 CURVE_POINTS = 50  # with curve_every=0, about this many evaluations over the run

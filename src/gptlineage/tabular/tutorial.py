@@ -12,89 +12,28 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import ArtifactWriter
-from gptlineage.settings import as_mapping, setting
-from gptlineage.tabular.csv_loader import CsvOptions, from_csv
-from gptlineage.tabular.layout import DEFAULT_DIR, TableDir
+from gptlineage.settings import as_mapping
+from gptlineage.tabular.csv_loader import from_csv
+from gptlineage.tabular.dataset import Dataset, batch
+from gptlineage.tabular.npy_loader import check_supervised_npy, from_supervised_npy
 from gptlineage.tabular.regression import (
-    RegressionTrainConfig,
     model_summary_lines,
     train_regression,
     transcript_train_lines,
     write_trainlog,
 )
-from gptlineage.tabular.runtime import RuntimeSettings, check_arithmetic
-
-if TYPE_CHECKING:  # the dataset modules import torch; the settings here are checked without it
-    from gptlineage.tabular.dataset import Dataset
+from gptlineage.tabular.settings import DataCsvConfig, DataNpyConfig, RegressionTrainConfig, RuntimeSettings
 
 INPUT_WIDTH = 2  # x1, x2
 TARGET_WIDTH = 1  # y
-# Where `gptlineage small-data --output results/small_data` writes the table.
-DEFAULT_TABLE = TableDir(DEFAULT_DIR)
 SMALL_DATA_HINT = (
     "generate it with: snakemake --cores 1 results/small_data (or gptlineage small-data --output results/small_data)"
 )
-
-
-@dataclass(frozen=True)
-class CsvTraining(RegressionTrainConfig):
-    """The training of `data-csv`: RegressionTrainConfig with this command's default steps."""
-
-    steps: int = setting(30, "Adam updates (batch k mod N at step k)", minimum=0)
-
-
-@dataclass(frozen=True)
-class NpyTraining(RegressionTrainConfig):
-    """The training of `data-npy`: RegressionTrainConfig with this command's default steps."""
-
-    steps: int = setting(20, "Adam updates (batch k mod N at step k)", minimum=0)
-
-
-@dataclass(frozen=True)
-class TableCsvOptions(CsvOptions):
-    """CsvOptions for the regression table, whose first line is its header `x1,x2,y`."""
-
-    skip_header: bool = setting(True, "drop the first line (the table has a header)")
-
-
-@dataclass(frozen=True)
-class DataCsvConfig:
-    """Everything `gptlineage data-csv` reads: the training, the CSV grammar and the file."""
-
-    training: CsvTraining
-    options: TableCsvOptions
-    runtime: RuntimeSettings
-    csv: Path = setting(DEFAULT_TABLE.csv, "regression CSV with columns x1,x2,y")
-
-    def __post_init__(self) -> None:
-        check_arithmetic(self.runtime.arithmetic, self.training.dtype)
-
-    def parameters(self) -> dict[str, Any]:
-        """The settings recorded in the artifact (the file is recorded as an input, by its hash)."""
-        return {**as_mapping(self.training), **as_mapping(self.options), **as_mapping(self.runtime)}
-
-
-@dataclass(frozen=True)
-class DataNpyConfig:
-    """Everything `gptlineage data-npy` reads: the training and the two arrays."""
-
-    training: NpyTraining
-    runtime: RuntimeSettings
-    x: Path = setting(DEFAULT_TABLE.x, "inputs, shape (N, 2)")
-    y: Path = setting(DEFAULT_TABLE.y, "targets, shape (N, 1)")
-
-    def __post_init__(self) -> None:
-        check_arithmetic(self.runtime.arithmetic, self.training.dtype)
-
-    def parameters(self) -> dict[str, Any]:
-        """The settings recorded in the artifact (the arrays are recorded as inputs, by their hashes)."""
-        return {**as_mapping(self.training), **as_mapping(self.runtime)}
 
 
 def trainlog_notes(parameters: dict[str, Any]) -> list[str]:
@@ -176,9 +115,6 @@ def csv_tutorial(config: DataCsvConfig, output: Path) -> None:
 
 def npy_tutorial(config: DataNpyConfig, output: Path) -> None:
     """Print the NPY transcript and the arrays' headers, train on them, and write the artifact."""
-    from gptlineage.tabular.dataset import batch
-    from gptlineage.tabular.npy_loader import check_supervised_npy, from_supervised_npy
-
     training, x, y = config.training, config.x, config.y
     transcript = header_lines("NPY loader training tutorial", training, x.parent, [("x_path", x), ("y_path", y)], 8)
     print("\n".join(transcript), flush=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gptlineage.corpus.tokenizer import VOCAB_SIZE, gpt2_encoding
+from gptlineage.corpus.vocabulary import VOCAB_SIZE
 from gptlineage.devices import check_device_name
 from gptlineage.errors import GptlineageError
 from gptlineage.model.shapes import PRESETS, TRAINING_PRECISION_HELP, TRAINING_PRECISIONS, GPTConfig, model_config
@@ -268,6 +268,10 @@ class SampleSettings:
 
     def prompt_ids(self) -> tuple[int, ...]:
         """The prompt's GPT-2 token ids (ordinary text: "<|endoftext|>" is not special)."""
+        # Here, not at the top: tiktoken (and numpy) load only for a run that samples, so the
+        # workflow's config check resolves every stage's plan without them.
+        from gptlineage.corpus.tokenizer import gpt2_encoding
+
         return tuple(gpt2_encoding().encode_ordinary(self.prompt))
 
 

@@ -57,6 +57,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import torch
+
 from gptlineage.cpus import available_cpus
 from gptlineage.model.memory import MIB, available_memory, element_bytes, gib, parameter_count, refuse_if_short
 from gptlineage.model.shapes import GPTConfig
@@ -189,8 +191,6 @@ def estimate_node(plan: Plan, runtime: RuntimeSettings, processes: int = 1) -> N
 
 
 def cuda_free(device: str) -> int | None:
-    import torch
-
     if not torch.cuda.is_available():
         return None  # the run refuses --device cuda itself, with its own message
     free, _ = torch.cuda.mem_get_info(torch.device(device))

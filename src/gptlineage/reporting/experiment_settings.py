@@ -1,0 +1,50 @@
+"""The settings of `gptlineage experiment` (`ExperimentConfig`), without the page's packages.
+
+`gptlineage.reporting.experiment` builds the deliverable from them with jinja2, matplotlib and
+pandas; the settings live here so the workflow checks the `experiment` config slice before any
+job without loading those.
+
+Example:
+    ExperimentConfig(part=("model=results/train/sft_stage2",), output=Path("results/sft_stage2")).parts()
+    # {'model': PosixPath('results/train/sft_stage2')}
+    ExperimentConfig(part=("Model=x",), output=Path("o"))   # SettingError: --part must be ROLE=PATH with a lowercase role, ...
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from gptlineage.settings import SettingError, check_settings, output_setting, setting
+
+ROLE = re.compile(r"[a-z][a-z0-9_]{0,63}")  # a part's role: it names an input in the manifest
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExperimentConfig:
+    """`gptlineage experiment`: the parts of the deliverable, each ROLE=ARTIFACT."""
+
+    part: tuple[str, ...] = setting(
+        (), "ROLE=PATH of one result of the experiment (repeatable); the first is the headline model"
+    )
+    output: Path = output_setting("index.html, summary.json")
+    name: str | None = setting(
+        None, "the experiment's name on its page (default: the output directory's name; a sweep's is its own)"
+    )
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        if not self.part:
+            raise SettingError("part", "is required (at least one ROLE=PATH)")
+        roles = [text.partition("=")[0] for text in self.part]
+        for text, role in zip(self.part, roles):
+            if "=" not in text or not ROLE.fullmatch(role) or not text.partition("=")[2]:
+                raise SettingError("part", f"must be ROLE=PATH with a lowercase role, got {text!r}")
+        if len(set(roles)) != len(roles):
+            raise SettingError("part", f"names a role twice: {', '.join(sorted(roles))}")
+        if self.name is not None and not self.name.strip():
+            raise SettingError("name", "must not be empty")
+
+    def parts(self) -> dict[str, Path]:
+        return {text.partition("=")[0]: Path(text.partition("=")[2]) for text in self.part}
