@@ -6,8 +6,9 @@ tiny chain (tests/test_workflow.py's sizes) once: the new stage trains and its m
 deliverable's, which stays `results/sft_stage2`; the new command's artifact is a part of the
 deliverable, on its page and in `lineage table`; the corpus of one's own feeds pretraining.
 
-A step reads "**Step N.** In `PATH`, after the line `LINE`, add:", "In `PATH`, add at the end:"
-or "In `PATH`, create the file:", each followed by a fenced block, or "**Step N.** Run `COMMAND`.".
+A step reads "**Step N.** In `PATH`, after the line `LINE`, add:", "In `PATH`, replace the line
+`LINE` with:", "In `PATH`, add at the end:" or "In `PATH`, create the file:", each followed by a
+fenced block, or "**Step N.** Run `COMMAND`.".
 
 Example:
     python -m pytest -q tests/test_recipes.py
@@ -32,20 +33,21 @@ from gptlineage.registry import DELIVERABLE
 
 PAGE = REPO / "docs" / "extending.md"
 EDIT_STEP = re.compile(
-    r"\*\*Step \d+\.\*\* In `(?P<path>[^`]+)`, (?:after the line `(?P<anchor>[^`]+)`, add|add at the end"
-    r"|(?P<create>create the file)):\n\n```\w*\n(?P<body>.*?)```",
+    r"\*\*Step \d+\.\*\* In `(?P<path>[^`]+)`, (?:(?P<how>after|replace) the line `(?P<anchor>[^`]+)`(?:, add| with)"
+    r"|add at the end|(?P<create>create the file)):\n\n```\w*\n(?P<body>.*?)```",
     re.DOTALL,
 )
 RUN_STEP = re.compile(r"\*\*Step \d+\.\*\* Run `(?P<command>[^`]+)`")
 STAGE, COMMAND, CORPUS = "Add a training stage", "Add a command", "Train on your own corpus"
-RECIPES = (STAGE, CORPUS)
+RECIPES = (STAGE, COMMAND, CORPUS)
 
 
 @dataclass
 class Step:
     path: str | None  # the file an edit changes (None: a command to run)
-    anchor: str | None
+    anchor: str | None  # the line the text goes after (or replaces, with `replace`)
     create: bool
+    replace: bool
     text: str  # the block an edit adds, or the command
 
 
@@ -60,9 +62,10 @@ def recipe_steps(title: str) -> list[Step]:
     steps = []
     for _, match in sorted(edits + runs, key=lambda pair: pair[0]):
         if "command" in match.groupdict():
-            steps.append(Step(None, None, False, match["command"]))
+            steps.append(Step(None, None, False, False, match["command"]))
         else:
-            steps.append(Step(match["path"], match["anchor"], bool(match["create"]), match["body"]))
+            replace = match["how"] == "replace"
+            steps.append(Step(match["path"], match["anchor"], bool(match["create"]), replace, match["body"]))
     assert len(steps) == section.count("**Step "), f"{title}: a step the test cannot read"
     return steps
 
@@ -75,13 +78,14 @@ def edit(workdir: Path, step: Step) -> None:
         target.write_text(step.text, encoding="utf-8")
         return
     text = target.read_text(encoding="utf-8")
-    if step.anchor is None:
-        target.write_text(text + step.text, encoding="utf-8")
+    if step.anchor is None:  # after an empty line (two in Python and Snakemake files), as a reader would
+        gap = "\n\n\n" if target.suffix in (".py", ".smk") else "\n\n"
+        target.write_text(text.rstrip("\n") + gap + step.text, encoding="utf-8")
         return
     lines = text.splitlines(keepends=True)
     found = [index for index, line in enumerate(lines) if line.strip() == step.anchor.strip()]
     assert len(found) == 1, f"{step.path}: the line {step.anchor!r} is there {len(found)} times, not once"
-    lines.insert(found[0] + 1, step.text)
+    lines[found[0] : found[0] + 1] = [step.text] if step.replace else [lines[found[0]], step.text]
     target.write_text("".join(lines), encoding="utf-8")
 
 

@@ -105,8 +105,8 @@ def stage_jobs(stage: Any) -> list[Job]:
     corpus_inputs = [Input("chat", "synth_chat", when="synth_chat", flags=("hf_dataset",))]
     training_inputs = [Input("data", stage.corpus, flags=CORPUS_FLAGS)]
     if stage.previous:
-        # skip_documents_from is the slice's own key (previous_corpus): it names the edge, not a path.
-        corpus_inputs.append(Input("skip_after", f"corpus_{stage.previous}", when="skip_documents_from"))
+        skip = "skip_documents_from"  # the slice's own key (previous_corpus) names the edge and the flag
+        corpus_inputs.append(Input("skip_after", f"corpus_{stage.previous}", when=skip, flags=(skip,)))
         for start, job_name in (("best", f"select_best_{stage.previous}"), ("final", f"train_{stage.previous}")):
             training_inputs.append(Input("start", job_name, when="start", equals=start, flags=("load_params",)))
     part = "model" if stage == FINAL_STAGE else None  # the final model leads the deliverable

@@ -38,8 +38,8 @@ from gptlineage.errors import GptlineageError
 from gptlineage.registry import STAGE_NAMES, TRAINING_STAGES, Command, TrainingStage, command
 from gptlineage.settings import SettingError, describe, from_mapping, is_sequence, setting_fields
 from gptlineage.tabular.layout import CSV_FILE, X_FILE, Y_FILE
-from gptlineage.training.config import plan
-from gptlineage.workflow_graph import JOBS, SLICE_COMMANDS
+from gptlineage.training.config import DIALOGUE_ROLES, plan
+from gptlineage.workflow_graph import JOB_DIRECTORIES, JOBS, SLICE_COMMANDS
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,6 @@ class Slice:
 
 START_POINTS = ("best", "final")
 EXPERIMENTS_KEY = "experiments"  # the named experiments of a sweep (gptlineage.workflow_jobs)
-MODEL_RUN = {"run": "results/sft_stage2", "output": "results/x"}  # placeholders of the rule's flags
 # synth_chat: which dataset of the synth_chat artifact a corpus reads (null: the slice names its source).
 CHAT_DATASETS = (None, "stage1", "stage2")
 # skip_documents_from: previous_corpus continues the stream after the rows the previous stage's
@@ -80,7 +79,8 @@ def stage_slices(stage: TrainingStage) -> dict[str, Slice]:
         stage.corpus: Slice(registry.PREPARE, workflow_keys=corpus_keys),
         stage.name: Slice(
             registry.TRAIN,
-            {"train_bin": TRAIN_BIN, "val_bin": VAL_BIN},
+            # --data names the corpus: its shards' names; masks and records are the corpus's own.
+            {"train_bin": TRAIN_BIN, "val_bin": VAL_BIN, **dict.fromkeys(DIALOGUE_ROLES)},
             # start: the previous stage's best saved checkpoint or its final parameters.
             workflow_keys={"start": START_POINTS if stage.previous else (None,)},
             resolve=plan,  # batch split, learning rates, preset defaults
@@ -94,16 +94,12 @@ SLICE_DETAILS: dict[str, Slice] = {
     "data_csv": Slice(registry.DATA_CSV, {"csv": CSV_FILE}),
     "data_npy": Slice(registry.DATA_NPY, {"x": X_FILE, "y": Y_FILE}),
     **{name: details for stage in TRAINING_STAGES for name, details in stage_slices(stage).items()},
-    "cache_check": Slice(registry.CACHE_CHECK, MODEL_RUN),
-    "cache_bench": Slice(registry.CACHE_BENCH, MODEL_RUN),
     # held_out_suite: score the synth_chat artifact's held-out suite (false: the slice's `suite`, or
     # the command's default, the reference's nine prompts).
-    "prompt_suite": Slice(registry.PROMPT_SUITE, MODEL_RUN, {"held_out_suite": (True, False)}),
+    "prompt_suite": Slice(registry.PROMPT_SUITE, workflow_keys={"held_out_suite": (True, False)}),
     # run_stage: the model is that stage's best checkpoint; data_stage: the batches are its corpus.
     "matched_compare": Slice(
-        registry.MATCHED_COMPARE,
-        {"data": "x", **MODEL_RUN},
-        {"run_stage": STAGE_NAMES, "data_stage": STAGE_NAMES},
+        registry.MATCHED_COMPARE, workflow_keys={"run_stage": STAGE_NAMES, "data_stage": STAGE_NAMES}
     ),
 }
 # One slice per job that has settings, in the job graph's order (a job of an undeclared command
@@ -179,7 +175,7 @@ def slice_error(name: str, config_slice: Any) -> str | None:
     message = braces_error(name, values)
     if message:
         return message
-    supplied = {**SLICES[name].supplied, **wired_inputs(name, config_slice)}
+    supplied = wired_inputs(name, config_slice)
     try:
         settings = from_mapping(SLICES[name].settings, {**supplied, **values})
         if SLICES[name].resolve:
@@ -213,28 +209,33 @@ def braces_error(name: str, values: dict[str, Any]) -> str | None:
     return None
 
 
+def holding_edges(name: str, config_slice: dict[str, Any]) -> list[Any]:
+    """The input edges of slice NAME's job that hold under the slice (gptlineage.workflow_graph)."""
+    return [edge for each in JOBS if each.slice == name for edge in each.inputs if edge.holds(config_slice)]
+
+
 def wired_keys(name: str, config_slice: dict[str, Any]) -> dict[str, str]:
     """The keys a slice may not set, each with where its rule takes the flag from: its output, and
-    the flags of each of its job's input edges that holds under the slice (gptlineage.workflow_graph)."""
+    the flags of its job's input edges (but the slice's own workflow keys, which name an edge)."""
     wired = {"output": "its rule's directory under results/"}
-    for each in JOBS:
-        if each.slice != name:
-            continue
-        for edge in each.inputs:
-            if edge.holds(config_slice):
-                source = " or ".join(output_of(job) for job in edge.jobs(config_slice))
-                wired.update(dict.fromkeys(edge.flags, f"{source}, as {edge.when} says" if edge.when else source))
+    for edge in holding_edges(name, config_slice):
+        source = " or ".join(output_of(job) for job in edge.jobs(config_slice))
+        flags = [flag for flag in edge.flags if flag not in SLICES[name].workflow_keys]
+        wired.update(dict.fromkeys(flags, f"{source}, as {edge.when} says" if edge.when else source))
     return wired
 
 
 def wired_inputs(name: str, config_slice: dict[str, Any]) -> dict[str, Any]:
-    """Placeholders for the flags a rule derives from the slice's workflow keys."""
-    wired = {}
-    if config_slice.get("synth_chat"):
-        wired["hf_dataset"] = f"results/synth_chat/{config_slice['synth_chat']}"
-    if config_slice.get("skip_documents_from"):
-        wired["skip_documents_from"] = "results/corpus_previous"
-    return wired
+    """Placeholders, for the check, of the flags the rule sets: its output, and where each input
+    edge's artifact lies; the slice's `supplied` values win (None: no placeholder)."""
+    fields = {field.name for field, _ in setting_fields(SLICES[name].settings)}
+    placeholders = {"output": "results/x"}
+    for edge in holding_edges(name, config_slice):
+        placeholders.update(
+            dict.fromkeys(edge.flags, f"results/{JOB_DIRECTORIES.get(edge.jobs(config_slice)[0], 'x')}")
+        )
+    placeholders.update(SLICES[name].supplied)
+    return {flag: value for flag, value in placeholders.items() if flag in fields}
 
 
 def typed_slice(name: str, config_slice: Any) -> Any:

@@ -149,12 +149,23 @@ def gpu_count(name):
     return count
 
 
+def slice_files(name, key):
+    """An input function: the files the experiment's slice NAME names under KEY (one or a list),
+    `local`: they stay in the checkout when the results go to an object store."""
+
+    def files(wildcards):
+        value = slice_of(wildcards, name).get(key)
+        return [local(str(path)) for path in (value if isinstance(value, list) else [value]) if path]
+
+    return files
+
+
 def corpus_sources(name):
     """A corpus job's local source files: the slice's `input` files, or a local dataset directory."""
 
     def sources(wildcards):
         settings = slice_of(wildcards, name)
-        found = [local(path) for path in settings.get("input") or []]
+        found = slice_files(name, "input")(wildcards)
         if not settings.get("synth_chat") and settings.get("hf_dataset") and Path(settings["hf_dataset"]).exists():
             found.append(local(settings["hf_dataset"]))  # a local dataset directory
         return found
