@@ -21,7 +21,7 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gptlineage.errors import GptlineageError
@@ -43,9 +43,15 @@ def printable(text: Any) -> str:
     text = str(text)
     if text.isprintable():  # no Other or Separator but the space, so nothing HIDDEN: the usual case, fast
         return text
+    return escaped(text, HIDDEN)
+
+
+def escaped(text: str, hidden: Collection[str], kept: Collection[str] = ()) -> str:
+    """TEXT with each character of a Unicode category in HIDDEN, but those in KEPT, written as a
+    Python escape (\\x1b, \\u202e, \\U000e0001): the terminal's `printable` and the pages' `visible`."""
     out = []
     for char in text:
-        if unicodedata.category(char) not in HIDDEN:
+        if char in kept or unicodedata.category(char) not in hidden:
             out.append(char)
         elif ord(char) < 0x100:
             out.append(f"\\x{ord(char):02x}")
