@@ -241,7 +241,7 @@ def described(error: Any, schema: Mapping[str, Any]) -> tuple[list[str | int], M
     """
     path, steps, node = list(error.absolute_path), list(error.absolute_schema_path)[:-1], error.schema
     while "x-is" not in node:
-        if not path or not steps or steps[-1] != "items":
+        if not path or not steps or steps[-1] != "items" or "$ref" in steps:  # a `$ref` step names no node
             return None
         path, steps = path[:-1], steps[:-1]
         node = functools.reduce(lambda inner, step: inner[step], steps, schema)
