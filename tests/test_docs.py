@@ -30,7 +30,7 @@ LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 def pages() -> list[Path]:
     """Every Markdown page a reader follows links in: the READMEs and the manual."""
-    named = [REPO / "README.md", REPO / "results" / "README.md", REPO / "benchmarks" / "README.md"]
+    named = [REPO / "README.md", *(REPO / folder / "README.md" for folder in ("results", "benchmarks", "profiles"))]
     return named + sorted((REPO / "docs").glob("*.md"))
 
 

@@ -107,6 +107,22 @@ def test_every_env_file_belongs_to_a_rule_family_and_every_family_has_one():
     assert declared == FAMILIES
 
 
+def env_header(family: str) -> list[str]:
+    """An env file's first two lines, from the registry: its family, and the commands placed in it."""
+    names = [command.name for command in registry.COMMANDS if command.family == family]
+    return [
+        f"# Conda environment of the {family} rule family (`snakemake --sdm conda`).",
+        f"# Commands: gptlineage {', '.join(names)}.",
+    ]
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_env_files_header_names_the_commands_of_its_family(family):
+    """The header is the registry's word (its rules run exactly these: the test above), in its order."""
+    lines = (ENVS / f"{family}.yaml").read_text(encoding="utf-8").splitlines()[:2]
+    assert lines == env_header(family)
+
+
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_env_lists_exactly_what_its_commands_import(family):
     conda, pip = read_env(family)

@@ -14,8 +14,9 @@ import pytest
 
 from gptlineage.cli import main
 from gptlineage.errors import GptlineageError
+from gptlineage.lineage import checks
 from gptlineage.lineage.artifact import MANIFEST, ArtifactWriter, artifact_id, read_manifest
-from gptlineage.lineage.checks import check_manifest
+from gptlineage.lineage.checks import check_manifest, validate, validator_of
 from gptlineage.lineage.declaration import DROP, NOTHING, SCRATCH, Declaration, Metric, declaration_of
 from gptlineage.lineage.manifest_schema import MANIFEST_SCHEMA, schema_text
 from gptlineage.registry import COMMAND_NAMES
@@ -222,3 +223,72 @@ def test_the_writer_refuses_a_declaration_the_schema_refuses_and_writes_nothing(
     with refused, ArtifactWriter(tmp_path / "out", command="demo", parameters={}, declaration=bad) as artifact:
         (artifact.path / "a.txt").write_text("a")
     assert sorted(path.name for path in tmp_path.iterdir()) == []
+
+
+# A manifest-shaped schema with what the reader once ignored: `additionalProperties: false` and
+# `maxItems` (the manifest's own schema allows other members: an older or newer writer's).
+STRICT = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "properties": {
+        "files": {
+            "type": "array",
+            "maxItems": 2,
+            "items": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "sha256": {"type": "string"}},
+                "additionalProperties": False,
+            },
+        }
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "files, message",
+    [
+        pytest.param(
+            [{"path": "a"}, {"path": "b", "sha256": "x", "extra": 1}],
+            "m.json: files[1].extra is not a member the schema allows",
+            id="a-member-additionalProperties-false-refuses",
+        ),
+        pytest.param(
+            [{"path": "a"}, {"path": "b"}, {"path": "c"}],
+            "m.json: files holds 3 items, not at most 2",
+            id="over-maxItems",
+        ),
+    ],
+)
+def test_the_reader_refuses_an_extra_member_and_too_many_items(files, message):
+    validate({"files": files[:2] if "maxItems" in message else files[:1]}, validator_of(STRICT), "m.json")  # valid
+    with pytest.raises(GptlineageError) as caught:
+        validate({"files": files}, validator_of(STRICT), "m.json")
+    assert str(caught.value) == message
+
+
+def test_the_validator_is_the_draft_the_schema_declares():
+    """Draft 7's `dependencies` is a rule there and an unknown word in draft 2020-12."""
+    rule = {"dependencies": {"a": ["b"]}}
+    draft7 = validator_of({"$schema": "http://json-schema.org/draft-07/schema#", **rule})
+    with pytest.raises(GptlineageError, match=r"^m\.json: the document: 'b' is a dependency of 'a'$"):
+        validate({"a": 1}, draft7, "m.json")
+    validate({"a": 1}, validator_of({"$schema": "https://json-schema.org/draft/2020-12/schema", **rule}), "m.json")
+
+
+def test_the_first_error_names_its_json_path(written):
+    forged = read_manifest(written)
+    forged["files"] = [dict(forged["files"][0], path=f"f{index}") for index in range(4)]
+    forged["files"][3]["sha256"] = "x"
+    with pytest.raises(GptlineageError, match=r"^m\.json: files\[3\]\.sha256 'x' is not 64 hex digits$"):
+        check_manifest(forged, "m.json")
+
+
+def test_the_manifest_validator_is_built_once(written, monkeypatch):
+    """Building one (checking the schema itself) costs ~20 ms: verify of 10,000 artifacts builds one."""
+    built = []
+    monkeypatch.setattr(checks, "validator_of", lambda schema: built.append(schema) or validator_of(schema))
+    checks.manifest_validator.cache_clear()
+    for _ in range(3):
+        read_manifest(written)
+    assert built == [MANIFEST_SCHEMA]
+    checks.manifest_validator.cache_clear()  # the next test builds its own, from the real function

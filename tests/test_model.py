@@ -11,7 +11,6 @@ from gptlineage.model.gpt import (
     GPT,
     PRESETS,
     GPTConfig,
-    causal_softmax,
     count_parameters,
     model_config,
     set_strict_float32,
@@ -200,6 +199,20 @@ def test_float64_model_from_the_same_seed_holds_the_same_values():
     a = GPT(TINY, seed=2).to(torch.float64)
     b = GPT(TINY, seed=2)
     assert all(torch.equal(p, q.double()) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def causal_softmax(scores: torch.Tensor) -> torch.Tensor:
+    """Row-wise softmax of scores [..., T, T] with every key after its query masked out.
+
+    The reference's hard-masked softmax, written out so tests can check what the fused kernel
+    promises (here and in test_properties.py): future keys (column j > row i) get weight
+    exactly 0, and since softmax's backward is w·(g − Σ w·g), their score gradient is exactly 0
+    too. The model calls `scaled_dot_product_attention(is_causal=True)`, which computes the
+    same thing without materialising the T×T matrix.
+    """
+    t_query, t_key = scores.shape[-2:]
+    future = torch.ones(t_query, t_key, dtype=torch.bool, device=scores.device).triu(diagonal=1)
+    return scores.masked_fill(future, float("-inf")).softmax(dim=-1)
 
 
 def test_attention_matches_the_explicit_causal_softmax():

@@ -17,9 +17,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from test_model import causal_softmax  # the explicit masked softmax SDPA is checked against
 
 from gptlineage.corpus.shards import as_records
-from gptlineage.model.gpt import GPT, GPTConfig, causal_softmax
+from gptlineage.model.gpt import GPT, GPTConfig
 from gptlineage.model.loss import masked_loss, weighted_total
 from gptlineage.training.sampler import (
     batch_records,

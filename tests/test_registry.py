@@ -1,6 +1,6 @@
 """The commands and the training stages are named in gptlineage.registry and nowhere else: every
-command line the workflow, the docs, the profiles, the benchmarks and the tools spell names a
-registered command, every rule a profile sizes is one the workflow defines, every config key
+command line the workflow, the README and docs/, the env files' headers, the profiles, the
+benchmarks and the tools spell names a registered command, every rule a profile sizes is one the workflow defines, every config key
 is a slice of the workflow, and no Python file enumerates commands or stages by hand."""
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ RULES = REPO / "workflow" / "rules"
 INLINE_COMMAND = re.compile(r"""[`"'(]gptlineage ([a-z][a-z0-9_-]*)""")
 LINE_COMMAND = re.compile(r"^[ \t>$]*gptlineage ([a-z][a-z0-9_-]*)", re.MULTILINE)
 FENCED_BLOCK = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
-# A rule generated in a loop takes its name from an expression (`name:` on the line below).
+DECLARED_COMMAND = re.compile(r'Command\("([a-z][a-z0-9-]*)"')
+# An env file's header lists its family's commands: `# Commands: gptlineage train, select-best.`
+HEADER_COMMANDS = re.compile(r"^# Commands: gptlineage (.*?)\.?$", re.MULTILINE)
 PROFILES = [*sorted(REPO.glob("profiles/*/config.yaml")), REPO / "tools" / "local_slurm_profile" / "config.yaml"]
 NAMES = {"command": set(registry.COMMAND_NAMES), "stage": set(registry.STAGE_NAMES)}
 
@@ -38,6 +40,7 @@ NAMES = {"command": set(registry.COMMAND_NAMES), "stage": set(registry.STAGE_NAM
 def command_line_files() -> list[Path]:
     """The files that write `gptlineage <command>` lines for people or for the shell."""
     found = [REPO / "README.md", REPO / "Snakefile", *sorted(RULES.glob("*.smk"))]
+    found += [*sorted((REPO / "docs").rglob("*.md")), *sorted((REPO / "envs").glob("*.yaml"))]
     for folder in ("profiles", "benchmarks", "tools"):
         found += sorted(
             path for path in (REPO / folder).rglob("*") if path.is_file() and "__pycache__" not in path.parts
@@ -49,6 +52,15 @@ def spelled_commands(text: str, markdown: bool = False) -> set[str]:
     """The command words of TEXT's `gptlineage <command>` lines."""
     lines = "\n".join(FENCED_BLOCK.findall(text)) if markdown else text
     return set(INLINE_COMMAND.findall(text)) | set(LINE_COMMAND.findall(lines))
+
+
+def file_commands(name: str, text: str) -> set[str]:
+    """The command words of the file NAME holding TEXT, read the way its kind writes command lines:
+    Markdown in fenced blocks, an env file also in its `# Commands:` header."""
+    found = spelled_commands(text, markdown=name.endswith(".md"))
+    if name.endswith(".yaml"):
+        found |= {word.strip() for line in HEADER_COMMANDS.findall(text) for word in line.split(",")}
+    return found
 
 
 def sized_rules(profile: Path) -> set[str]:
@@ -117,14 +129,19 @@ def python_files() -> list[Path]:
 
 def test_every_command_line_names_a_registered_command():
     files = command_line_files()
-    assert REPO / "workflow" / "rules" / "training.smk" in files
+    assert {RULES / "training.smk", REPO / "docs" / "training.md", REPO / "envs" / "training.yaml"} <= set(files)
     spelled = {
-        path.relative_to(REPO).as_posix(): spelled_commands(path.read_text(encoding="utf-8"), path.suffix == ".md")
-        for path in files
+        path.relative_to(REPO).as_posix(): file_commands(path.name, path.read_text(encoding="utf-8")) for path in files
     }
     # the scan sees the command lines of the rules and of the README
     assert set().union(*spelled.values()) >= {registry.TRAIN.name, registry.PREPARE.name, registry.GENERATE.name}
-    unknown = {path: sorted(words - NAMES["command"]) for path, words in spelled.items() if words - NAMES["command"]}
+    # A recipe that declares a command (docs/extending.md: `Command("answer-check", ...)`) may name it.
+    declared = {path.relative_to(REPO).as_posix(): set(DECLARED_COMMAND.findall(path.read_text())) for path in files}
+    unknown = {
+        path: sorted(words - NAMES["command"] - declared[path])
+        for path, words in spelled.items()
+        if words - NAMES["command"] - declared[path]
+    }
     assert unknown == {}
 
 
@@ -169,6 +186,16 @@ def test_no_library_module_compares_a_command_with_a_name():
     [
         pytest.param('"gptlineage trian --output {output}"', spelled_commands, id="shell-line-misspelled-command"),
         pytest.param("`gptlineage sample --run x`", spelled_commands, id="readme-unknown-command"),
+        pytest.param(
+            ("docs/training.md", "Run it:\n\n```sh\ngptlineage trian --steps 2\n```\n"),
+            file_commands,
+            id="doc-misspelled-command",
+        ),
+        pytest.param(
+            ("envs/training.yaml", "# Commands: gptlineage trian, select-best.\nname: x\n"),
+            file_commands,
+            id="env-header-misspelled-command",
+        ),
         pytest.param('STAGES = ("pretrain", "continuation")', None, id="stage-tuple"),
         pytest.param('COMMANDS = ["train", "select-best", "--x"]', None, id="command-list"),
         pytest.param('SKIPPED = {"lineage", "watch"}', None, id="command-set"),
@@ -189,6 +216,8 @@ def test_no_library_module_compares_a_command_with_a_name():
 def test_the_scans_catch_a_new_name_outside_the_registry(defect, check):
     if check is spelled_commands:
         assert check(defect) - NAMES["command"]
+    elif check is file_commands:
+        assert check(*defect) - NAMES["command"] == {"trian"}
     elif check is command_comparisons:
         assert check(defect, "defect.py")
     else:

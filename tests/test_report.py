@@ -14,6 +14,7 @@ import pytest
 from markupsafe import escape
 from test_page_browser import browser_dom, find_chromium
 
+from gptlineage import registry
 from gptlineage.cli import main
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.lineage.declaration import CHECKPOINT, TRAINING_RUN
@@ -105,7 +106,8 @@ def test_recorded_markup_and_control_characters_are_escaped(tmp_path):
 
 def test_report_is_an_artifact_of_its_input_and_the_same_bytes_on_rerun(chain, report):
     manifest = json.loads((report.parent / "manifest.json").read_text())
-    assert manifest["command"]["name"] == "lineage-report"
+    assert manifest["command"]["name"] == registry.LINEAGE.name  # a command the registry holds
+    assert manifest["command"]["argv"][1:3] == ["lineage", "report"] and manifest["parameters"]["action"] == "report"
     assert manifest["inputs"][0]["artifact_id"] == json.loads((chain / "stage2/manifest.json").read_text())["id"]
     assert main(["lineage", "verify", str(report.parent)]) == 0
     assert main(["lineage", "report", str(chain / "stage2"), "--output", str(chain / "report2")]) == 0

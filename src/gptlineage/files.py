@@ -1,9 +1,9 @@
 """Small file-system helpers shared across layers (below all of them: it imports nothing from the package).
 
 Example:
-    link_or_copy(Path("results/.pretrain.work/checkpoints/step-50/model.safetensors"),
-                 Path("results/pretrain/checkpoints/step-50/model.safetensors"))
-    copy_atomic(Path("results/pretrain/metrics.json"), Path("paper/metrics.json"))
+    link_or_copy(Path("results/train/.pretrain.work/checkpoints/step-50/parameters.safetensors"),
+                 Path("results/train/pretrain/checkpoints/step-50/parameters.safetensors"))
+    copy_atomic(Path("results/train/pretrain/metrics.json"), Path("paper/metrics.json"))
 
 Files of an artifact may be hard links shared with other artifacts (a selected checkpoint, the
 kept checkpoints of a run), so nothing here ever writes into an existing file: a new file is

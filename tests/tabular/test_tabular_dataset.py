@@ -309,10 +309,7 @@ def test_epoch_loader_errors() -> None:
         EpochLoader(empty, 2).next_epoch()
 
 
-def test_next_nonempty_epoch() -> None:
-    loader = EpochLoader(ramp(23).materialize(), 30, shuffle=True, seed=7)
-    assert loader.next_epoch()[0] == []
-    with pytest.raises(GptlineageError, match=r"^dlRamp: no full minibatch available \(batch=30, rows=23\)$"):
-        loader.next_nonempty_epoch("dlRamp")
-    batches, _ = EpochLoader(ramp(23).materialize(), 5).next_nonempty_epoch()
-    assert len(batches) == 4
+def test_an_epoch_without_a_full_batch_has_no_batches() -> None:
+    assert EpochLoader(ramp(23).materialize(), 30, shuffle=True, seed=7).next_epoch()[0] == []
+    batches, _ = EpochLoader(ramp(23).materialize(), 5).next_epoch()
+    assert [b[0].shape[0] for b in batches] == [5, 5, 5, 5]  # the short fifth is dropped

@@ -1,8 +1,9 @@
 """Time generation with the key/value cache against the full-prefix reference on the same prompt.
 
-Each path runs once untimed, then --timed-runs times (default 3), and the median and minimum of
-each timing are reported; the lines printed and the defaults (greedy, "Hello!", 64 tokens) are
-described in `gptlineage.generation.cache_bench`. The artifact holds report.json.
+Each path runs once untimed, then --timed-runs times, and the median and minimum of each timing
+are reported; the lines printed are described in `gptlineage.generation.cache_bench`, and every
+flag's default in `gptlineage cache-bench --help` (read from `CacheBenchConfig`, so it cannot go
+stale here). The artifact holds report.json.
 
 Example:
     gptlineage cache-bench --run results/sft_stage2 --generate 8 --timed-runs 1 \\

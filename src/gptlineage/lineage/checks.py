@@ -2,10 +2,12 @@
 
 Every reader (`lineage show|verify|export|report`) goes through `read_manifest`, which parses
 the file and calls `check_manifest`: the manifest is validated against the one schema of the
-format (`gptlineage.lineage.manifest_schema`, docs/manifest.md), so a missing key, a wrong
-type, a path that leaves its artifact or a hash that is not 64 hex digits is one error line
-naming the file and the key, never a traceback later on. Text that came from a manifest or a file name is printed
-through `printable`, so a control character cannot rewrite the terminal.
+format (`gptlineage.lineage.manifest_schema`, docs/manifest.md) by the `jsonschema` library,
+with the validator of the draft the schema declares, so a missing key, a wrong type, a member
+the schema does not allow, a path that leaves its artifact or a hash that is not 64 hex digits
+is one error line naming the file and the JSON path of the first error, never a traceback later
+on. Text that came from a manifest or a file name is printed through `printable`, so a control
+character cannot rewrite the terminal.
 
 Example:
     gptlineage lineage verify results/data_csv
@@ -15,14 +17,18 @@ Example:
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.manifest_schema import HEX64, MANIFEST_SCHEMA, PLAIN_RELATIVE
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 # Deeper values are refused: the writer never nests this far, and the JSON encoder would hit
 # Python's recursion limit hashing them.
@@ -37,9 +43,15 @@ def printable(text: Any) -> str:
     text = str(text)
     if text.isprintable():  # no Other or Separator but the space, so nothing HIDDEN: the usual case, fast
         return text
+    return escaped(text, HIDDEN)
+
+
+def escaped(text: str, hidden: Collection[str], kept: Collection[str] = ()) -> str:
+    """TEXT with each character of a Unicode category in HIDDEN, but those in KEPT, written as a
+    Python escape (\\x1b, \\u202e, \\U000e0001): the terminal's `printable` and the pages' `visible`."""
     out = []
     for char in text:
-        if unicodedata.category(char) not in HIDDEN:
+        if char in kept or unicodedata.category(char) not in hidden:
             out.append(char)
         elif ord(char) < 0x100:
             out.append(f"\\x{ord(char):02x}")
@@ -58,12 +70,12 @@ def safe_name(text: str, fallback: str, limit: int = 100) -> str:
 
 def is_hex64(value: Any) -> bool:
     """A sha256 as the manifest writes it: 64 lowercase hex digits."""
-    return conforms(value, HEX64)
+    return part_validator("hex64").is_valid(value)
 
 
 def is_plain_relative(value: Any) -> bool:
     """A path inside a directory: relative, no `..`, `.` or empty part, no NUL, written the canonical way."""
-    return conforms(value, PLAIN_RELATIVE)
+    return part_validator("plain relative").is_valid(value)
 
 
 def check_values(value: Any, where: str) -> None:
@@ -87,7 +99,7 @@ def check_values(value: Any, where: str) -> None:
 
 
 def shown_key(key: str, limit: int = 60) -> str:
-    """A key path inside an error line, escaped and cut short (a deep one would fill the screen)."""
+    """A key path (or any text) inside an error line, escaped and cut short (a deep one would fill the screen)."""
     key = printable(key)
     return key if len(key) <= limit else key[: limit - 3] + "..."
 
@@ -115,87 +127,126 @@ def check_manifest(manifest: Any, where: str) -> dict[str, Any]:
     if not isinstance(manifest, dict):
         raise GptlineageError(f"{where}: not a manifest (a JSON object)")
     check_values(manifest, where)
-    validate(manifest, MANIFEST_SCHEMA, where, "")
+    validate(manifest, manifest_validator(), where)
     return manifest
 
 
-TYPES: dict[str, Callable[[Any], bool]] = {
-    "object": lambda v: isinstance(v, dict),
-    "array": lambda v: isinstance(v, list),
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-}
+def validator_of(schema: Mapping[str, Any]) -> Validator:
+    """A validator for SCHEMA, of the draft its `$schema` declares, that also knows `x-unique`.
+
+    SCHEMA itself is checked first (a broken schema is a bug, not bad input). Building one costs
+    more than a manifest's check: build each once (`manifest_validator`).
+    """
+    import jsonschema  # here, not at the top: `gptlineage --help` does not wait for it
+
+    draft = jsonschema.validators.validator_for(schema)
+    draft.check_schema(schema)
+    return jsonschema.validators.extend(draft, {"x-unique": unique_members})(schema)
 
 
 @functools.cache
-def whole(pattern: str) -> re.Pattern[str]:
-    """An anchored schema pattern (`^...$`) for fullmatch: Python's `$` would let a final newline pass."""
-    return re.compile(pattern.removeprefix("^").removesuffix("$"), re.DOTALL)
+def manifest_validator() -> Validator:
+    """MANIFEST_SCHEMA's validator, built once: `lineage verify` of a tree reads thousands of manifests."""
+    return validator_of(MANIFEST_SCHEMA)
 
 
-def conforms(value: Any, node: Mapping[str, Any]) -> bool:
-    """VALUE passes NODE's own checks (type, const, enum, pattern, min/maxLength, minimum), members aside."""
-    types = node.get("type")
-    if types is not None and not any(TYPES[t](value) for t in ([types] if isinstance(types, str) else types)):
-        return False
-    if "const" in node and not (type(value) is type(node["const"]) and value == node["const"]):
-        return False
-    if "enum" in node and value not in node["enum"]:
-        return False
-    if isinstance(value, str):
-        too_short, too_long = len(value) < node.get("minLength", 0), len(value) > node.get("maxLength", len(value))
-        return (
-            not too_short
-            and not too_long
-            and ("pattern" not in node or whole(node["pattern"]).fullmatch(value) is not None)
-        )
-    return not (TYPES["number"](value) and "minimum" in node and value < node["minimum"])
+# The manifest's parts other modules check a value against (a hash, a path inside an artifact).
+PARTS = {"hex64": HEX64, "plain relative": PLAIN_RELATIVE}
 
 
-def member(name: str, key: str) -> str:
-    return f"{name}.{key}" if name else key
+@functools.cache
+def part_validator(part: str) -> Validator:
+    """A validator for PARTS[PART], of the manifest's draft."""
+    return manifest_validator().evolve(schema=PARTS[part])
 
 
-def validate(value: Any, node: Mapping[str, Any], where: str, name: str) -> None:
-    """VALUE against the schema NODE (the subset docs/manifest.md uses); the first failure is one line."""
-    if not conforms(value, node):
-        raise GptlineageError(f"{where}: {name} {shown(value)} is not {node['x-is']}")
-    if isinstance(value, dict):
-        validate_object(value, node, where, name)
-    elif isinstance(value, list) and "items" in node:
-        items, seen = node["items"], set()
-        for index, item in enumerate(value):
-            if "x-is" not in items and not conforms(item, items):  # a bare item type: the list is wrong
-                raise GptlineageError(f"{where}: {name} {shown(value)} is not {node['x-is']}")
-            validate(item, items, where, f"{name}[{index}]")
-            unique = node.get("x-unique")
-            if unique is not None:
-                if item[unique] in seen:
-                    raise GptlineageError(f"{where}: {name}[{index}].{unique} {shown(item[unique])} is listed twice")
-                seen.add(item[unique])
+def unique_members(validator: Validator, member: str, instance: Any, schema: Mapping[str, Any]) -> Iterator[Any]:
+    """The `x-unique: MEMBER` keyword: no two objects of an array share MEMBER's value.
+
+    JSON Schema's own `uniqueItems` compares whole items, and two entries for one file differ
+    in their hash: hence this keyword, which other validators ignore.
+    """
+    from jsonschema.exceptions import ValidationError
+
+    if not validator.is_type(instance, "array"):
+        return
+    seen = set()
+    for index, item in enumerate(instance):
+        if isinstance(item, dict) and member in item:
+            value = json.dumps(item[member], sort_keys=True)  # any JSON value, as a set member
+            if value in seen:
+                yield ValidationError("is listed twice", path=(index, member), instance=item[member])
+            seen.add(value)
 
 
-def validate_object(value: dict[str, Any], node: Mapping[str, Any], where: str, name: str) -> None:
-    """Members in the schema's order, then the rules between them."""
-    for key, inner in node.get("properties", {}).items():
-        if key in value:
-            validate(value[key], inner, where, member(name, key))
-        elif key in node.get("required", ()):
-            raise GptlineageError(f"{where}: {member(name, key)} is missing")
-    extra = node.get("additionalProperties")
-    if isinstance(extra, Mapping):
-        for key in value.keys() - node.get("properties", {}).keys():
-            validate(value[key], extra, where, member(name, key))
-    for key, needed in node.get("dependentRequired", {}).items():
-        for other in needed:
-            if key in value and other not in value:
-                raise GptlineageError(f"{where}: {member(name, other)} is missing ({key} is given)")
-    both = node.get("not", {}).get("required", [])
-    if both and all(key in value for key in both):
-        raise GptlineageError(f"{where}: {name} has both {' and '.join(both)}")
-    choices = [choice["required"][0] for choice in node.get("anyOf", [])]
-    if choices and not any(key in value for key in choices):
-        raise GptlineageError(f"{where}: {name} has no {', '.join(choices[:-1])} or {choices[-1]}")
+def validate(value: Any, validator: Validator, where: str) -> None:
+    """VALUE against VALIDATOR's schema; the first error (in the schema's order) is one line naming WHERE."""
+    error = next(iter(validator.iter_errors(value)), None)
+    if error is not None:
+        raise GptlineageError(f"{where}: {error_line(error, validator.schema, value)}")
+
+
+def key_path(path: Iterable[str | int]) -> str:
+    """A JSON path as error lines write it: ["files", 3, "sha256"] -> files[3].sha256."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else str(part)
+    return shown_key(text) if text else "the document"
+
+
+def error_line(error: Any, schema: Mapping[str, Any], document: Any) -> str:
+    """jsonschema's ERROR as a reader prints it: the JSON path, the value and what a valid one is."""
+    path, rule, ruled, instance = list(error.absolute_path), error.validator, error.validator_value, error.instance
+    missing = missing_member(rule, ruled, instance)
+    if missing is not None:
+        return f"{key_path([*path, missing[0]])} is missing{missing[1]}"
+    if rule == "not" and set(ruled) == {"required"}:
+        return f"{key_path(path)} has both {' and '.join(ruled['required'])}"
+    if rule == "anyOf" and all(set(choice) == {"required"} and len(choice["required"]) == 1 for choice in ruled):
+        names = [choice["required"][0] for choice in ruled]
+        return f"{key_path(path)} has no {', '.join(names[:-1])} or {names[-1]}"
+    if rule == "additionalProperties" and ruled is False:
+        named, patterns = error.schema.get("properties", {}), error.schema.get("patternProperties", {})
+        extra = next(key for key in instance if key not in named and not any(re.search(p, key) for p in patterns))
+        return f"{key_path([*path, extra])} is not a member the schema allows"
+    if rule in ("maxItems", "minItems"):
+        bound = "at most" if rule == "maxItems" else "at least"
+        return f"{key_path(path)} holds {len(instance)} items, not {bound} {ruled}"
+    if rule == "x-unique":
+        return f"{key_path(path)} {shown(instance)} {error.message}"
+    judged = described(error, schema)
+    if judged is None:
+        return f"{key_path(path)}: {shown_key(error.message, 100)}"  # jsonschema's words
+    path, node = judged
+    return f"{key_path(path)} {shown(value_at(document, path))} is not {node['x-is']}"
+
+
+def missing_member(rule: str, ruled: Any, instance: Any) -> tuple[str, str] | None:
+    """(the member a `required` or `dependentRequired` ERROR misses, why), or None for other rules."""
+    if rule == "required":
+        return next(key for key in ruled if key not in instance), ""
+    if rule == "dependentRequired":
+        for given, needed in ruled.items():
+            for key in needed:
+                if given in instance and key not in instance:
+                    return key, f" ({given} is given)"
+    return None
+
+
+def described(error: Any, schema: Mapping[str, Any]) -> tuple[list[str | int], Mapping[str, Any]] | None:
+    """(the instance path, the node) of the innermost node on ERROR's way with an `x-is`; None if none.
+
+    A bare item type (`{"type": "string"}` under `items`) says nothing: its list is judged
+    instead, as in `timing_keys ['a', 3] is not a list of keys`.
+    """
+    path, steps, node = list(error.absolute_path), list(error.absolute_schema_path)[:-1], error.schema
+    while "x-is" not in node:
+        if not path or not steps or steps[-1] != "items" or "$ref" in steps:  # a `$ref` step names no node
+            return None
+        path, steps = path[:-1], steps[:-1]
+        node = functools.reduce(lambda inner, step: inner[step], steps, schema)
+    return path, node
+
+
+def value_at(document: Any, path: list[str | int]) -> Any:
+    return functools.reduce(lambda inner, step: inner[step], path, document)

@@ -17,8 +17,8 @@ Example:
     True
 
     with hash_session():
-        sha256_file("results/train/model.safetensors")   # read and hashed
-        sha256_file("results/train/model.safetensors")   # the same digest, not read again
+        sha256_file("results/train/pretrain/parameters.safetensors")   # read and hashed
+        sha256_file("results/train/pretrain/parameters.safetensors")   # the same digest, not read again
 """
 
 from __future__ import annotations

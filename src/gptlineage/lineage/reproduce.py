@@ -2,7 +2,7 @@
 
 Example:
     gptlineage lineage reproduce results/data_csv
-    gptlineage lineage reproduce results/pretrain --with-current-code --tolerance 1e-6
+    gptlineage lineage reproduce results/train/pretrain --with-current-code --tolerance 1e-6
 
 Steps: verify the artifact and everything upstream (`lineage.walk.verify`); refuse when the code
 the command runs now differs from the recorded closure, unless `with_current_code`; have the

@@ -58,20 +58,6 @@ def set_strict_float32() -> None:
 # ---------------------------------------------------------------- attention
 
 
-def causal_softmax(scores: torch.Tensor) -> torch.Tensor:
-    """Row-wise softmax of scores [..., T, T] with every key after its query masked out.
-
-    This is the reference's hard-masked softmax, written out so tests can check what the
-    fused kernel promises: future keys (column j > row i) get weight exactly 0, and since
-    softmax's backward is w·(g − Σ w·g), their score gradient is exactly 0 too.
-    The model itself calls `scaled_dot_product_attention(is_causal=True)`, which computes
-    the same thing without materialising the T×T matrix.
-    """
-    t_query, t_key = scores.shape[-2:]
-    future = torch.ones(t_query, t_key, dtype=torch.bool, device=scores.device).triu(diagonal=1)
-    return scores.masked_fill(future, float("-inf")).softmax(dim=-1)
-
-
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout: float) -> torch.Tensor:
     """`scaled_dot_product_attention(is_causal=True)`; bf16 on a CPU runs it in float32, whose
     kernel is faster there (the bf16 backward took 8.9 ms against float32's 1.0 ms for an SFT

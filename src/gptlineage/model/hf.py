@@ -99,27 +99,6 @@ def gpt2_config(config: GPTConfig, *, attn_implementation: str = "sdpa") -> GPT2
     return hf
 
 
-def ours_config(values: Mapping[str, Any]) -> GPTConfig:
-    """Our GPTConfig from a GPT2Config's fields (a dict or config.json), refusing what we cannot compute."""
-    if values.get("activation_function", ACTIVATION) not in (ACTIVATION, "gelu_pytorch_tanh"):
-        raise GptlineageError(f"activation {values.get('activation_function')!r} is not the tanh GELU our model uses")
-    if values.get("n_inner") not in (None, 4 * values["n_embd"]):
-        raise GptlineageError(f"n_inner {values['n_inner']} is not 4 × n_embd; our MLP is 4W wide")
-    if not values.get("tie_word_embeddings", True):
-        raise GptlineageError("tie_word_embeddings is false; our model ties the output to the token embedding")
-    for flag in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention"):
-        if values.get(flag):
-            raise GptlineageError(f"{flag} is set; our model has no such variant")
-    return GPTConfig(
-        context=values["n_positions"],
-        vocab=values["vocab_size"],
-        width=values["n_embd"],
-        heads=values["n_head"],
-        layers=values["n_layer"],
-        layer_norm_eps=values.get("layer_norm_epsilon", 1e-5),
-    )
-
-
 # ---------------------------------------------------------------- state mapping
 
 

@@ -10,8 +10,8 @@ file that looks complete; the header is rewritten with sorted keys so equal tens
 equal bytes (and equal sha256).
 
 Example (what `--save-params` / `--load-params` do):
-    save_parameters("results/pretrain/parameters.safetensors", model)
-    load_parameters("results/pretrain/parameters.safetensors", fresh_model)   # names, shapes checked
+    save_parameters("results/train/pretrain/parameters.safetensors", model)
+    load_parameters("results/train/pretrain/parameters.safetensors", fresh_model)   # names, shapes checked
 """
 
 from __future__ import annotations

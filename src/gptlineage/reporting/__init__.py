@@ -1,5 +1,5 @@
 """Reporting: plots, the matched comparison against Hugging Face GPT-2, and the HTML lineage page.
 
 Example:
-    gptlineage plots --run results/pretrain --output results/plots
+    gptlineage plots --run results/train/pretrain --output results/plots
 """

@@ -36,6 +36,9 @@ from gptlineage.reporting.plots import read_metrics
 from gptlineage.training.layout import TrainingRunFiles
 
 PAGE = "index.html"
+# The registry's `lineage` command, which writes this page (`lineage compare`), spelled here as in
+# reporting/page.py (tests/test_lineage_compare_page.py checks the name against the registry).
+LINEAGE_COMMAND = "lineage"
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 # Headline metrics where less is better (losses, the matched comparison's gap); exact match: more.
 LOWER_IS_BETTER = ("val_loss", "final_loss", "matched_max_diff")
@@ -235,8 +238,8 @@ def write_compare(arguments: Sequence[Path], output: str | Path) -> Path:
     inputs = {letter: path for letter, path in zip(LETTERS, paths)}
     with ArtifactWriter(
         output,
-        command="lineage-compare",
-        parameters={"format": "html"},
+        command=LINEAGE_COMMAND,  # `lineage compare`: the action is a parameter too, as in the argv
+        parameters={"action": "compare", "format": "html"},
         inputs=inputs,
         code_module="gptlineage.commands.lineage",
     ) as artifact:

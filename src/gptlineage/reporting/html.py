@@ -17,28 +17,22 @@ from __future__ import annotations
 
 import base64
 import json
-import unicodedata
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-# Characters a page must not carry raw (controls, format characters), newline and tab excepted.
+from gptlineage.lineage.checks import escaped
+
+# Characters a page must not carry raw (controls, format characters, unassigned code points),
+# newline and tab excepted.
 HIDDEN = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
 KEPT = {"\n", "\t"}
 
 
 def visible(text: Any) -> str:
     """TEXT with control and invisible characters written as escapes, newlines and tabs kept."""
-    out = []
-    for char in str(text):
-        if char in KEPT or unicodedata.category(char) not in HIDDEN:
-            out.append(char)
-        elif ord(char) < 0x100:
-            out.append(f"\\x{ord(char):02x}")
-        else:
-            out.append(f"\\u{ord(char):04x}" if ord(char) < 0x10000 else f"\\U{ord(char):08x}")
-    return "".join(out)
+    return escaped(str(text), HIDDEN, KEPT)
 
 
 def pretty_json(value: Any) -> str:

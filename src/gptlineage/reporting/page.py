@@ -37,6 +37,10 @@ from gptlineage.reporting.plots import is_number, loss_points, loss_svg, profile
 from gptlineage.reporting.results import training_stages
 from gptlineage.training.layout import TrainingRunFiles
 
+# The registry's `lineage` command, which writes this page (`lineage report`), spelled here and
+# not imported: the experiment rule runs this module, and its code would then hold the registry of
+# every command (tests/test_registry.py; tests/test_report.py checks the name against it).
+LINEAGE_COMMAND = "lineage"
 REPORT_FILE = "index.html"
 OPEN_FILES_UP_TO = 12  # a longer file list starts collapsed
 
@@ -222,8 +226,8 @@ def write_report(path: str | Path, output: str | Path) -> Path:
     page = page_html(nodes)  # built first: an error leaves no half-written artifact
     with ArtifactWriter(
         output,
-        command="lineage-report",
-        parameters={"format": "html"},
+        command=LINEAGE_COMMAND,  # `lineage report`: the action is a parameter too, as in the argv
+        parameters={"action": "report", "format": "html"},
         inputs={"artifact": path},
         code_module="gptlineage.commands.lineage",
     ) as artifact:

@@ -340,12 +340,3 @@ class EpochLoader:
             stacked = stack_samples([self.samples[i] for i in chunk])
             batches.append((stacked.input, stacked.target))
         return batches, replace(self, seed=next_seed)
-
-    def next_nonempty_epoch(self, name: str = "loader") -> tuple[list[tuple[torch.Tensor, torch.Tensor]], EpochLoader]:
-        """Like `next_epoch`, but an epoch without a single full batch is an error."""
-        batches, following = self.next_epoch(name)
-        if not batches:
-            raise GptlineageError(
-                f"{name}: no full minibatch available (batch={self.batch_size}, rows={len(self.samples)})"
-            )
-        return batches, following

@@ -6,11 +6,11 @@ the kept checkpoints, one `step-N` directory each. While it runs, the work direc
 output (`.<name>.work/`) holds the live metrics, the checkpoints and `progress.json` (the run's
 total steps, for `gptlineage watch`).
 
-Example (after `gptlineage train ... --output results/pretrain`):
-    run = TrainingRunFiles(Path("results/pretrain"))
-    run.metrics               # results/pretrain/metrics.json
-    run.checkpoint(400)       # results/pretrain/checkpoints/step-400
-    work_directory(Path("results/pretrain"))  # results/.pretrain.work
+Example (after `gptlineage train ... --output results/train/pretrain`):
+    run = TrainingRunFiles(Path("results/train/pretrain"))
+    run.metrics               # results/train/pretrain/metrics.json
+    run.checkpoint(400)       # results/train/pretrain/checkpoints/step-400
+    work_directory(Path("results/train/pretrain"))  # results/train/.pretrain.work
     checkpoint_step("step-400")  # 400
     list_checkpoints(run.checkpoints)  # [(400, .../step-400), ...], oldest first
 """
