@@ -181,6 +181,20 @@ def test_the_new_stage_trains_and_the_deliverable_stays_where_it_is(extended):
     assert "sft_stage3" in (extended / "results" / DELIVERABLE / "index.html").read_text(encoding="utf-8")
 
 
+def test_the_new_command_is_a_part_of_the_deliverable_on_its_page_and_in_the_table(extended):
+    checked = manifest(extended, "answer_check")
+    assert checked["command"]["name"] == "answer-check"
+    assert checked["summary"]["matched"]["questions"] == 3
+    assert inputs_by_role(checked)["questions"].endswith("data/my_questions.tsv")
+    deliverable = manifest(extended, DELIVERABLE)
+    assert inputs_by_role(deliverable)["answer_check"].endswith("answer_check")
+    page = (extended / "results" / DELIVERABLE / "index.html").read_text(encoding="utf-8")
+    assert "answer_check" in page and "answer_match" in page
+    done = run_command(extended, ["gptlineage", "lineage", "table", "results", "--stage", "answer_check"])
+    assert done.returncode == 0, done.stderr
+    assert "answer_match" in done.stdout and f"{checked['summary']['matched']['rate']:.4g}"[:3] in done.stdout
+
+
 def test_the_own_corpus_feeds_pretraining(extended):
     corpus = manifest(extended, "corpus_pretrain")
     sources = [entry for entry in corpus["inputs"] if entry["path"].endswith("data/my_corpus.txt")]

@@ -81,8 +81,22 @@ def import_nodes(source: str, filename: str) -> list[ast.Import | ast.ImportFrom
     return nodes
 
 
+# Each file's imports, read once a process while the file is unchanged: the workflow asks for 23
+# closures over the same files when it loads.
+_IMPORTS: dict[tuple[str, str, int, int], set[str]] = {}
+
+
 def imported_modules(path: Path, module: str) -> set[str]:
     """Every `gptlineage` module named by an import anywhere in the file (also inside functions)."""
+    stat = path.stat()
+    key = (str(path.absolute()), module, stat.st_mtime_ns, stat.st_size)
+    if key not in _IMPORTS:
+        _IMPORTS[key] = read_imported_modules(path, module)
+    return set(_IMPORTS[key])
+
+
+def read_imported_modules(path: Path, module: str) -> set[str]:
+    """`imported_modules`, read from the file."""
     package = module.rsplit(".", 1)[0] if path.name != "__init__.py" else module
     found: set[str] = set()
     for node in import_nodes(path.read_text(encoding="utf-8"), str(path)):
