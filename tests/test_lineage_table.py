@@ -175,3 +175,20 @@ def test_an_artifact_that_is_a_link_to_a_directory_counts(trees, tmp_path, capsy
     (row,) = rows(capsys, str(tree))
     assert row["final_loss"] == rows(capsys, str(trees[0]))[0]["final_loss"]
     assert [r["stage"] for r in rows(capsys, str(tree), "--stage", "data_csv")] == ["data_csv"]
+
+
+@pytest.mark.parametrize("reports", [["report.json"], []])
+def test_a_report_is_read_for_numbers_only_when_its_command_declares_it(tmp_path, reports):
+    from gptlineage.lineage.table import stage_metrics
+
+    (tmp_path / "report.json").write_text(json.dumps({"matched": 3, "rate": 0.75}))
+    declaration = {"metrics": [{"name": "rate", "source": "summary", "key": "rate"}], "reports": reports}
+    manifest = {
+        "command": {"name": "answer-check", "declaration": declaration},
+        "files": [{"path": "report.json", "bytes": (tmp_path / "report.json").stat().st_size}],
+        "summary": {"rate": 0.75},
+        "run": {},
+    }
+    metrics = stage_metrics(tmp_path, manifest, extras=True)
+    assert metrics["rate"] == 0.75
+    assert ("report.json:matched" in metrics) == bool(reports), metrics

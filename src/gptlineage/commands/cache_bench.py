@@ -29,6 +29,7 @@ TIMINGS = ("full_prefix_ms", "cached_prefill_ms", "cached_generation_ms", "cache
 DECLARATION = Declaration(
     metrics=(Metric("cache_speedup", "summary", "end_to_end_speedup", timing=True),),
     timing_keys=(*TIMINGS, "full_prefix_ms_median", "cached_total_ms_median"),
+    reports=("report.json",),
 )
 
 

@@ -24,7 +24,9 @@ EXAMPLE = (
     'gptlineage cache-check --run results/sft_stage2 --system "" --rollout 8 --output results/examples/cache_check'
 )
 DECLARATION = Declaration(
-    metrics=(Metric("cache_max_abs", "summary", "max_abs"),), timing_keys=("full_ms", "cached_ms")
+    metrics=(Metric("cache_max_abs", "summary", "max_abs"),),
+    timing_keys=("full_ms", "cached_ms"),
+    reports=("report.json",),
 )
 
 

@@ -27,6 +27,7 @@ EXAMPLE = (
 DECLARATION = Declaration(
     metrics=(Metric("matched_max_diff", "summary", "max_absolute_train_loss_difference", column="matched_max_diff"),),
     timing_keys=("duration_ms", "tokens_per_second", "median_tokens_per_second", "throughput_ratio"),
+    reports=("comparison.json",),
 )
 
 

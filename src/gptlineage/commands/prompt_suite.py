@@ -25,7 +25,9 @@ EXAMPLE = (
     "--generate 16 --output results/examples/prompt_suite"
 )
 DECLARATION = Declaration(
-    metrics=(Metric("exact_match", "summary", "exact_match.rate", column="exact_match"),), holds=SUITE_ANSWERS
+    metrics=(Metric("exact_match", "summary", "exact_match.rate", column="exact_match"),),
+    reports=("report.json",),
+    holds=SUITE_ANSWERS,
 )
 
 

@@ -1,7 +1,7 @@
 """Timing generation with the key/value cache against the full-prefix reference: `gptlineage cache-bench`.
 
 Each path first runs once untimed (warm-up: allocator, thread pool, kernel choice), then
-`--timed-runs` times (3 by default, as the reference experiment reported three warm runs),
+`--timed-runs` times (its default, in `--help`, is the reference experiment's three warm runs),
 alternating full-prefix and cached. Printed, each time the median of the timed runs with
 their minimum beside it:
 
@@ -14,10 +14,10 @@ their minimum beside it:
 report.json holds, per timing, {"median", "min", "runs"} in milliseconds.
 
 Sampling defaults to greedy (top-k 1) over the penalized logits, as generation decodes (the
-repetition penalty, 1.05 by default, applies to both paths alike; `--repetition-penalty 0` for
-plain greedy); the first line printed says which. Greedy, different outputs are an error. The prompt
-is a chat message (default "Hello!") or, with `--prompt-tokens K`, K synthetic ids for size
-sweeps; prompt plus --generate must fit in the context. With `--random-init` (no checkpoint,
+repetition penalty applies to both paths alike; `--repetition-penalty 0` for plain greedy); the
+first line printed says which. Greedy, different outputs are an error. The prompt is a chat
+message or, with `--prompt-tokens K`, K synthetic ids for size sweeps (`--help` gives the
+defaults); prompt plus --generate must fit in the context. With `--random-init` (no checkpoint,
 e.g. `--preset gpt2-small` to time GPT-2-small dimensions) generation does not stop at
 <|endoftext|>, since random weights give it no meaning: all --generate tokens are timed.
 

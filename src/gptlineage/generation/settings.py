@@ -8,7 +8,7 @@ the workflow checks a decoding slice (cache_check, prompt_suite, ...) without lo
 
 Example:
     ModelSource(random_init=True, preset="quick")      # random weights, the quick preset's shape
-    ModelSource(run=Path("results/pretrain"), width=8)  # SettingError: --run gives the model dimensions; ...
+    ModelSource(run=Path("results/train/pretrain"), width=8)  # SettingError: --run gives the model dimensions; ...
     SamplingConfig(top_k=1).for_turn(2).seed            # 1339: chat turn n samples with seed + n
 """
 

@@ -69,8 +69,10 @@ class Declaration:
     order shown. timing_keys, memory_keys: JSON keys (or shell patterns) whose values, and all
     below them, are wall-clock or memory measurements, never compared. timing_files: output files
     (shell patterns) that are measurements as a whole. omitted_keys: report keys that are settings
-    rather than results, left out of the metrics. deliverable: an artifact that stands for a whole
-    results tree. holds: what the artifact is, one of HOLDINGS (None: nothing a reader asks for).
+    rather than results, left out of the metrics. reports: the small JSON files among its outputs
+    whose numbers are its results (`lineage table`, `diff`; a metric's own source is one too).
+    deliverable: an artifact that stands for a whole results tree. holds: what the artifact is,
+    one of HOLDINGS (None: nothing a reader asks for).
     """
 
     side_outputs: Mapping[str, str] = field(default_factory=dict)
@@ -79,6 +81,7 @@ class Declaration:
     memory_keys: tuple[str, ...] = ()
     timing_files: tuple[str, ...] = ()
     omitted_keys: tuple[str, ...] = ()
+    reports: tuple[str, ...] = ()
     deliverable: bool = False
     holds: str | None = None
 
@@ -91,9 +94,15 @@ class Declaration:
             "memory_keys": list(self.memory_keys),
             "timing_files": list(self.timing_files),
             "omitted_keys": list(self.omitted_keys),
+            "reports": list(self.reports),
             "deliverable": self.deliverable,
             "holds": self.holds,
         }
+
+    def report_files(self) -> tuple[str, ...]:
+        """The reports to read numbers from: the declared ones and every metric's own file."""
+        sources = (metric.source for metric in self.metrics if metric.source != "summary")
+        return tuple(dict.fromkeys((*self.reports, *sources)))
 
     def side_output(self, flags: Iterable[str]) -> str | None:
         """DROP, SCRATCH or None for a flag spelled by any of FLAGS (`--copy-to`, `-c`)."""
@@ -151,6 +160,7 @@ def declaration_of(manifest: Mapping[str, Any]) -> Declaration:
         memory_keys=tuple(recorded.get("memory_keys", ())),
         timing_files=tuple(recorded.get("timing_files", ())),
         omitted_keys=tuple(recorded.get("omitted_keys", ())),
+        reports=tuple(recorded.get("reports", ())),
         deliverable=bool(recorded.get("deliverable", False)),
         holds=recorded.get("holds"),
     )
@@ -183,6 +193,7 @@ def union(first: Declaration, second: Declaration) -> Declaration:
         memory_keys=both(first.memory_keys, second.memory_keys),
         timing_files=both(first.timing_files, second.timing_files),
         omitted_keys=both(first.omitted_keys, second.omitted_keys),
+        reports=both(first.reports, second.reports),
         deliverable=first.deliverable or second.deliverable,
         holds=first.holds or second.holds,
     )

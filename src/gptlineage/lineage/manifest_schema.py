@@ -78,6 +78,7 @@ DECLARATION = record(
         "memory_keys": texts_of("keys"),
         "timing_files": texts_of("file patterns"),
         "omitted_keys": texts_of("keys"),
+        "reports": texts_of("file names"),
         "deliverable": {"type": "boolean", "x-is": "true or false"},
         "holds": {"enum": [*HOLDINGS, None], "x-is": f"one of {', '.join(HOLDINGS)} or null"},
     },

@@ -7,8 +7,8 @@ Parameters are flattened with dots (`settings.steps`). A command's parameter bec
 when its value differs between that command's rows, or when `--params` names it (by its full
 dotted name or its last part). Metrics are the headline metrics each artifact's command declares
 (`gptlineage.lineage.declaration`), found in the manifest's `summary` or in the small JSON
-reports an artifact holds (trainlog.json, report.json, comparison.json); duration is the wall
-time between the run's recorded start and finish.
+reports its command declares it writes (`reports`: trainlog.json, report.json, comparison.json);
+duration is the wall time between the run's recorded start and finish.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from gptlineage.lineage.artifact import is_artifact_dir, read_manifest
 from gptlineage.lineage.checks import printable
 from gptlineage.lineage.declaration import WALL_TIME, declaration_of, path_keys
 
-REPORT_FILES = ("trainlog.json", "report.json", "comparison.json")
 REPORT_MAX_BYTES = 1 << 20  # larger JSON files are data, not reports: not read for metrics
 FORMATS = ("text", "csv", "md", "json")
 SHORT_CELL = 12  # columns of numbers, ids and names this short give way only after columns of text
@@ -63,7 +62,7 @@ def report_values(artifact_dir: Path, manifest: Mapping[str, Any]) -> dict[str, 
     """
     found: dict[str, dict[str, Any]] = {}
     listed = {entry["path"]: entry["bytes"] for entry in manifest.get("files", [])}
-    for name in REPORT_FILES:
+    for name in declaration_of(manifest).report_files():
         if listed.get(name, REPORT_MAX_BYTES + 1) > REPORT_MAX_BYTES or not (artifact_dir / name).is_file():
             continue
         try:

@@ -8,7 +8,7 @@ Settings left unset (None) take the reference experiment's defaults, which depen
 recorded in the artifact.
 
 Example:
-    gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --eval-every 5 --output results/pretrain
+    gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --eval-every 5 --output results/train/pretrain
 """
 
 from __future__ import annotations

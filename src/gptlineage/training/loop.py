@@ -15,7 +15,7 @@ every 10 s and about a hundred in all). On a terminal a tqdm bar stays below the
 begin it writes progress.json (total steps, start) beside the live metrics, for `gptlineage watch`.
 
 Example:
-    gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --output results/pretrain
+    gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --output results/train/pretrain
 """
 
 from __future__ import annotations

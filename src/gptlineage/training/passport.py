@@ -5,7 +5,7 @@ reference's theorem names, each with the tests here that mirror it) and the runt
 what those tests cover and what they do not (see `model.statements`).
 
 Example:
-    write_json_atomic(Path("results/pretrain/passport.json"), passport(config, result))
+    write_json_atomic(Path("results/train/pretrain/passport.json"), passport(config, result))
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ checkpoints that survive a crash, the rule that a rerun of the same command cont
 and the lock that keeps a second run of the same output out of them.
 
 Example:
-    work = work_directory(Path("results/pretrain"))       # results/.pretrain.work
-    with locked_work(work, Path("results/pretrain")):     # refuses while another train holds it
+    work = work_directory(Path("results/train/pretrain"))  # results/train/.pretrain.work
+    with locked_work(work, Path("results/train/pretrain")):  # refuses while another train holds it
         config = continue_interrupted(config, run, work, dist)  # resume=<newest step-N> if it is ours
 """
 
