@@ -91,7 +91,8 @@ def test_workflow_slices_build_the_configs(config_file):
         built = from_mapping(cls, {**flags_of_slice, **given})
         for name, value in flags_of_slice.items():
             assert as_mapping(built)[name] == value
-    matched = from_mapping(MatchedCompareConfig, {**config.get("matched_compare", {}), **given, "data": "d"})
+    flags_of_slice = command_slice(config.get("matched_compare", {}), "matched_compare")
+    matched = from_mapping(MatchedCompareConfig, {**flags_of_slice, **given, "data": "d"})
     assert matched.settings.updates == 50
 
 

@@ -63,7 +63,7 @@ def test_code_closure_is_the_workflow_rule_code_inputs(tmp_path):
     listed = module_files("gptlineage.commands.small_data", SOURCE_ROOT)  # workflow/rules/common.smk code()
     assert [entry["path"] for entry in code["files"]] == listed
     assert all(entry["sha256"] == sha256_file(SOURCE_ROOT / entry["path"]) for entry in code["files"])
-    assert "gptlineage/model/gpt.py" not in listed and "gptlineage/tabular/regression.py" in listed
+    assert "gptlineage/model/gpt.py" not in listed and "gptlineage/tabular/table.py" in listed
 
 
 def test_where_inputs_lie_does_not_change_the_id(tmp_path):
@@ -135,9 +135,9 @@ def test_only_edits_inside_the_command_code_closure_change_the_id(tmp_path):
         SOURCE_ROOT / "gptlineage", source_root / "gptlineage", ignore=shutil.ignore_patterns("__pycache__")
     )
     before = run_small_data(source_root, tmp_path / "before")
-    regression = source_root / "gptlineage/tabular/regression.py"
+    regression = source_root / "gptlineage/tabular/table.py"
     by_path = {entry["path"]: entry["sha256"] for entry in before["code"]["files"]}
-    assert by_path["gptlineage/tabular/regression.py"] == sha256_file(regression)  # the copy really ran
+    assert by_path["gptlineage/tabular/table.py"] == sha256_file(regression)  # the copy really ran
 
     append_comment(source_root / "gptlineage/model/gpt.py")  # small-data never imports the GPT model
     unrelated = run_small_data(source_root, tmp_path / "unrelated")
