@@ -1,10 +1,11 @@
 """The recipes of docs/extending.md, applied as written: each step's edit is read from the page and
 made in a scratch copy of the repository, so a recipe that no longer works fails here.
 
-Each recipe alone plans the whole chain (`snakemake --dry-run`). Then all three together run the
-tiny chain (tests/test_workflow.py's sizes) once: the new stage trains and its model is the
-deliverable's, which stays `results/sft_stage2`; the new command's artifact is a part of the
-deliverable, on its page and in `lineage table`; the corpus of one's own feeds pretraining.
+Each recipe alone plans the whole chain (`snakemake --dry-run`). Then they run on a copy of the
+session's tiny chain (tests/test_workflow.py), so only the jobs they change run: the new stage
+trains and its model is the deliverable's, which stays `results/sft_stage2`; the new command's
+artifact is a part of the deliverable, on its page and in `lineage table`; the corpus of one's own
+feeds pretraining (its recipe's run, up to results/train/pretrain).
 
 A step reads "**Step N.** In `PATH`, after the line `LINE`, add:", "In `PATH`, replace the line
 `LINE` with:", "In `PATH`, add at the end:" or "In `PATH`, create the file:", each followed by a
@@ -151,16 +152,27 @@ def test_each_recipe_alone_plans_the_whole_chain(tmp_path, title):
     assert f"rule {DELIVERABLE}:" in done.stdout
 
 
+def side_by_side(words: list[str], target: str | None = None) -> list[str]:
+    """A recipe's snakemake line with its independent jobs side by side, each on one thread, and
+    TARGET (when given) in place of its last word."""
+    words = [*words[:1], "--max-threads", "1", *words[1:-1], target or words[-1]]
+    words[words.index("--cores") + 1] = "2"
+    return words
+
+
 @pytest.fixture(scope="module")
-def extended(tmp_path_factory) -> Path:
-    """The tiny chain with all three recipes applied, built once."""
-    workdir = copy_workflow(tmp_path_factory.mktemp("recipes"))
+def extended(workflow_copy) -> Path:
+    """The session's tiny chain with the three recipes applied: the stage and the command, then the
+    deliverable rebuilt (only the jobs they change run); then the corpus, and pretraining on it."""
+    workdir = workflow_copy
     write_own_data(workdir)
-    workflows = [words for title in RECIPES for words in apply(workdir, title)[1]]
-    make_tiny(workdir / "config.yaml")
-    words = [*workflows[-1][:1], "--max-threads", "1", *workflows[-1][1:]]
-    words[words.index("--cores") + 1] = "2"  # independent jobs side by side, each on one thread
-    done = run_command(workdir, words)
+    for title in (STAGE, COMMAND):
+        apply(workdir, title)
+    make_tiny(workdir / "config.yaml")  # the new stage trains as the others: a few tiny updates
+    done = run_command(workdir, side_by_side(["snakemake", "--cores", "1", f"results/{DELIVERABLE}"]))
+    assert done.returncode == 0, done.stderr[-3000:]
+    (corpus_run,) = apply(workdir, CORPUS)[1]
+    done = run_command(workdir, side_by_side(corpus_run, target="results/train/pretrain"))
     assert done.returncode == 0, done.stderr[-3000:]
     return workdir
 
