@@ -14,6 +14,10 @@ and once pandas is loaded a later `import pandas` of ours would find it in sys.m
 hook on `builtins.__import__` (it sees every import statement, loaded or not) raises ImportError
 for an import of any of these packages made by a file of the workflow copy (its src/, Snakefile
 and rules) and reports each such import, plus, for the others, the file that first imported them.
+
+As the users' own install has it (no `cluster` extra, so no SLURM executor plugin), pandas is a
+plain stub as well: `snakemake --dry-run` and `--lint` then run with torch, matplotlib and pandas
+each raising ImportError on import.
 """
 
 from __future__ import annotations
@@ -129,3 +133,46 @@ def test_the_guard_refuses_a_heavy_import_of_ours(tmp_path):
     done, report = guarded_run(tmp_path, command)
     assert done.returncode != 0 and "ImportError: stub: " in done.stderr
     assert report["ours"] and all(line.startswith("src/gptlineage/") for line in report["ours"]), report["ours"]
+
+
+# The users' own install (`pip install -e .`, no `cluster` extra) has no SLURM executor plugin, the
+# one Snakemake module that imports pandas at start. Hidden from Snakemake's plugin search, pandas
+# can be a plain stub too.
+WITHOUT_SLURM_PLUGIN = """
+import pkgutil
+
+_modules = pkgutil.iter_modules
+
+
+def _without_the_slurm_plugin(*args, **kwargs):
+    return (info for info in _modules(*args, **kwargs) if not info.name.startswith("snakemake_executor_plugin_slurm"))
+
+
+pkgutil.iter_modules = _without_the_slurm_plugin
+"""
+
+
+@pytest.mark.parametrize(
+    ("words", "printed"),
+    [
+        (["--cores", "1", "--dry-run", TARGET], "sft_stage2"),
+        (["--lint"], "Congratulations, your workflow is in a good condition!"),
+    ],
+    ids=["dry-run", "lint"],
+)
+def test_snakemake_plans_the_chain_with_stub_torch_matplotlib_and_pandas_that_raise(tmp_path, words, printed):
+    workdir = tmp_path / "workflow"
+    workdir.mkdir()
+    copy_workflow(workdir)
+    stubs = tmp_path / "stubs"
+    for name in ("torch", "matplotlib", "pandas"):
+        (stubs / name).mkdir(parents=True)
+        (stubs / name / "__init__.py").write_text(f'raise ImportError("stub: {name}")\n', encoding="utf-8")
+    (stubs / "sitecustomize.py").write_text(WITHOUT_SLURM_PLUGIN, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(stubs)}
+    command = [sys.executable, "-m", "snakemake", *words]
+    done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert printed in done.stdout + done.stderr
+    if words[-1] == TARGET:  # every job of the chain was planned
+        assert all(f"rule {stage}:" in done.stdout for stage in ("train_sft_stage2", "plots", "sft_stage2"))
