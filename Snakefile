@@ -41,6 +41,14 @@ validate(config, "workflow/schemas/config.schema.yaml", set_default=False)
 drop_cached_benchmarks()
 
 
+onstart:
+    print(start_note())
+
+
+onsuccess:
+    print(success_note(SWEEP))
+
+
 rule all:
     default_target: True
     input:

@@ -1,5 +1,6 @@
 """What a changed setting reruns in a copy of the tiny chain: only the job it sets and what
-depends on it; and a setting set back restores its training from Snakemake's output cache.
+depends on it (the terminal naming `gptlineage watch` as the jobs start and the experiment's page
+at the end); and a setting set back restores its training from Snakemake's output cache.
 
 Example:
     python -m pytest -q tests/test_workflow_reruns.py
@@ -23,8 +24,11 @@ def test_changing_one_data_csv_parameter_reruns_data_csv_alone(workflow_copy):
         name: (workflow_copy / f"results/{name}/manifest.json").read_bytes()
         for name in ["small_data", "data_npy", "synth_chat", "corpus_sft_stage2"]
     }
-    done = snakemake(workflow_copy, TARGET)
+    done = snakemake(workflow_copy, TARGET)  # --cores 1, as the users' own command
     assert done.returncode == 0, done.stderr[-3000:]
+    printed = done.stdout + done.stderr  # the terminal names how to follow training, then the page
+    assert "`gptlineage watch results/train/<stage>` follows it" in printed
+    assert f"gptlineage: the experiment's page: {TARGET}/index.html" in printed
     assert planned_rules(workflow_copy) == []
     for name, before in others.items():
         assert (workflow_copy / f"results/{name}/manifest.json").read_bytes() == before

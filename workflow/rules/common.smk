@@ -221,3 +221,17 @@ def stage_resources(stage):
     if "gpu" in resources:
         resources["gpu"] = gpu_count(stage.name)
     return resources
+
+
+def start_note():
+    """What the terminal says as the jobs start: where their output goes, how to follow training."""
+    return (
+        "gptlineage: each job's whole output goes to logs/<rule>.log; while a training stage runs,"
+        " `gptlineage watch results/train/<stage>` follows it (step N/T, loss, tokens/s, ETA)"
+    )
+
+
+def success_note(sweep):
+    """What the terminal says when the jobs are done: the page of each deliverable built here."""
+    pages = [Path(experiment.path(DELIVERABLE)) / "index.html" for experiment in sweep.values()]
+    return "\n".join(f"gptlineage: the experiment's page: {page}" for page in pages if page.is_file())
