@@ -82,6 +82,10 @@ class Job:
     inputs: tuple[Input, ...] = ()
     part: str | None = None
 
+    def inputs_under(self, config_slice: dict[str, Any]) -> list[Input]:
+        """The input edges that hold under the job's config slice."""
+        return [edge for edge in self.inputs if edge.holds(config_slice)]
+
     @property
     def declared_command(self) -> Command:
         return command(self.command)
@@ -151,6 +155,7 @@ def declared_jobs() -> tuple[Job, ...]:
 
 JOBS = declared_jobs()
 JOB_NAMES = tuple(each.name for each in JOBS)
+JOBS_BY_NAME = {each.name: each for each in JOBS}
 # The deliverable's parts by role (`gptlineage experiment --part ROLE=PATH`): the final model first.
 DELIVERABLE_PARTS = {each.role: each.job for each in JOBS[-1].inputs}
 JOB_DIRECTORIES = {each.name: each.directory for each in JOBS}
@@ -160,7 +165,7 @@ SLICE_COMMANDS = {each.slice: each.command for each in JOBS if each.slice}
 
 def job(name: str) -> Job:
     """The job called NAME (KeyError for a name that is none; `graph_error` names it in one line)."""
-    return {each.name: each for each in JOBS}[name]
+    return JOBS_BY_NAME[name]
 
 
 def edges(config: dict[str, Any]) -> dict[str, tuple[str, ...]]:
@@ -168,7 +173,7 @@ def edges(config: dict[str, Any]) -> dict[str, tuple[str, ...]]:
     graph = {}
     for each in JOBS:
         config_slice = (config.get(each.slice) if each.slice else None) or {}
-        found = [name for edge in each.inputs if edge.holds(config_slice) for name in edge.jobs(config_slice)]
+        found = [name for edge in each.inputs_under(config_slice) for name in edge.jobs(config_slice)]
         graph[each.name] = tuple(found)
     return graph
 

@@ -211,7 +211,7 @@ def braces_error(name: str, values: dict[str, Any]) -> str | None:
 
 def holding_edges(name: str, config_slice: dict[str, Any]) -> list[Any]:
     """The input edges of slice NAME's job that hold under the slice (gptlineage.workflow_graph)."""
-    return [edge for each in JOBS if each.slice == name for edge in each.inputs if edge.holds(config_slice)]
+    return [edge for each in JOBS if each.slice == name for edge in each.inputs_under(config_slice)]
 
 
 def wired_keys(name: str, config_slice: dict[str, Any]) -> dict[str, str]:
@@ -270,18 +270,23 @@ def typed_config(config: dict[str, Any]) -> dict[str, Any]:
     return typed
 
 
-def config_error(config: dict[str, Any]) -> str | None:
-    """The first problem of a workflow config as one line naming the key, or None: an unknown
-    slice, or a slice its command's settings refuse (type, range, a combination)."""
-    for name in config:
-        if name not in SLICES and name != EXPERIMENTS_KEY:  # experiments: checked by workflow_jobs
-            return f"invalid config: key {name}: not a stage of this workflow (stages: {', '.join(SLICES)})"
+def slices_error() -> str | None:
+    """One line for a declared slice whose command has no settings class to build it, or None."""
     for name, declared in SLICES.items():
         if declared.command not in SETTINGS:
             return (
                 f"invalid workflow: config slice {name}: command {declared.command.name} has no settings class: bind"
                 f" one in gptlineage.command_settings.SETTINGS, or declare the job with slice None"
             )
+    return None
+
+
+def config_error(config: dict[str, Any]) -> str | None:
+    """The first problem of a workflow config as one line naming the key, or None: an unknown
+    slice, or a slice its command's settings refuse (type, range, a combination)."""
+    for name in config:
+        if name not in SLICES and name != EXPERIMENTS_KEY:  # experiments: checked by workflow_jobs
+            return f"invalid config: key {name}: not a stage of this workflow (stages: {', '.join(SLICES)})"
     for name in SLICES:
         message = slice_error(name, config.get(name))
         if message:

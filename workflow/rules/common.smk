@@ -20,11 +20,12 @@ from gptlineage.workflow_support import (  # noqa: E402
     command_slice,
     flags,
     gpus,
+    slices_error,
     training_resources,
     typed_config,
 )
 from gptlineage.workflow_graph import DELIVERABLE_PARTS, JOB_NAMES, graph_error, job  # noqa: E402
-from gptlineage.workflow_jobs import JOB_DIRECTORIES, experiments, prefix_pattern, sweep_error  # noqa: E402
+from gptlineage.workflow_jobs import experiments, prefix_pattern, sweep_error  # noqa: E402
 from gptlineage.workflow_schema import stale_error  # noqa: E402
 from gptlineage.corpus.synth_chat import SUITE_FILE  # noqa: E402
 
@@ -41,12 +42,12 @@ def code(name):
 
 
 def check_config(config):
-    """Check the declared job graph, then every config slice (the default's and each experiment's)
-    by building its command's settings, before any job; one line names the bad key or what to add
-    where. Strings are first read as their settings' types,
-    in place: `--config 'pretrain={steps: 4}'` hands over the string '4'."""
+    """Check the declared job graph and slices, then every config slice (the default's and each
+    experiment's) by building its command's settings, before any job; one line names the bad key or
+    what to add where. Strings are first read as their settings' types, in place: `--config
+    'pretrain={steps: 4}'` hands over the string '4'."""
     config.update(typed_config(config))
-    message = graph_error() or sweep_error(config)
+    message = graph_error() or slices_error() or sweep_error(config)
     if message:
         raise SystemExit(message)  # Snakemake prints the one line alone (a WorkflowError adds a traceback)
 
@@ -85,15 +86,15 @@ def result(name):
 def inputs(name):
     """An input function for `unpack`: job NAME's input artifacts by role (a list for a role of
     several jobs) for the wildcards' experiment, the edges its slice holds, and its command's code."""
-    own, code_files = declared(name), code(declared(name).command)
+    own = declared(name)
+    code_files = code(own.command)
 
     def found(wildcards):
         config_slice = slice_of(wildcards, own.slice) if own.slice else {}
         paths = {}
-        for edge in own.inputs:
-            if edge.holds(config_slice):
-                located = [experiment_of(wildcards).path(each) for each in edge.jobs(config_slice)]
-                paths[edge.role] = located if isinstance(edge.job, tuple) else located[0]
+        for edge in own.inputs_under(config_slice):
+            located = [experiment_of(wildcards).path(each) for each in edge.jobs(config_slice)]
+            paths[edge.role] = located if isinstance(edge.job, tuple) else located[0]
         return {**paths, "code": code_files}
 
     return found
