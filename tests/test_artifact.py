@@ -23,7 +23,7 @@ def write_artifact(output: Path, text: str = "hello\n", inputs=None, parameters=
 
 def test_manifest_records_files_parameters_code_and_environment(tmp_path):
     manifest = write_artifact(tmp_path / "out")
-    assert manifest["schema"] == "gptlineage.artifact.v3"
+    assert manifest["schema"] == "gptlineage.artifact.v4"
     assert [entry["path"] for entry in manifest["files"]] == ["a.txt", "sub/b.bin"]
     assert manifest["files"][0] == {"path": "a.txt", "bytes": 6, "sha256": sha256_file(tmp_path / "out" / "a.txt")}
     assert manifest["parameters"] == {"k": 1}
@@ -109,7 +109,7 @@ def test_broken_manifest_is_one_clear_error(tmp_path):
     with pytest.raises(GptlineageError, match="manifest.json: not valid JSON"):
         read_manifest(tmp_path)
     (tmp_path / MANIFEST).write_text(json.dumps({"schema": "other"}))
-    with pytest.raises(GptlineageError, match="schema is not gptlineage.artifact.v3"):
+    with pytest.raises(GptlineageError, match="schema is not gptlineage.artifact.v4"):
         read_manifest(tmp_path)
 
 

@@ -199,7 +199,8 @@ def flipped_upstream_byte(work: Path) -> None:
 
 
 def rehashed_chain(work: Path) -> None:
-    """Change the upstream CSV and re-hash every manifest by hand: only a pinned id notices."""
+    """Change the upstream CSV and re-seal the chain by hand (files, the input's sha256 and
+    content_sha256, ids and seals): only a pinned content hash notices, as it covers the inputs'."""
     path = small(work) / "small_regression.csv"
     path.write_bytes(path.read_bytes().replace(b"0.", b"1.", 1))
 
@@ -210,7 +211,11 @@ def rehashed_chain(work: Path) -> None:
 
     edit(small(work), refile)
     upstream_id = load(small(work))["id"]
-    edit(csv_of(work), lambda m: m["inputs"][0].update(artifact_id=upstream_id, sha256=sha256(path)))
+    upstream_content = content_sha256(load(small(work)))
+    edit(
+        csv_of(work),
+        lambda m: m["inputs"][0].update(artifact_id=upstream_id, sha256=sha256(path), content_sha256=upstream_content),
+    )
 
 
 def a_file(work: Path) -> None:
@@ -228,7 +233,7 @@ def nothing(work: Path) -> None:
 class Case:
     name: str
     damage: Callable[[Path], None]
-    argv: tuple[str, ...]  # {w}: the copied tree, {id}: data_csv's id before the damage
+    argv: tuple[str, ...]  # {w}: the copied tree, {id}/{content}: data_csv's id/content_sha256 before
     error: str  # words the one stderr line must hold
     stdout: str = ""  # words stdout must hold (verify's FAILED lines)
 
@@ -277,7 +282,7 @@ CASES = [
     Case("unverified/report", flipped_upstream_byte, REPORT, "no report written"),
     Case("unverified/ro-crate", flipped_upstream_byte, CRATE, "no RO-Crate written"),
     Case("expect-id", nothing, (*VERIFY, "--expect-id", ZERO_ID), "verify FAILED", f"expected {ZERO_ID}"),
-    Case("rehashed-chain", rehashed_chain, (*VERIFY, "--expect-id", "{id}"), "verify FAILED", ", expected "),
+    Case("rehashed-chain", rehashed_chain, (*VERIFY, "--expect-content", "{content}"), "verify FAILED", ", expected "),
     Case(
         "prov-into-manifest",
         nothing,
@@ -336,10 +341,11 @@ def snapshot(root: Path) -> dict[str, tuple]:
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_a_hostile_lineage_is_one_error_line_and_changes_nothing(case, work, capsys):
     original_id = load(csv_of(work))["id"]
+    original_content = content_sha256(load(csv_of(work)))
     case.damage(work)
     watched = work.parent
     before = snapshot(watched)
-    code = main([word.format(w=work, id=original_id) for word in case.argv])
+    code = main([word.format(w=work, id=original_id, content=original_content) for word in case.argv])
     out, err = capsys.readouterr()
     assert code != 0
     assert err.count("\n") == 1 and err.startswith("error: lineage: "), err

@@ -88,11 +88,12 @@ def test_a_library_call_records_the_declaration_of_the_module_whose_code_it_reco
     assert manifest["command"]["declaration"] == select_best.DECLARATION.as_json()
 
 
-def test_the_declaration_leaves_the_id(written):
+def test_the_declaration_is_part_of_the_id(written):
+    """reproduce, diff and the crate obey the declaration: a forged one must be another id."""
     manifest = read_manifest(written)
-    bare = copy.deepcopy(manifest)
-    del bare["command"]["declaration"]
-    assert artifact_id(bare) == artifact_id(manifest) == manifest["id"]
+    forged = copy.deepcopy(manifest)
+    forged["command"]["declaration"]["timing_files"] = ["*"]
+    assert artifact_id(manifest) == manifest["id"] != artifact_id(forged)
 
 
 def string_constants(path: Path) -> list[str]:

@@ -3,7 +3,7 @@ covers or to the environment class would silently re-key every artifact (and bre
 `--expect-id`), so it must show here first, and be made once, on purpose, with a new schema name.
 
 The neighbours pin what must not change the id (argv and so flag order, input and output locations,
-the command's declaration, threads, platform, the GPU, host, times, git state, summary, files, the seal)
+an artifact member's bytes, threads, platform, the GPU, host, times, git state, summary, files, the seal)
 and that every identity field does change it. docs/manifest.md states the rule.
 """
 
@@ -15,11 +15,22 @@ from gptlineage.lineage.artifact import artifact_id, identity_payload
 from gptlineage.lineage.hashing import canonical_json, sha256_json
 
 FIXED = {
-    "schema": "gptlineage.artifact.v3",
-    "command": {"name": "train", "argv": ["gptlineage", "train", "--steps", "5", "--output", "results/a"]},
+    "schema": "gptlineage.artifact.v4",
+    "command": {
+        "name": "train",
+        "argv": ["gptlineage", "train", "--steps", "5", "--output", "results/a"],
+        "declaration": {"side_outputs": {"--metrics": "drop"}, "timing_keys": ["duration_ms"]},
+    },
     "parameters": {"steps": 5, "lr": 0.0002, "preset": "cpu-small", "tie": True, "note": "é", "skip": None},
     "inputs": [
-        {"role": "data", "path": "results/corpus", "artifact_id": "a" * 64, "content_sha256": "b" * 64},
+        {"role": "data", "path": "results/corpus", "artifact_id": "a" * 64, "content_sha256": "b" * 64, "member": "."},
+        {
+            "role": "metrics",
+            "path": "../run/metrics.json",
+            "artifact_id": "9" * 64,
+            "member": "metrics.json",
+            "sha256": "8" * 64,
+        },
         {"role": "config", "path": "data/x.json", "sha256": "c" * 64},
     ],
     "files": [{"path": "params.safetensors", "bytes": 10, "sha256": "d" * 64}],
@@ -34,10 +45,11 @@ FIXED = {
         "threads": 2,
         "cpus": 2,
         "gpu": None,
+        "libraries": {"numpy": "2.1.3", "tiktoken": "0.9.0", "matplotlib": "3.9.2"},
     },
     "run": {"started_utc": "2026-12-01T00:00:00Z", "finished_utc": "2026-12-01T00:01:00Z", "host": "h"},
 }
-PINNED_ID = "6079cecc0cf90b8eba5dbb020c060b83b846c1070c416cb8d237345d2806c326"
+PINNED_ID = "4ec5e7817358408d14152727b9fb89b23538fb54e2ac2d231875b9f83adab675"
 
 
 def test_canonical_json_is_pinned():
@@ -64,8 +76,8 @@ def with_change(path: tuple, value) -> dict:
         (("command", "argv"), ["gptlineage", "train", "--output", "elsewhere", "--steps", "5"]),
         (("command", "argv"), ["gptlineage", "train", "--output", "results/a", "--steps", "5"]),  # flag order
         (("command", "argv"), ["gptlineage", "train", "--steps=5", "--output=/elsewhere/a"]),  # output location
-        (("command", "declaration"), {"side_outputs": {"--metrics": "drop"}, "timing_keys": ["duration_ms"]}),
-        (("command", "declaration"), {"metrics": [{"name": "val_loss", "source": "summary", "key": "val_loss"}]}),
+        (("inputs", 1, "sha256"), "7" * 64),  # an artifact member's bytes: its timings, say
+        (("environment", "libraries", "matplotlib"), "3.10.0"),  # draws, computes no number
         (("inputs", 0, "artifact_path"), "../../moved/corpus"),
         (("inputs", 0, "path"), "/somewhere/else"),
         (("inputs", 0, "content_sha256"), "f" * 64),
@@ -99,13 +111,16 @@ def test_input_order_leaves_the_id():
 @pytest.mark.parametrize(
     "path, value",
     [
-        (("schema",), "gptlineage.artifact.v4"),
+        (("schema",), "gptlineage.artifact.v5"),
         (("command", "name"), "generate"),
         (("parameters", "steps"), 6),
         (("parameters", "skip"), 0),
         (("inputs", 0, "artifact_id"), "0" * 64),
         (("inputs", 0, "role"), "other"),
-        (("inputs", 1, "sha256"), "0" * 64),
+        (("inputs", 2, "sha256"), "0" * 64),
+        (("inputs", 1, "member"), "trace-summary.json"),
+        (("command", "declaration"), {"side_outputs": {}, "timing_keys": ["*"]}),
+        (("environment", "libraries", "tiktoken"), "0.10.0"),
         (("code", "closure_sha256"), "0" * 64),
         (("environment", "python"), "3.12.0"),
         (("environment", "torch"), "2.12.0"),

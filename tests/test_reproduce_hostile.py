@@ -239,7 +239,12 @@ def rerun_child(rerun_prefix: str) -> int | None:
 
 def test_d17_a_killed_reproduce_takes_its_rerun_with_it_and_the_next_one_cleans_up(tree, capsys):
     results = tree / "results"
-    forge(results / "data_csv", lambda m: m["command"]["argv"].extend(["--steps", "20000"]))  # a rerun of seconds
+
+    def longer(manifest):  # a rerun of seconds; the parameters agree, as reproduce checks first
+        manifest["command"]["argv"].extend(["--steps", "20000"])
+        manifest["parameters"]["steps"] = 20000
+
+    forge(results / "data_csv", longer)
     parent = subprocess.Popen(
         [sys.executable, "-m", "gptlineage", "lineage", "reproduce", str(results / "data_csv")],
         stdout=subprocess.DEVNULL,

@@ -31,6 +31,7 @@ from typing import Any
 from gptlineage import registry
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.declaration import DROP, SCRATCH, Declaration, declaration_of, declared_by
+from gptlineage.lineage.table import flatten
 from gptlineage.lineage.tree import lexical
 from gptlineage.parser import build_parser
 
@@ -200,6 +201,9 @@ def rebuilt_command(
     """
     argv = checked_argv(manifest, registry.COMMAND_NAMES)
     parser, values = parse_recorded(argv)
+    steps = list(chosen_actions(parser, values))
+    if output is not None:  # a rerun: a forged value is refused before it runs for hours
+        check_against_parameters(steps, values, manifest.get("parameters", {}))
     paths = Rebuild(artifact_dir, manifest, output, scratch)
     paths.cwd = cwd
     recorded = "declaration" in manifest["command"]  # else written before declarations: the code's now
@@ -211,7 +215,6 @@ def rebuilt_command(
     recorded_output = getattr(values, OUTPUT, None)
     if recorded_output is not None and Path(recorded_output).is_absolute():
         paths.origin = lexical(recorded_output)
-    steps = list(chosen_actions(parser, values))
     paths.ran_in = ran_in(paths, getattr(values, OUTPUT, None), recorded_paths(steps, values))
     # The output last: it is named through the links the inputs made.
     pieces = [step if isinstance(step, str) or step.dest == OUTPUT else rebuilt(step) for step in steps]
@@ -259,3 +262,34 @@ def ran_in(paths: Rebuild, recorded_output: Any, relative: Sequence[str]) -> Pat
                 if len(candidate.parts) > len(given.parts) and candidate.parts[-len(given.parts) :] == given.parts:
                     return Path(*candidate.parts[: -len(given.parts)])
     return artifact_dir.parent
+
+
+def check_against_parameters(
+    steps: Sequence[argparse.Action | str], values: argparse.Namespace, parameters: Mapping[str, Any]
+) -> None:
+    """Refuse a recorded argv whose value for a setting differs from the parameters the id covers.
+
+    A setting is matched by name with the parameters' leaves (`steps` is `steps` or `settings.steps`);
+    paths and settings the parameters do not hold are left to the comparison after the rerun."""
+    recorded: dict[str, list[Any]] = {}
+    for key, value in flatten(parameters).items():
+        recorded.setdefault(key.rsplit(".", 1)[-1], []).append(value)
+    for step in steps:
+        if isinstance(step, str) or is_path_action(step) or step.dest not in recorded:
+            continue
+        given = getattr(values, step.dest, None)
+        if given is None or isinstance(given, Path) or any(same_value(given, r) for r in recorded[step.dest]):
+            continue
+        shown = ", ".join(repr(r) for r in recorded[step.dest])
+        raise GptlineageError(
+            f"recorded argv gives {step.dest}={given!r} but the recorded parameters say {shown}; refusing to run it"
+        )
+
+
+def same_value(given: Any, recorded: Any) -> bool:
+    """A parsed flag value and a recorded parameter are the same setting (1 == 1.0; a list is its items)."""
+    if isinstance(given, (list, tuple)) and isinstance(recorded, (list, tuple)):
+        return len(given) == len(recorded) and all(same_value(a, b) for a, b in zip(given, recorded, strict=True))
+    if isinstance(given, (int, float)) and isinstance(recorded, (int, float)) and not isinstance(given, bool):
+        return float(given) == float(recorded)
+    return given == recorded or str(given) == str(recorded)

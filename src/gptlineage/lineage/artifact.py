@@ -71,8 +71,13 @@ from gptlineage.lineage.tree import SNAKEMAKE_FILES, artifact_files_root
 MANIFEST = "manifest.json"
 # Files other tools drop into artifact directories; they are neither hashed nor checked.
 FOREIGN_FILES = SNAKEMAKE_FILES
-# What identifies an input: its role and its content, never where it lies.
-INPUT_IDENTITY_KEYS = ("role", "artifact_id", "sha256", "tree_sha256")
+# What identifies an input: its role and what it is, never where it lies. An input inside another
+# artifact is that artifact's work and the file's place in it (`member`), not the file's bytes:
+# the same upstream work, rerun with other timings, leaves this id alone (its bytes enter the
+# content hash). A plain source is its bytes.
+INPUT_IDENTITY_KEYS = ("role", "artifact_id", "member", "sha256", "tree_sha256")
+# What an input contributes to the content hash: the results it held when it was used.
+INPUT_CONTENT_KEYS = ("role", "content_sha256", "sha256", "tree_sha256")
 SEAL_KEY = "manifest_sha256"
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # a full disk, a full quota
 
@@ -80,10 +85,12 @@ NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # a full disk, a full quota
 def identity_payload(manifest: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a manifest that says which work was done; the artifact id is its sha256
     (docs/manifest.md, "The artifact id", states the rule and what it leaves out)."""
-    inputs = [{key: entry[key] for key in INPUT_IDENTITY_KEYS if key in entry} for entry in manifest["inputs"]]
+    inputs = [input_identity(entry) for entry in manifest["inputs"]]
     return {
         "schema": manifest["schema"],
         "command": manifest["command"]["name"],
+        # What reproduce, diff and the crate obey: a forged declaration is another id.
+        "declaration": manifest["command"].get("declaration"),
         "parameters": manifest["parameters"],
         "inputs": sorted(inputs, key=lambda entry: entry["role"]),
         "code_closure_sha256": manifest["code"]["closure_sha256"],
@@ -96,9 +103,21 @@ def artifact_id(manifest: Mapping[str, Any]) -> str:
     return sha256_json(identity_payload(manifest))
 
 
+def input_identity(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """An input as the id sees it: an artifact member by work and place, a plain source by bytes."""
+    keys = [key for key in INPUT_IDENTITY_KEYS if key in entry]
+    if "artifact_id" in entry:
+        keys = [key for key in keys if key not in ("sha256", "tree_sha256")]
+    return {key: entry[key] for key in keys}
+
+
 def content_sha256(manifest: Mapping[str, Any]) -> str:
-    """The hash of what an artifact holds: its files list (path, bytes, sha256 of each)."""
-    return sha256_json([{key: entry[key] for key in ("path", "bytes", "sha256")} for entry in manifest["files"]])
+    """The hash of what an artifact holds and of everything it was made from, as a Merkle root:
+    its files list (path, bytes, sha256 of each) and each input's content (an input artifact's
+    own content_sha256, a file's sha256). Pinning it pins every upstream result too."""
+    files = [{key: entry[key] for key in ("path", "bytes", "sha256")} for entry in manifest["files"]]
+    inputs = [{key: entry[key] for key in INPUT_CONTENT_KEYS if key in entry} for entry in manifest["inputs"]]
+    return sha256_json({"files": files, "inputs": sorted(inputs, key=lambda entry: entry["role"])})
 
 
 def manifest_sha256(manifest: Mapping[str, Any]) -> str:
@@ -183,6 +202,7 @@ def describe_input(role: str, path: str | Path, output_dir: Path) -> dict[str, A
         entry["artifact_id"] = upstream["id"]
         entry["content_sha256"] = content_sha256(upstream)  # which results of that work were used
         entry["artifact_path"] = os.path.relpath(holder, output_dir)
+        entry["member"] = path.relative_to(holder).as_posix()  # "." for the artifact itself
     if path.is_file():
         entry["sha256"] = sha256_file(path)
         if holder is not None:
@@ -236,6 +256,30 @@ def check_apart(output: Path, inputs: Mapping[str, str | Path]) -> None:
                     raise GptlineageError(f"{output}: overlaps the input {role} ({given}); write the output elsewhere")
 
 
+def location_free(parameters: Mapping[str, Any], inputs: Mapping[str, str | Path]) -> dict[str, Any]:
+    """PARAMETERS with every text that names an input, or a place inside one, written as
+    `input:<role>[/<inside>]`: where a job's files were staged (a store's local copy,
+    `.snakemake/storage/...`, another checkout) is not part of the work, and the input's own
+    entry records what it was."""
+    places = {role: Path(os.path.abspath(given)) for role, given in inputs.items()}
+
+    def named(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {key: named(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [named(item) for item in value]
+        if not isinstance(value, str) or not value or "\0" in value or not os.path.lexists(value):
+            return value
+        where = Path(os.path.abspath(value))
+        for role, place in places.items():
+            if where == place or place in where.parents:
+                inside = where.relative_to(place).as_posix()
+                return f"input:{role}" if inside == "." else f"input:{role}/{inside}"
+        return value
+
+    return named(dict(parameters))
+
+
 def holds_artifact_manifest(directory: Path) -> bool:
     """True when `directory/manifest.json` is a JSON object of our schema with an id: the only
     kind of directory a command replaces."""
@@ -265,8 +309,8 @@ class ArtifactWriter:
         what the command declares (default: that module's `DECLARATION`, see lineage.declaration)."""
         self.output = Path(os.path.abspath(output))  # `a/b/..` is `a`: the name is never `..`
         self.command = command
-        self.parameters = dict(parameters)
         self.inputs = dict(inputs or {})
+        self.parameters = location_free(parameters, self.inputs)
         self.device = device
         self.code_module = code_module_for(command, code_module)
         self.declaration = declaration if declaration is not None else declared_by(self.code_module)
@@ -332,7 +376,7 @@ class ArtifactWriter:
             "files": [describe_file(self.path, relative) for relative in list_files(self.path)],
             "summary": self.summary,
             "code": self.code,
-            "environment": environment_identity(self.device),
+            "environment": environment_identity(self.device, self.code["files"]),
         }
         manifest["id"] = artifact_id(manifest)
         manifest["run"] = {"started_utc": self.started, "finished_utc": utc_now(), "host": host_name(), **git_state()}

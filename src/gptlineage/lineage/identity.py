@@ -32,7 +32,7 @@ from typing import Any
 
 import gptlineage
 from gptlineage.cpus import available_cpus
-from gptlineage.lineage.codedeps import PACKAGE, module_files, module_path
+from gptlineage.lineage.codedeps import PACKAGE, external_imports, module_files, module_path
 from gptlineage.lineage.hashing import sha256_file
 
 PACKAGE_DIR = Path(gptlineage.__file__).resolve().parent
@@ -215,7 +215,28 @@ def installed_version(distribution: str) -> str | None:
         return None
 
 
-def environment_identity(device: str = "cpu") -> dict[str, Any]:
+# Libraries whose version can change a result's numbers or tokens (the tokenizer's merges, a
+# model's conversion, how a dataset file is decoded): when a command's code imports one, its
+# version enters the id's environment class. Others it imports (matplotlib, jinja2) are
+# recorded, not keyed: they change how a result looks, not what it is.
+NUMERIC_LIBRARIES = ("datasets", "numpy", "pyarrow", "safetensors", "tiktoken", "torch", "transformers")
+
+
+@functools.cache
+def distribution_of(import_name: str) -> str:
+    """The installed distribution providing a top-level import name (`yaml` -> `PyYAML`)."""
+    return (metadata.packages_distributions().get(import_name) or [import_name])[0]
+
+
+def library_versions(code_files: Sequence[dict[str, str]], source_root: Path = SOURCE_ROOT) -> dict[str, str | None]:
+    """The version of every third-party library the closure's files import (null: not installed)."""
+    names: set[str] = set()
+    for entry in code_files:
+        names |= external_imports(source_root / entry["path"])
+    return {name: installed_version(distribution_of(name)) for name in sorted(names)}
+
+
+def environment_identity(device: str = "cpu", code_files: Sequence[dict[str, str]] = ()) -> dict[str, Any]:
     """Library versions, the device the command ran on and its thread count: what can change its numbers.
 
     Versions come from package metadata, so a command that never computes with torch does not
@@ -235,6 +256,7 @@ def environment_identity(device: str = "cpu") -> dict[str, Any]:
         "threads": torch.get_num_threads() if torch is not None else None,
         "cpus": available_cpus(),
         "gpu": gpu_identity(torch, device),
+        "libraries": library_versions(code_files),
     }
 
 
@@ -254,11 +276,16 @@ def environment_class(environment: dict[str, Any]) -> dict[str, Any]:
     left out: they are recorded, but the same work on another core count or card is still the same
     work, and an id that changed with the card would make every cluster node's result a new artifact.
     """
+    libraries = environment.get("libraries")
+    keyed = (
+        {name: v for name, v in libraries.items() if name in NUMERIC_LIBRARIES} if isinstance(libraries, dict) else {}
+    )
     return {
         "python": environment.get("python"),
         "torch": environment.get("torch"),
         "numpy": environment.get("numpy"),
         "device": device_kind(environment.get("device", "cpu")),
+        **({"libraries": keyed} if isinstance(libraries, dict) else {}),
     }
 
 

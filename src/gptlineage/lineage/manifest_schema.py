@@ -25,7 +25,7 @@ from typing import Any
 
 from gptlineage.lineage.declaration import HOLDINGS, SIDE_OUTPUT_KINDS
 
-SCHEMA = "gptlineage.artifact.v3"
+SCHEMA = "gptlineage.artifact.v4"
 SCHEMA_ID = "https://gptlineage.invalid/manifest.schema.json"
 # The lengths too: a validator whose `$` lets a final newline pass (Python's re.search) still refuses one.
 HEX64 = {"type": "string", "pattern": "^[0-9a-f]{64}$", "minLength": 64, "maxLength": 64, "x-is": "64 hex digits"}
@@ -39,6 +39,8 @@ PLAIN_RELATIVE = {
     "pattern": "^(?!(?:[^/]*/)*\\.\\.?(?:/|$))(?:[^/\\x00]+/)*[^/\\x00]+$",
     "x-is": "a plain relative path inside the artifact",
 }
+# Where in its artifact an input lies: "." (the artifact itself) or a plain relative path.
+MEMBER_PATTERN = "^(?:\\.|" + PLAIN_RELATIVE["pattern"][1:-1] + ")$"
 # An input's path, relative to the artifact (it may climb with `..`), no NUL.
 RELATIVE = {"type": "string", "pattern": "^(?!/)[^\\x00]+$", "x-is": "a relative path"}
 
@@ -122,11 +124,13 @@ INPUT = record(
         "tree_sha256": HEX64,
         "tree_files": count("a file count"),
         "artifact_path": RELATIVE,
+        # Where in its artifact the input lies: "." (the artifact) or a plain relative path.
+        "member": {"type": "string", "pattern": MEMBER_PATTERN, "x-is": "`.` or a plain relative path"},
         "workdir_path": {**PLAIN_RELATIVE, "x-is": "a plain relative path (not absolute, no `..`)"},
     },
     ["role", "path"],
     # An input lies in an artifact (its id and where it lies) or is a source (its own hash).
-    dependentRequired={"artifact_id": ["artifact_path"], "artifact_path": ["artifact_id"]},
+    dependentRequired={"artifact_id": ["artifact_path"], "artifact_path": ["artifact_id"], "member": ["artifact_id"]},
     anyOf=[{"required": ["artifact_id"]}, {"required": ["sha256"]}, {"required": ["tree_sha256"]}],
     **{"not": {"required": ["sha256", "tree_sha256"]}},
 )

@@ -36,7 +36,7 @@ from typing import Any
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import INPUT_IDENTITY_KEYS, holds_artifact_manifest, read_manifest
 from gptlineage.lineage.compare import IDENTICAL, compare_outputs
-from gptlineage.lineage.declaration import declaration_of
+from gptlineage.lineage.declaration import declaration_of, declared_by
 from gptlineage.lineage.diff import code_changes, mapping_changes
 from gptlineage.lineage.identity import (
     SOURCE_ROOT,
@@ -218,6 +218,11 @@ def reproduce(
             f" ({len(code)} files: {', '.join(line.split(' ')[0] for line in code[:4])});"
             " rerun with --with-current-code to compare its results anyway"
         )
+    if not code and declaration_of(manifest).as_json() != declared_by(manifest["code"]["module"]).as_json():
+        raise GptlineageError(
+            f"{artifact_dir / 'manifest.json'}: the recorded command.declaration is not what the code"
+            " of its closure declares; refusing to rerun under it"
+        )
     clean_stale_reruns()
     scratch = make_scratch()
     rerun_dir = rerun_location(artifact_dir, scratch)
@@ -259,7 +264,8 @@ def compare_rerun(
     )
     parameters = mapping_changes(flatten(manifest["parameters"]), flatten(rerun["parameters"]))
     inputs = mapping_changes(input_identities(manifest["inputs"]), input_identities(rerun["inputs"]))
-    environment = mapping_changes(environment_class(manifest["environment"]), environment_class(environment_identity()))
+    now = environment_identity(manifest["environment"].get("device", "cpu"), manifest["code"]["files"])
+    environment = mapping_changes(environment_class(manifest["environment"]), environment_class(now))
     return {
         "artifact": str(artifact_dir),
         "command": manifest["command"]["name"],

@@ -74,11 +74,11 @@ def planned_id(artifact: ArtifactWriter) -> str:
     return artifact_id(
         {
             "schema": SCHEMA,
-            "command": {"name": artifact.command},
+            "command": {"name": artifact.command, "declaration": artifact.declaration.as_json()},
             "parameters": artifact.parameters,
             "inputs": artifact.input_entries,
             "code": artifact.code,
-            "environment": environment_identity(artifact.device),
+            "environment": environment_identity(artifact.device, artifact.code["files"]),
         }
     )
 
