@@ -31,6 +31,7 @@ from typing import Any
 from gptlineage import registry
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.declaration import DROP, SCRATCH, Declaration, declaration_of, declared_by
+from gptlineage.lineage.identity import code_closure
 from gptlineage.lineage.table import flatten
 from gptlineage.lineage.tree import lexical
 from gptlineage.parser import build_parser
@@ -208,6 +209,8 @@ def rebuilt_command(
     paths.cwd = cwd
     recorded = "declaration" in manifest["command"]  # else written before declarations: the code's now
     paths.declared = declaration_of(manifest) if recorded else declared_by(registry.command(argv[1]).module)
+    if recorded:
+        check_declaration(manifest)
 
     def rebuilt(action: argparse.Action) -> list[str]:
         return option_words(action, getattr(values, action.dest, None), paths)
@@ -293,3 +296,17 @@ def same_value(given: Any, recorded: Any) -> bool:
     if isinstance(given, (int, float)) and isinstance(recorded, (int, float)) and not isinstance(given, bool):
         return float(given) == float(recorded)
     return given == recorded or str(given) == str(recorded)
+
+
+def check_declaration(manifest: Mapping[str, Any]) -> None:
+    """Refuse a recorded declaration that the recorded code does not declare (a forged one would
+    let a side output through as an input path, or call results timings)."""
+    module = manifest["code"]["module"]
+    try:
+        same_code = code_closure(module)["closure_sha256"] == manifest["code"]["closure_sha256"]
+    except ValueError:  # a module the package no longer has: reproduce says so itself
+        return
+    if same_code and declaration_of(manifest).as_json() != declared_by(module).as_json():
+        raise GptlineageError(
+            "the recorded command.declaration is not what the code of its closure declares; refusing to rebuild under it"
+        )

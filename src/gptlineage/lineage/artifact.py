@@ -258,10 +258,12 @@ def check_apart(output: Path, inputs: Mapping[str, str | Path]) -> None:
 
 def location_free(parameters: Mapping[str, Any], inputs: Mapping[str, str | Path]) -> dict[str, Any]:
     """PARAMETERS with every text that names an input, or a place inside one, written as
-    `input:<role>[/<inside>]`: where a job's files were staged (a store's local copy,
+    `input:<role>[/<inside>]`, and one that names the artifact holding an input as
+    `artifact-of:<role>`: where a job's files were staged (a store's local copy,
     `.snakemake/storage/...`, another checkout) is not part of the work, and the input's own
     entry records what it was."""
     places = {role: Path(os.path.abspath(given)) for role, given in inputs.items()}
+    holders = {role: find_artifact_dir(place) for role, place in places.items() if place.exists()}
 
     def named(value: Any) -> Any:
         if isinstance(value, Mapping):
@@ -275,7 +277,8 @@ def location_free(parameters: Mapping[str, Any], inputs: Mapping[str, str | Path
             if where == place or place in where.parents:
                 inside = where.relative_to(place).as_posix()
                 return f"input:{role}" if inside == "." else f"input:{role}/{inside}"
-        return value
+        holder = next((role for role, place in holders.items() if place == where), None)
+        return value if holder is None else f"artifact-of:{holder}"
 
     return named(dict(parameters))
 

@@ -36,7 +36,7 @@ from typing import Any
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import INPUT_IDENTITY_KEYS, holds_artifact_manifest, read_manifest
 from gptlineage.lineage.compare import IDENTICAL, compare_outputs
-from gptlineage.lineage.declaration import declaration_of, declared_by
+from gptlineage.lineage.declaration import declaration_of
 from gptlineage.lineage.diff import code_changes, mapping_changes
 from gptlineage.lineage.identity import (
     SOURCE_ROOT,
@@ -217,11 +217,6 @@ def reproduce(
             f"the code of {manifest['command']['name']} changed since {artifact_dir.name} was made"
             f" ({len(code)} files: {', '.join(line.split(' ')[0] for line in code[:4])});"
             " rerun with --with-current-code to compare its results anyway"
-        )
-    if not code and declaration_of(manifest).as_json() != declared_by(manifest["code"]["module"]).as_json():
-        raise GptlineageError(
-            f"{artifact_dir / 'manifest.json'}: the recorded command.declaration is not what the code"
-            " of its closure declares; refusing to rerun under it"
         )
     clean_stale_reruns()
     scratch = make_scratch()
