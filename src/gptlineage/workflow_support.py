@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import decimal
 import re
 import shlex
 import typing
@@ -321,7 +322,7 @@ def from_text(annotation: Any, value: Any) -> Any:
     if annotation is bool:
         return BOOL_TEXT.get(value.lower(), value)
     if annotation is int and INTEGER_TEXT.fullmatch(value):
-        return int(value)
+        return int(decimal.Decimal(value))  # int(text) refuses more than 4300 digits; the range check says why
     if annotation is float and NUMBER_TEXT.fullmatch(value):
         return float(value)
     return value

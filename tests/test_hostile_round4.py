@@ -1,0 +1,60 @@
+"""Red-team round 4 (/work/shared/redteam4/): one test per defect, each failing without its fix.
+
+Every refusal is one line naming the key, flag or path, a non-zero exit and no traceback; nothing
+half-written is left behind.
+
+Example:
+    python -m pytest -q tests/test_hostile_round4.py
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gptlineage.cpus import available_cpus
+from gptlineage.workflow_jobs import sweep_error
+from gptlineage.workflow_support import typed_config
+
+REPO = Path(__file__).resolve().parent.parent
+BIG = "1" + "0" * 5000  # past Python's 4300-digit limit for int(text) and str(int)
+
+
+def checked(changes: dict) -> str | None:
+    """The Snakefile's config check (strings read as types, then checked) of the default config
+    with CHANGES' slices merged in."""
+    config = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
+    for name, values in changes.items():
+        config[name] = {**(config.get(name) or {}), **values}
+    return sweep_error(typed_config(config))
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        (
+            {"pretrain": {"steps": BIG}},
+            "key pretrain.steps: must be in -9223372036854775808..9223372036854775807, got an integer of 4300 digits or more",
+        ),  # --config: a string
+        (
+            {"pretrain": {"steps": 10**5000}},
+            "key pretrain.steps: must be in -9223372036854775808..9223372036854775807, got an integer of 4300 digits or more",
+        ),  # a YAML file: an int
+        ({"pretrain": {"lr": 10**5000}}, "key pretrain.lr: must be finite, got inf"),  # past a float's range
+    ],
+)
+def test_e05_an_integer_of_5001_digits_in_the_config_is_one_line(changes, words):
+    message = checked(changes)
+    assert message.startswith("invalid config: ") and words in message
+    assert len(message) < 200
+
+
+def test_e05_omp_num_threads_of_5000_digits_is_no_cap(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1" * 5000)
+    assert available_cpus() >= 1  # was a ValueError traceback from int()
+    monkeypatch.setenv("OMP_NUM_THREADS", "²")  # a digit to str.isdigit, not to int()
+    assert available_cpus() >= 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "0001")
+    assert available_cpus() == 1
