@@ -58,3 +58,12 @@ def test_e05_omp_num_threads_of_5000_digits_is_no_cap(monkeypatch):
     assert available_cpus() >= 1
     monkeypatch.setenv("OMP_NUM_THREADS", "0001")
     assert available_cpus() == 1
+
+
+def test_e22_the_experiment_name_examples_is_reserved():
+    """results/examples/ is where the --help examples write (gptlineage train --help: --output
+    results/examples/train); an experiment `examples` would replace or nest in their artifacts."""
+    message = checked({"experiments": {"examples": {"pretrain": {"steps": 5}}}})
+    assert message.startswith("invalid config: key experiments.examples: an experiment name is")
+    assert "examples" in message.partition("not a results directory")[2]
+    assert checked({"experiments": {"examples2": {"pretrain": {"steps": 5}}}}) is None
