@@ -67,3 +67,15 @@ def test_e22_the_experiment_name_examples_is_reserved():
     assert message.startswith("invalid config: key experiments.examples: an experiment name is")
     assert "examples" in message.partition("not a results directory")[2]
     assert checked({"experiments": {"examples2": {"pretrain": {"steps": 5}}}}) is None
+
+
+@pytest.mark.parametrize("text", ["te\0xt", "te\ud800xt"])
+def test_e06_a_config_string_no_command_line_can_pass_is_refused_in_the_check(text):
+    """A NUL (or a lone surrogate) passed the check; the job then died with 'embedded null byte'
+    after Snakemake had removed its previous output."""
+    message = checked({"corpus_pretrain": {"text_column": text}})
+    assert message.startswith("invalid config: key corpus_pretrain.text_column: holds a NUL or a character")
+    message = checked({"corpus_pretrain": {"hf_split": ["train", text]}})
+    assert message.startswith("invalid config: key corpus_pretrain.hf_split: holds a NUL")
+    experiment = {"experiments": {"nul": {"prompt_suite": {"system": text}}}}
+    assert checked(experiment).startswith("invalid config: key experiments.nul.prompt_suite.system: holds a NUL")
