@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gptlineage.cli import main
 from gptlineage.cpus import available_cpus
 from gptlineage.workflow_jobs import sweep_error
 from gptlineage.workflow_support import typed_config
@@ -79,3 +80,28 @@ def test_e06_a_config_string_no_command_line_can_pass_is_refused_in_the_check(te
     assert message.startswith("invalid config: key corpus_pretrain.hf_split: holds a NUL")
     experiment = {"experiments": {"nul": {"prompt_suite": {"system": text}}}}
     assert checked(experiment).startswith("invalid config: key experiments.nul.prompt_suite.system: holds a NUL")
+
+
+def one_line_error(argv: list[str], capsys) -> str:
+    """Run ARGV in-process; it must fail with one stderr line and no traceback, which is returned."""
+    try:
+        status = main(argv)
+    except SystemExit as exit_info:  # argparse's one-line errors
+        status = exit_info.code
+    err = capsys.readouterr().err
+    assert status != 0 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err.strip()
+
+
+@pytest.mark.parametrize("config", [None, "sub"])
+def test_e20_a_local_dataset_with_a_loading_script_is_one_line(tmp_path, capsys, monkeypatch, config):
+    """DIR/DIR.py (or DIR/<config>/<config>.py) made `datasets` raise a RuntimeError traceback."""
+    monkeypatch.chdir(tmp_path)
+    folder = Path("ds", config) if config else Path("ds")
+    folder.mkdir(parents=True)
+    (folder / "data.jsonl").write_text('{"text": "hello world"}\n', encoding="utf-8")
+    (folder / f"{folder.name}.py").write_text('open("PWNED", "w")\n', encoding="utf-8")
+    argv = ["prepare", "--hf-dataset", "ds", "--max-documents", "5", "--output", "out"]
+    err = one_line_error(argv + (["--hf-config", config] if config else []), capsys)
+    assert err.startswith(f"error: prepare: --hf-dataset {folder}: {folder / folder.name}.py is a dataset loading")
+    assert not Path("PWNED").exists() and not Path("out").exists()
