@@ -30,8 +30,10 @@ def available_cpus() -> int:
         cpus = max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # no sched_getaffinity on this platform
         cpus = os.cpu_count() or 1
-    threads = os.environ.get(JOB_THREADS, "").strip()
-    if threads.isdigit() and int(threads) > 0:  # unset, empty or garbage: no cap (as torch reads it)
+    threads = os.environ.get(JOB_THREADS, "").strip().lstrip("0")
+    # Unset, empty, garbage ('²' is a digit to isdigit) or past any core count (int() refuses more
+    # than 4300 digits): no cap, as torch reads it.
+    if threads.isascii() and threads.isdigit() and len(threads) < 10:
         return min(cpus, int(threads))
     return cpus
 

@@ -147,7 +147,9 @@ SHOWN.maxstring = SHOWN.maxother = 80
 
 def describe(value: Any) -> str:
     """A value as an error message shows it: strings quoted, containers and long text cut short."""
-    if isinstance(value, (str, list, tuple, dict, set, frozenset)):
+    if isinstance(value, int) and value.bit_length() > 14284:  # str() refuses more than 4300 digits
+        return "an integer of 4300 digits or more"
+    if isinstance(value, (str, list, tuple, dict, set, frozenset, int)):
         return SHOWN.repr(value)
     return str(value)
 
@@ -181,11 +183,11 @@ def implicit_range(field: dataclasses.Field, annotation: Any, value: Any) -> Non
     item_type = typing.get_args(annotation)[0] if is_sequence(annotation) else annotation
     for item in value if isinstance(value, tuple) else (value,):
         if item_type is float and field.metadata.get("finite", True) and not math.isfinite(item):
-            raise SettingError(field.name, f"must be finite, got {item}")
+            raise SettingError(field.name, f"must be finite, got {describe(item)}")
         if item_type is int:
             low, high = SEED_RANGE if is_seed(field.name) else (INT64_MIN, INT64_MAX)
             if not low <= item <= high:
-                raise SettingError(field.name, f"must be in {low}..{high}, got {item}")
+                raise SettingError(field.name, f"must be in {low}..{high}, got {describe(item)}")
 
 
 def check_range(field: dataclasses.Field, value: Any) -> None:
@@ -233,7 +235,7 @@ def normalized(annotation: Any, value: Any) -> Any:
     if is_sequence(annotation) and isinstance(value, list):
         return tuple(value)
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
+        return float(value) if value.bit_length() <= 1000 else math.inf  # past float's range: infinite
     if annotation is Path and isinstance(value, str):
         return Path(value)
     return value

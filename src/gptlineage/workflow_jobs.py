@@ -29,8 +29,10 @@ from gptlineage.workflow_graph import JOB_DIRECTORIES, JOBS, edges, job
 from gptlineage.workflow_support import EXPERIMENTS_KEY, SLICES, config_error
 
 EXPERIMENT_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
-# Names an experiment cannot take: its results/<name> would be a job's directory.
-RESERVED = frozenset(path.partition("/")[0] for path in JOB_DIRECTORIES.values())
+# Names an experiment cannot take: its results/<name> would be a job's directory, or where every
+# command's --help example writes (results/examples/<command>), whose artifacts its jobs would replace.
+EXAMPLES_DIRECTORY = "examples"
+RESERVED = frozenset(path.partition("/")[0] for path in JOB_DIRECTORIES.values()) | {EXAMPLES_DIRECTORY}
 
 
 @dataclass(frozen=True)

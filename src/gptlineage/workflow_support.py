@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import decimal
 import re
 import shlex
 import typing
@@ -35,6 +36,7 @@ from gptlineage import registry
 from gptlineage.command_settings import SETTINGS
 from gptlineage.corpus.layout import TRAIN_BIN, VAL_BIN
 from gptlineage.errors import GptlineageError
+from gptlineage.lineage.checks import encodable
 from gptlineage.registry import STAGE_NAMES, TRAINING_STAGES, Command, TrainingStage, command
 from gptlineage.settings import SettingError, describe, from_mapping, is_sequence, setting_fields
 from gptlineage.tabular.layout import CSV_FILE, X_FILE, Y_FILE
@@ -172,7 +174,7 @@ def slice_error(name: str, config_slice: Any) -> str | None:
         if key in config_slice:
             return f"invalid config: key {name}.{key}: set by the workflow ({source}); remove it"
     values = command_slice(config_slice, name)
-    message = braces_error(name, values)
+    message = braces_error(name, values) or unpassable_error(name, values)
     if message:
         return message
     supplied = wired_inputs(name, config_slice)
@@ -206,6 +208,19 @@ def braces_error(name: str, values: dict[str, Any]) -> str | None:
                 f"invalid config: key {name}.{key}: a path with {{ or }} (Snakemake reads braces in a job's files"
                 f" as wildcards), got {describe(value)}"
             )
+    return None
+
+
+def unpassable_error(name: str, values: dict[str, Any]) -> str | None:
+    """A string no command line can carry (a NUL byte ends a C string; a lone surrogate is no UTF-8)
+    as one line: else the job dies on it, after Snakemake has removed the job's previous output."""
+    for key, value in values.items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and ("\0" in item or not encodable(item)):
+                return (
+                    f"invalid config: key {name}.{key}: holds a NUL or a character that is no UTF-8, which no"
+                    f" command line can pass, got {describe(item)}"
+                )
     return None
 
 
@@ -321,7 +336,7 @@ def from_text(annotation: Any, value: Any) -> Any:
     if annotation is bool:
         return BOOL_TEXT.get(value.lower(), value)
     if annotation is int and INTEGER_TEXT.fullmatch(value):
-        return int(value)
+        return int(decimal.Decimal(value))  # int(text) refuses more than 4300 digits; the range check says why
     if annotation is float and NUMBER_TEXT.fullmatch(value):
         return float(value)
     return value

@@ -19,6 +19,7 @@ Example (a local copy of FineWeb-Edu saved with `dataset.save_to_disk("fineweb/s
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,7 +60,8 @@ def resolve_local(root: Path, config: str | None) -> LocalDataset:
     flag = f"--hf-dataset {root}"
     if config and (root / config).is_dir():
         folder = root / config
-        return LocalDataset(folder, saved_layout(folder) or "hub-like", None)
+        layout = saved_layout(folder)
+        return LocalDataset(folder, layout, None) if layout else hub_like(folder, None)
     layout = saved_layout(root)
     if layout:
         recorded = saved_config_name(root)
@@ -75,7 +77,20 @@ def resolve_local(root: Path, config: str | None) -> LocalDataset:
         raise GptlineageError(
             f"{flag}: {asked} (configuration folders: {', '.join(folders)}); set hf_config to one of them"
         )
-    return LocalDataset(root, "hub-like", config)
+    return hub_like(root, config)
+
+
+def hub_like(directory: Path, config: str | None) -> LocalDataset:
+    """DIRECTORY as a hub-like folder for `load_dataset`; one holding a loading script (DIR/DIR.py, the
+    file `datasets` looks for) is refused here, as `datasets` refuses it with a RuntimeError traceback."""
+    parts = [part for part in str(directory).replace(os.sep, "/").split("/") if part]  # as datasets names it
+    script = directory / f"{parts[-1] if parts else ''}.py"
+    if script.is_file():
+        raise GptlineageError(
+            f"--hf-dataset {directory}: {script} is a dataset loading script, which is never run (datasets"
+            " no longer supports them); keep only the data files, or save the dataset with save_to_disk"
+        )
+    return LocalDataset(directory, "hub-like", config)
 
 
 def saved_config_name(directory: Path) -> str | None:

@@ -3,7 +3,8 @@ template that renders our transcript, and a model card carrying the lineage.
 
 The chat template renders exactly the text our SFT stages train on and `generate --message` asks
 with: each message as "<Role>: <content, stripped of ASCII whitespace>\\n", then "Assistant: "
-when a generation prompt is wanted, or <|endoftext|> after a whole dialogue. (We encode the
+when a generation prompt is wanted, or <|endoftext|> after a whole dialogue (as text: the tokenizer
+reads it as ordinary text, so the end-of-text id is appended by id, as training does). (We encode the
 pieces separately, so at a seam such as "User: " + "Hi" our ids keep the space apart; a tokenizer
 given the rendered text whole may join them. The card says so.)
 
@@ -98,6 +99,8 @@ Inputs of the training run (by artifact id):
 Chat: `tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)` renders
 the transcript the model was tuned on ("User: ...\\nAssistant: "). The training ids encode the role
 prefix, the content and the newline separately; for exactly those ids encode the pieces one by one.
+The tokenizer reads "<|endoftext|>" in any text (a message too) as ordinary text, as gptlineage does;
+the end-of-text id ({EOT_ID}) that ends a whole training dialogue is appended by id (`eos_token_id`).
 
 Decoding defaults are in `{GENERATION_CONFIG}`. gptlineage's repetition penalty subtracts from
 the logits (see `gptlineage_sampling` there); transformers' divides, so it is left at 1.0 and

@@ -11,7 +11,9 @@ a vocabulary of printable strings and the merge list. Both come from the ranks:
                  BPE on its bytes with only the lower-ranked merges stops at exactly two pieces
 
 The pre-tokenizer is byte-level with GPT-2's split pattern (the one tiktoken's r50k uses), no
-prefix space, so every text gives tiktoken's ids.
+prefix space, so every text gives tiktoken's ids. Every text is ordinary text, as gptlineage
+encodes it (`encode_ordinary`): "<|endoftext|>" inside a text or a chat message is its seven
+ordinary tokens, never the end-of-text id 50256, which only ever comes as an id (eos_token_id).
 
 Example:
     tokenizer = hf_tokenizer(context=1024)             # a transformers GPT2TokenizerFast
@@ -97,6 +99,9 @@ def hf_tokenizer(context: int, chat_template: str | None = None):
         pad_token=EOT_TEXT,
         model_max_length=context,
         add_prefix_space=False,
+        # Saved in tokenizer_config.json: special-token text in the input is ordinary text, as our
+        # encode_ordinary reads it, so a chat message cannot end the document (an injected 50256).
+        split_special_tokens=True,
     )
     if chat_template is not None:
         tokenizer.chat_template = chat_template
