@@ -4,6 +4,8 @@ Example:
     >>> from gptlineage.jsonio import read_json
     >>> read_json("no/such.json")  # doctest: +SKIP
     gptlineage.errors.GptlineageError: no/such.json: no such file
+    >>> parse_json("[" * 100000, "x.safetensors: the aliases metadata")  # doctest: +SKIP
+    gptlineage.errors.GptlineageError: x.safetensors: the aliases metadata: not usable JSON (nested too deeply)
 """
 
 from __future__ import annotations
@@ -21,19 +23,29 @@ def read_json(path: str | Path, missing: str = "no such file") -> Any:
     """Load a JSON file; a missing or broken file is one error line naming it (`missing` says why it matters),
     and so is one the parser cannot take (nesting past the recursion limit, an integer past Python's digit limit)."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise GptlineageError(f"{path}: {missing}") from None
     except IsADirectoryError:
         raise GptlineageError(f"{path}: is a directory, not a JSON file") from None
     except OSError as error:
         raise GptlineageError(f"{path}: cannot read ({error.strerror})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    except UnicodeDecodeError as error:
         raise GptlineageError(f"{path}: not valid JSON ({error})") from None
+    return parse_json(text, str(path))
+
+
+def parse_json(text: str | bytes, where: str) -> Any:
+    """Parse JSON text (a file's, or a metadata value's); what the parser refuses or cannot take is one
+    error line starting `where`: `parse_json(meta["aliases"], f"{path}: the aliases metadata")`."""
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise GptlineageError(f"{where}: not valid JSON ({error})") from None
     except RecursionError:
-        raise GptlineageError(f"{path}: not usable JSON (nested too deeply)") from None
+        raise GptlineageError(f"{where}: not usable JSON (nested too deeply)") from None
     except ValueError as error:  # an integer past Python's digit limit (int_max_str_digits)
-        raise GptlineageError(f"{path}: not usable JSON ({str(error).partition(';')[0]})") from None
+        raise GptlineageError(f"{where}: not usable JSON ({str(error).partition(';')[0]})") from None
 
 
 def write_json_atomic(path: Path, value: Any) -> None:

@@ -246,14 +246,37 @@ def check_apart(output: Path, inputs: Mapping[str, str | Path]) -> None:
         enclosing = find_artifact_dir(place)
         if enclosing is not None:
             raise GptlineageError(f"{output}: inside the artifact {enclosing}; write the output elsewhere")
-    outputs = both_forms(output)
+    overlap = overlapped_input(output, inputs)
+    if overlap is not None:
+        raise GptlineageError(f"{output}: overlaps the input {overlap[0]} ({overlap[1]}); write the output elsewhere")
+
+
+def overlapped_input(path: Path, inputs: Mapping[str, str | Path]) -> tuple[str, str | Path] | None:
+    """(role, path as given) of the first input that PATH is, holds or lies inside (the artifact
+    holding an input counts as the input), in either form of each; None when PATH is apart."""
+    outputs = both_forms(path)
     for role, given in inputs.items():
         holder = find_artifact_dir(given)
         places = both_forms(Path(given)) | (both_forms(holder) if holder is not None else set())
         for place in places:
             for out in outputs:
                 if out == place or place in out.parents or out in place.parents:
-                    raise GptlineageError(f"{output}: overlaps the input {role} ({given}); write the output elsewhere")
+                    return role, given
+    return None
+
+
+def check_side_outputs(paths: Mapping[str, Path | None], inputs: Mapping[str, str | Path]) -> None:
+    """Refuse a side output (a file or folder a flag names outside the artifact: a copy, a work
+    folder) that is, holds or lies inside one of the command's inputs: writing it would destroy
+    what the command reads. `paths` maps each flag to its path (None: not given). Example:
+    `check_side_outputs({"--save-params": Path("corpus/train.bin")}, {"train_bin": "corpus/train.bin"})`
+    raises `--save-params corpus/train.bin: is, holds or lies inside the input train_bin (...)`."""
+    for flag, path in paths.items():
+        overlap = overlapped_input(path, inputs) if path is not None else None
+        if overlap is not None:
+            raise GptlineageError(
+                f"{flag} {path}: is, holds or lies inside the input {overlap[0]} ({overlap[1]}); write it elsewhere"
+            )
 
 
 def location_free(parameters: Mapping[str, Any], inputs: Mapping[str, str | Path]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from safetensors import SafetensorError, safe_open
 
 from gptlineage.errors import GptlineageError
 from gptlineage.files import permit_as_umask
+from gptlineage.jsonio import parse_json
 from gptlineage.lineage.hashing import remember_written
 from gptlineage.model.safetensors_stream import safetensors_chunks
 
@@ -162,10 +163,7 @@ def recorded_shape(path: Path, metadata: Mapping[str, str] | None) -> dict[str, 
     text = (metadata or {}).get(SHAPE_KEY)
     if text is None:
         return None
-    try:
-        shape = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise GptlineageError(f"{path}: the {SHAPE_KEY} metadata is not valid JSON ({error})") from None
+    shape = parse_json(text, f"{path}: the {SHAPE_KEY} metadata")  # deep nesting, huge numbers: one line
     if not isinstance(shape, dict) or sorted(shape) != sorted(SHAPE_FIELDS):
         raise GptlineageError(f"{path}: the {SHAPE_KEY} metadata must hold exactly {', '.join(SHAPE_FIELDS)}")
     return shape
@@ -189,10 +187,7 @@ def _file_aliases(path: Path, metadata: Mapping[str, str] | None) -> dict[str, s
     metadata = metadata or {}
     if metadata.get("schema") != PARAMETERS_SCHEMA:
         raise GptlineageError(f"{path}: not a gptlineage parameter file (schema is not {PARAMETERS_SCHEMA})")
-    try:
-        aliases = json.loads(metadata.get("aliases", "{}"))
-    except json.JSONDecodeError as error:
-        raise GptlineageError(f"{path}: the aliases metadata is not valid JSON ({error})") from None
+    aliases = parse_json(metadata.get("aliases", "{}"), f"{path}: the aliases metadata")
     if not isinstance(aliases, dict) or not all(isinstance(v, str) for v in aliases.values()):
         raise GptlineageError(f"{path}: the aliases metadata is not a name-to-name mapping")
     return aliases

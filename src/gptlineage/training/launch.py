@@ -33,7 +33,7 @@ from gptlineage.training.layout import work_directory
 from gptlineage.training.loop import train_model
 from gptlineage.training.memory import check_training_memory
 from gptlineage.training.multinode import launch_command, node_agent
-from gptlineage.training.run_files import Sampler, check_copies, write_run
+from gptlineage.training.run_files import Sampler, check_outputs, write_run
 from gptlineage.training.trace import Tracer
 from gptlineage.training.workdir import continue_interrupted, locked_work
 
@@ -56,7 +56,7 @@ def launch(command: str, argv: list[str], config: TrainConfig, outputs: TrainOut
     """
     training_plan = plan(config)
     work = work_directory(outputs.output.absolute())
-    check_copies(outputs, work)  # before any training: a bad path costs nothing
+    check_outputs(config, outputs, work)  # before any training: a bad path costs nothing
     if launched_by_torchrun():  # a rank: the command that launched it checked memory and holds the lock
         return train_here(command, config, training_plan, outputs, work, sample)
     runtime = config.runtime

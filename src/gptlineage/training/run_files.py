@@ -3,11 +3,12 @@
 The artifact holds parameters.safetensors (final), metrics.json, metrics.jsonl, passport.json,
 trace.json with trace-summary.json, the kept checkpoints (linked from the work directory) and,
 with a sample function and a prompt, samples.json. --save-params, --metrics and --passport name
-copies of three of those files, written outside the artifact after it is sealed; `check_copies`
-refuses a bad copy path before any training, so it costs nothing.
+copies of three of those files, written outside the artifact after it is sealed; `check_outputs`
+refuses a bad copy path, and any output that would overwrite one of the run's inputs, before any
+training, so it costs nothing.
 
 Example (what `gptlineage train` does on rank 0, through training.launch):
-    check_copies(outputs, work_directory(outputs.output.absolute()))
+    check_outputs(config, outputs, work_directory(outputs.output.absolute()))
     write_run("train", given, config, training_plan, outputs, dist, sample=None)
     # wrote checkpoint: results/train/parameters.safetensors ...
 """
@@ -23,7 +24,7 @@ from typing import Any
 from gptlineage.errors import GptlineageError
 from gptlineage.files import copy_atomic
 from gptlineage.jsonio import write_json_atomic
-from gptlineage.lineage.artifact import ArtifactWriter, find_artifact_dir
+from gptlineage.lineage.artifact import ArtifactWriter, check_apart, check_side_outputs, find_artifact_dir
 from gptlineage.model.gpt import GPT
 from gptlineage.settings import work_parameters
 from gptlineage.training.config import Plan, TrainConfig, TrainOutputs
@@ -63,10 +64,7 @@ def write_run(
     """
     work = work_directory(outputs.output.absolute())
     checkpoints = prepare_work(config, work)
-    inputs = {
-        **given.data.files(),
-        **({"load_params": given.checkpoints.load_params} if given.checkpoints.load_params else {}),
-    }
+    inputs = run_inputs(given)
     parameters = {"settings": work_parameters(given), "resolved": training_plan.resolved()}
     tracer = Tracer()
     sampled = sample is not None and bool(training_plan.prompt_ids)
@@ -99,6 +97,12 @@ def write_run(
     return 0
 
 
+def run_inputs(config: TrainConfig) -> dict[str, Path]:
+    """The files the run reads, by role (its manifest's inputs): the data and --load-params."""
+    load = config.checkpoints.load_params
+    return {**config.data.files(), **({"load_params": load} if load else {})}
+
+
 def copies(outputs: TrainOutputs) -> list[tuple[str, Path]]:
     """(flag, path) of each copy of an artifact file the command was asked to write."""
     return [(flag, path) for flag in COPIED if (path := getattr(outputs, flag.removeprefix("--").replace("-", "_")))]
@@ -110,6 +114,16 @@ def write_copies(outputs: TrainOutputs) -> None:
     for flag, copy in copies(outputs):
         copy.parent.mkdir(parents=True, exist_ok=True)
         copy_atomic(getattr(written, COPIED[flag]), copy)  # a new file renamed over the old: no link is written through
+
+
+def check_outputs(config: TrainConfig, outputs: TrainOutputs, work: Path) -> None:
+    """Refuse, before any work, an output or side output (a copy, --checkpoint-dir) that is, holds
+    or lies inside one of the run's inputs: the copy would overwrite the training data (E12)."""
+    inputs = run_inputs(config)
+    check_apart(outputs.output, inputs)
+    side = {**dict(copies(outputs)), "--checkpoint-dir": config.checkpoints.checkpoint_dir}
+    check_side_outputs(side, inputs)
+    check_copies(outputs, work)
 
 
 def check_copies(outputs: TrainOutputs, work: Path) -> None:
