@@ -56,6 +56,7 @@ from gptlineage.lineage.identity import (
     started_utc,
     utc_now,
 )
+from gptlineage.lineage.locations import location_free
 from gptlineage.lineage.manifest_schema import SCHEMA
 from gptlineage.lineage.outputs import (
     check_output,
@@ -279,33 +280,6 @@ def check_side_outputs(paths: Mapping[str, Path | None], inputs: Mapping[str, st
             )
 
 
-def location_free(parameters: Mapping[str, Any], inputs: Mapping[str, str | Path]) -> dict[str, Any]:
-    """PARAMETERS with every text that names an input, or a place inside one, written as
-    `input:<role>[/<inside>]`, and one that names the artifact holding an input as
-    `artifact-of:<role>`: where a job's files were staged (a store's local copy,
-    `.snakemake/storage/...`, another checkout) is not part of the work, and the input's own
-    entry records what it was."""
-    places = {role: Path(os.path.abspath(given)) for role, given in inputs.items()}
-    holders = {role: find_artifact_dir(place) for role, place in places.items() if place.exists()}
-
-    def named(value: Any) -> Any:
-        if isinstance(value, Mapping):
-            return {key: named(item) for key, item in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [named(item) for item in value]
-        if not isinstance(value, str) or not value or "\0" in value or not os.path.lexists(value):
-            return value
-        where = Path(os.path.abspath(value))
-        for role, place in places.items():
-            if where == place or place in where.parents:
-                inside = where.relative_to(place).as_posix()
-                return f"input:{role}" if inside == "." else f"input:{role}/{inside}"
-        holder = next((role for role, place in holders.items() if place == where), None)
-        return value if holder is None else f"artifact-of:{holder}"
-
-    return named(dict(parameters))
-
-
 def holds_artifact_manifest(directory: Path) -> bool:
     """True when `directory/manifest.json` is a JSON object of our schema with an id: the only
     kind of directory a command replaces."""
@@ -336,7 +310,7 @@ class ArtifactWriter:
         self.output = Path(os.path.abspath(output))  # `a/b/..` is `a`: the name is never `..`
         self.command = command
         self.inputs = dict(inputs or {})
-        self.parameters = location_free(parameters, self.inputs)
+        self.parameters = location_free(parameters, self.inputs, find_artifact_dir)
         self.device = device
         self.code_module = code_module_for(command, code_module)
         self.declaration = declaration if declaration is not None else declared_by(self.code_module)

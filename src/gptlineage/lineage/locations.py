@@ -1,0 +1,46 @@
+"""Parameters free of where a job's files lay: a text naming an input becomes its role.
+
+Example:
+    >>> location_free({"run": "results/x", "steps": 5}, {"run": "results/x"}, lambda place: None)  # doctest: +SKIP
+    {'run': 'input:run', 'steps': 5}
+
+A store's local copy (`.snakemake/storage/s3/BUCKET/PREFIX/results/...`), another checkout or a
+renamed tree names the same input by another path; the id covers the parameters, so they must
+not hold that path. The input's own manifest entry records what it was.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+
+def location_free(
+    parameters: Mapping[str, Any], inputs: Mapping[str, str | Path], holder_of: Callable[[Path], Path | None]
+) -> dict[str, Any]:
+    """PARAMETERS with every text that names an input, or a place inside one, written as
+    `input:<role>[/<inside>]`, and one that names the artifact holding an input as
+    `artifact-of:<role>`: where a job's files were staged (a store's local copy,
+    `.snakemake/storage/...`, another checkout) is not part of the work, and the input's own
+    entry records what it was."""
+    places = {role: Path(os.path.abspath(given)) for role, given in inputs.items()}
+    holders = {role: holder_of(place) for role, place in places.items() if place.exists()}
+
+    def named(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {key: named(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [named(item) for item in value]
+        if not isinstance(value, str) or not value or "\0" in value or not os.path.lexists(value):
+            return value
+        where = Path(os.path.abspath(value))
+        for role, place in places.items():
+            if where == place or place in where.parents:
+                inside = where.relative_to(place).as_posix()
+                return f"input:{role}" if inside == "." else f"input:{role}/{inside}"
+        holder = next((role for role, place in holders.items() if place == where), None)
+        return value if holder is None else f"artifact-of:{holder}"
+
+    return named(dict(parameters))
