@@ -55,7 +55,7 @@ def test_a_command_on_the_deliverable_records_the_model_it_read(results, tmp_pat
         cli.main(["cache-check", "--run", str(results / "train/final"), *common, "--output", str(tmp_path / "b")]) == 0
     )
     by_deliverable, by_run = manifest(tmp_path / "a"), manifest(tmp_path / "b")
-    assert by_deliverable["parameters"]["run"] == str(results / "train/final")
+    assert by_deliverable["parameters"]["run"] == by_run["parameters"]["run"] == "artifact-of:parameters"
     assert by_deliverable["command"]["argv"][2:4] == ["--run", str(results / "final")]  # what was typed
     held = {entry["role"]: entry["artifact_path"] for entry in by_deliverable["inputs"]}
     run = os.path.relpath(results / "train/final", tmp_path / "a")
