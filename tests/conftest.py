@@ -87,6 +87,24 @@ TINY_MODEL = [
 TINY_TRAIN = [*TINY_MODEL, "--threads", "1"]
 
 
+def build_csv_chain(root: Path, *more: list[str]) -> Path:
+    """results/small_data -> results/data_csv (5 steps) in ROOT, written with relative paths as a
+    workflow records them, then each command of MORE (argv lists, run in ROOT); ROOT back."""
+    from gptlineage.cli import main
+
+    here = Path.cwd()
+    os.chdir(root)
+    try:
+        assert main(["small-data", "--output", "results/small_data"]) == 0
+        csv = "results/small_data/small_regression.csv"
+        assert main(["data-csv", "--csv", csv, "--steps", "5", "--output", "results/data_csv"]) == 0
+        for argv in more:
+            assert main(argv) == 0
+    finally:
+        os.chdir(here)
+    return root
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Tiny tensors: a second thread only adds synchronisation (and stalls on a busy machine).

@@ -9,12 +9,12 @@ Example:
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from pathlib import Path
 
 import pytest
+from conftest import build_csv_chain
 
 from gptlineage.cli import main
 from gptlineage.lineage.artifact import MANIFEST, SEAL_KEY, ArtifactWriter, artifact_id, content_sha256, manifest_sha256
@@ -24,17 +24,8 @@ from gptlineage.lineage.hashing import sha256_file
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
     """results/small_data -> results/data_csv -> results/experiment, made once; each row works on a copy."""
-    root = tmp_path_factory.mktemp("pins-base")
-    here = Path.cwd()
-    os.chdir(root)
-    try:
-        assert main(["small-data", "--output", "results/small_data"]) == 0
-        csv = "results/small_data/small_regression.csv"
-        assert main(["data-csv", "--csv", csv, "--steps", "5", "--output", "results/data_csv"]) == 0
-        assert main(["experiment", "--part", "data_csv=results/data_csv", "--output", "results/experiment"]) == 0
-    finally:
-        os.chdir(here)
-    return root
+    experiment = ["experiment", "--part", "data_csv=results/data_csv", "--output", "results/experiment"]
+    return build_csv_chain(tmp_path_factory.mktemp("pins-base"), experiment)
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TINY_TRAIN
+from conftest import TINY_TRAIN, build_csv_chain
 
 from gptlineage.cli import main
 from gptlineage.lineage.artifact import MANIFEST, SEAL_KEY, artifact_id, manifest_sha256
@@ -33,16 +33,7 @@ EVIL_NUMPY = 'open(__file__ + ".PWNED", "w").write("ran")\nraise SystemExit("num
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
     """results/small_data -> results/data_csv, made once; each row works on a copy."""
-    root = tmp_path_factory.mktemp("hostile-base")
-    here = Path.cwd()
-    os.chdir(root)  # relative paths, as a workflow records them
-    try:
-        assert main(["small-data", "--output", "results/small_data"]) == 0
-        csv = "results/small_data/small_regression.csv"
-        assert main(["data-csv", "--csv", csv, "--steps", "5", "--output", "results/data_csv"]) == 0
-    finally:
-        os.chdir(here)
-    return root
+    return build_csv_chain(tmp_path_factory.mktemp("hostile-base"))
 
 
 @pytest.fixture

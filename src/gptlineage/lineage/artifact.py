@@ -106,10 +106,8 @@ def artifact_id(manifest: Mapping[str, Any]) -> str:
 
 def input_identity(entry: Mapping[str, Any]) -> dict[str, Any]:
     """An input as the id sees it: an artifact member by work and place, a plain source by bytes."""
-    keys = [key for key in INPUT_IDENTITY_KEYS if key in entry]
-    if "artifact_id" in entry:
-        keys = [key for key in keys if key not in ("sha256", "tree_sha256")]
-    return {key: entry[key] for key in keys}
+    by_bytes = ("sha256", "tree_sha256") if "artifact_id" in entry else ()  # a member: its work, not its bytes
+    return {key: entry[key] for key in INPUT_IDENTITY_KEYS if key in entry and key not in by_bytes}
 
 
 def content_sha256(manifest: Mapping[str, Any]) -> str:
@@ -310,7 +308,7 @@ class ArtifactWriter:
         self.output = Path(os.path.abspath(output))  # `a/b/..` is `a`: the name is never `..`
         self.command = command
         self.inputs = dict(inputs or {})
-        self.parameters = location_free(parameters, self.inputs, find_artifact_dir)
+        self.parameters = dict(parameters)  # made location-free once the inputs are described
         self.device = device
         self.code_module = code_module_for(command, code_module)
         self.declaration = declaration if declaration is not None else declared_by(self.code_module)
@@ -340,6 +338,8 @@ class ArtifactWriter:
         # Inputs and code are hashed before the command runs: the manifest records what was used.
         self.code = code_closure(self.code_module)
         self.input_entries = [describe_input(role, path, self.output) for role, path in self.inputs.items()]
+        holders = {e["role"]: self.output / e["artifact_path"] for e in self.input_entries if "artifact_path" in e}
+        self.parameters = location_free(self.parameters, self.inputs, holders)
         self.created = prepare_output(self.output, holds_artifact_manifest)
         self.path = make_temporary(self.output, self.created)
         self.started = started_utc()  # when the command started, before its work
@@ -366,18 +366,25 @@ class ArtifactWriter:
         if isinstance(error, OSError) and error.errno in NO_SPACE:
             raise GptlineageError(f"no space left on device writing {self.output}") from None
 
-    def _build_manifest(self) -> dict[str, Any]:
-        manifest: dict[str, Any] = {
+    def planned_id(self) -> str:
+        """The id the artifact will have, known once the writer has started (the id leaves the files out)."""
+        return artifact_id(self._manifest_start())
+
+    def _manifest_start(self) -> dict[str, Any]:
+        return {
             "schema": SCHEMA,
             "command": {"name": self.command, "argv": self.argv, "declaration": self.declaration.as_json()},
             "parameters": self.parameters,
             "parameters_sha256": sha256_json(self.parameters),
             "inputs": self.input_entries,
-            "files": [describe_file(self.path, relative) for relative in list_files(self.path)],
-            "summary": self.summary,
             "code": self.code,
             "environment": environment_identity(self.device, self.code["files"]),
         }
+
+    def _build_manifest(self) -> dict[str, Any]:
+        manifest = self._manifest_start()
+        manifest["files"] = [describe_file(self.path, relative) for relative in list_files(self.path)]
+        manifest["summary"] = self.summary
         manifest["id"] = artifact_id(manifest)
         manifest["run"] = {"started_utc": self.started, "finished_utc": utc_now(), "host": host_name(), **git_state()}
         manifest[SEAL_KEY] = manifest_sha256(manifest)

@@ -150,9 +150,23 @@ def is_type_checking_block(node: ast.AST) -> bool:
     )
 
 
+_EXTERNAL: dict[tuple[str, int, int], set[str]] = {}
+
+
 def external_imports(path: Path) -> set[str]:
     """Top-level names of the modules outside this package and the standard library that the
-    file imports when it runs: at module level or inside functions, not under TYPE_CHECKING."""
+    file imports when it runs: at module level or inside functions, not under TYPE_CHECKING.
+    Read once per process and file version, as `imported_modules` is: every artifact a command
+    writes records the libraries of its closure."""
+    stat = path.stat()
+    key = (str(path.absolute()), stat.st_mtime_ns, stat.st_size)
+    if key not in _EXTERNAL:
+        _EXTERNAL[key] = read_external_imports(path)
+    return set(_EXTERNAL[key])
+
+
+def read_external_imports(path: Path) -> set[str]:
+    """`external_imports`, read from the file."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found: set[str] = set()
     pending: list[ast.AST] = [tree]

@@ -276,17 +276,16 @@ def environment_class(environment: dict[str, Any]) -> dict[str, Any]:
     left out: they are recorded, but the same work on another core count or card is still the same
     work, and an id that changed with the card would make every cluster node's result a new artifact.
     """
-    libraries = environment.get("libraries")
-    keyed = (
-        {name: v for name, v in libraries.items() if name in NUMERIC_LIBRARIES} if isinstance(libraries, dict) else {}
-    )
-    return {
+    found: dict[str, Any] = {
         "python": environment.get("python"),
         "torch": environment.get("torch"),
         "numpy": environment.get("numpy"),
         "device": device_kind(environment.get("device", "cpu")),
-        **({"libraries": keyed} if isinstance(libraries, dict) else {}),
     }
+    libraries = environment.get("libraries")
+    if isinstance(libraries, dict):  # a manifest written before libraries were recorded has none
+        found["libraries"] = {name: v for name, v in libraries.items() if name in NUMERIC_LIBRARIES}
+    return found
 
 
 def host_name() -> str:

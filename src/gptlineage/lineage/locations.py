@@ -1,7 +1,7 @@
 """Parameters free of where a job's files lay: a text naming an input becomes its role.
 
 Example:
-    >>> location_free({"run": "results/x", "steps": 5}, {"run": "results/x"}, lambda place: None)  # doctest: +SKIP
+    >>> location_free({"run": "results/x", "steps": 5}, {"run": "results/x"}, {})  # doctest: +SKIP
     {'run': 'input:run', 'steps': 5}
 
 A store's local copy (`.snakemake/storage/s3/BUCKET/PREFIX/results/...`), another checkout or a
@@ -12,21 +12,21 @@ not hold that path. The input's own manifest entry records what it was.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 
 def location_free(
-    parameters: Mapping[str, Any], inputs: Mapping[str, str | Path], holder_of: Callable[[Path], Path | None]
+    parameters: Mapping[str, Any], inputs: Mapping[str, str | Path], holders: Mapping[str, Path]
 ) -> dict[str, Any]:
     """PARAMETERS with every text that names an input, or a place inside one, written as
     `input:<role>[/<inside>]`, and one that names the artifact holding an input as
     `artifact-of:<role>`: where a job's files were staged (a store's local copy,
     `.snakemake/storage/...`, another checkout) is not part of the work, and the input's own
-    entry records what it was."""
+    entry records what it was. HOLDERS: the artifact directory holding each input that lies in one."""
     places = {role: Path(os.path.abspath(given)) for role, given in inputs.items()}
-    holders = {role: holder_of(place) for role, place in places.items() if place.exists()}
+    holders = {role: Path(os.path.normpath(holder)) for role, holder in holders.items()}
 
     def named(value: Any) -> Any:
         if isinstance(value, Mapping):

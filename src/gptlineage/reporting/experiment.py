@@ -22,8 +22,7 @@ from typing import Any
 
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import write_json_atomic
-from gptlineage.lineage.artifact import SCHEMA, ArtifactWriter, artifact_id, read_manifest
-from gptlineage.lineage.identity import environment_identity
+from gptlineage.lineage.artifact import ArtifactWriter, read_manifest
 from gptlineage.lineage.table import stage_metrics
 from gptlineage.lineage.tree import lexical
 from gptlineage.lineage.walk import Node, resolve_artifact, verified_lineage
@@ -67,22 +66,6 @@ def key_numbers(metrics: dict[str, Any], manifest: dict[str, Any]) -> dict[str, 
     return {k: v for k, v in manifest["summary"].items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
-def planned_id(artifact: ArtifactWriter) -> str:
-    """The id the artifact being written will have: it covers only what is known once the writer
-    has started (command, parameters, inputs, code, environment), not the files, so the page can
-    state it."""
-    return artifact_id(
-        {
-            "schema": SCHEMA,
-            "command": {"name": artifact.command, "declaration": artifact.declaration.as_json()},
-            "parameters": artifact.parameters,
-            "inputs": artifact.input_entries,
-            "code": artifact.code,
-            "environment": environment_identity(artifact.device, artifact.code["files"]),
-        }
-    )
-
-
 def summary_stages(stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The training stages as summary.json records them (no page anchors or notes)."""
     return [{key: value for key, value in stage.items() if key not in ("anchor", "note")} for stage in stages]
@@ -118,7 +101,7 @@ def write_experiment(config: ExperimentConfig) -> Path:
             "experiment.html.j2",
             title=f"Experiment: {name}",
             name=name,
-            id=planned_id(artifact),
+            id=artifact.planned_id(),
             panel=panel,
             **lineage,
         )
