@@ -123,15 +123,9 @@ def export_crate(settings: ExportSettings) -> int:
     def command_line(node):  # as it ran: paths relative to the directory it ran in
         return rebuilt_command(node.manifest, node.path)
 
-    def export(folder):
-        return export_ro_crate(settings.path, folder, command_line, sources=settings.sources)
-
-    if settings.zip:
-        from gptlineage.lineage.crate_place import zip_crate
-
-        print(printable(f"wrote {zip_crate(settings.output.absolute(), export)}"))
-    else:
-        print(printable(f"wrote {export(settings.output)}"))
+    # --zip: verified and refused (an output inside the lineage) before its build folder exists
+    written = export_ro_crate(settings.path, settings.output, command_line, settings.sources, zipped=settings.zip)
+    print(printable(f"wrote {written}"))
     return 0
 
 

@@ -2,22 +2,25 @@
 
 Example (what `gptlineage lineage export ... --format ro-crate --output crate` does):
     place_crate(Path("crate").absolute(), lambda folder: (folder / METADATA).write_text("{}"))
-    zip_crate(Path("crate.zip").absolute(), build)   # --zip: the same crate as one file to hand over
+    zip_crate(Path("crate.zip").absolute(), fill)   # --zip: the same crate as one file to hand over
 
 The crate is built in `.<name>.tmp-<host>-<pid>` (the names of `lineage.outputs`), which holds
 the marker file PARTIAL until the metadata is written; an older crate moves aside to
 `.<name>.old-<host>-<pid>` for the instant of the swap. Before writing, siblings that a killed
 export of this host left are removed: only names of that pattern, whose process is gone, and
-that hold our marker or metadata (or nothing: killed before the marker).
+that hold our marker or metadata (or nothing: killed before the marker). A zip is built the same
+way: its crate and the partial zip lie in the marked `.<name>.zip.tmp-<host>-<pid>/`, cleaned alike.
+A full disk is one line naming the output, and the temporary sibling is removed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import shutil
-import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from gptlineage.errors import GptlineageError
@@ -44,24 +47,44 @@ def clean_stale_crates(output: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-def place_crate(output: Path, fill: Callable[[Path], None]) -> None:
-    """Have FILL write the crate into a marked temporary sibling, then swap it in at OUTPUT."""
+@contextlib.contextmanager
+def naming_full_disk(output: Path) -> Iterator[None]:
+    """A full disk (or quota) inside as the project's one line naming OUTPUT: a write to a file
+    object names no file, which the command line would call standard output."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise GptlineageError(f"no space left on device writing {output}") from None
+        raise
+
+
+def marked_temporary(output: Path) -> Path:
+    """This process's temporary sibling of OUTPUT, created empty and then marked as a crate being written."""
     clean_stale_crates(output)
     temporary = sibling(output, "tmp")
     shutil.rmtree(temporary, ignore_errors=True)
     temporary.mkdir(parents=True)
-    try:
-        (temporary / PARTIAL).write_text("gptlineage lineage export: a crate being written\n", encoding="utf-8")
-        fill(temporary)
-        (temporary / PARTIAL).unlink()
-        retired = sibling(output, "old")
-        if output.exists():
-            os.replace(output, retired)
-        os.replace(temporary, output)
-        shutil.rmtree(retired, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise
+    (temporary / PARTIAL).write_text("gptlineage lineage export: a crate being written\n", encoding="utf-8")
+    return temporary
+
+
+def place_crate(output: Path, fill: Callable[[Path], None]) -> None:
+    """Have FILL write the crate into a marked temporary sibling, then swap it in at OUTPUT."""
+    temporary = sibling(output, "tmp")
+    with naming_full_disk(output):
+        try:
+            marked_temporary(output)
+            fill(temporary)
+            (temporary / PARTIAL).unlink()
+            retired = sibling(output, "old")
+            if output.exists():
+                os.replace(output, retired)
+            os.replace(temporary, output)
+            shutil.rmtree(retired, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(temporary, ignore_errors=True)
+            raise
 
 
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest time zip can store: the same crate gives the same bytes
@@ -75,18 +98,24 @@ def is_crate_zip(path: Path) -> bool:
         return METADATA in archive.namelist()
 
 
-def zip_crate(output: Path, build: Callable[[Path], object]) -> Path:
-    """Have BUILD write the crate into a temporary directory beside OUTPUT, then store it as one zip
-    at OUTPUT (members sorted, fixed times and modes), written through a temporary name."""
+def check_zip_output(output: Path) -> None:
+    """Refuse a zip output whose folder is missing or that is something other than a crate zip."""
     if not output.parent.is_dir():
         raise GptlineageError(f"{output}: its folder {output.parent} does not exist")
     if output.exists() and not (output.is_file() and is_crate_zip(output)):
         raise GptlineageError(f"{output}: exists and is not an RO-Crate zip; refusing to replace it")
-    with tempfile.TemporaryDirectory(dir=output.parent, prefix=f".{output.name}.build-") as folder:
-        crate = Path(folder) / "crate"
-        build(crate)
-        partial = sibling(output, "tmp")
+
+
+def zip_crate(output: Path, fill: Callable[[Path], None]) -> Path:
+    """Have FILL write the crate into `crate/` of a marked temporary sibling of OUTPUT, store it as one
+    zip there (members sorted, fixed times and modes) and rename that zip to OUTPUT."""
+    check_zip_output(output)
+    temporary = sibling(output, "tmp")
+    with naming_full_disk(output):
         try:
+            crate, partial = marked_temporary(output) / "crate", temporary / "crate.zip"
+            crate.mkdir()
+            fill(crate)
             with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
                 for path in sorted(p for p in crate.rglob("*") if p.is_file()):
                     member = zipfile.ZipInfo(path.relative_to(crate).as_posix(), ZIP_TIME)
@@ -95,7 +124,6 @@ def zip_crate(output: Path, build: Callable[[Path], object]) -> Path:
                     with open(path, "rb") as source, archive.open(member, "w") as target:
                         shutil.copyfileobj(source, target, 1 << 20)
             os.replace(partial, output)
-        except BaseException:
-            partial.unlink(missing_ok=True)
-            raise
+        finally:
+            shutil.rmtree(temporary, ignore_errors=True)
     return output

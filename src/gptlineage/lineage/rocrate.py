@@ -44,7 +44,7 @@ from gptlineage.files import link_or_copy
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.artifact import MANIFEST
 from gptlineage.lineage.checks import is_plain_relative, safe_name
-from gptlineage.lineage.crate_place import METADATA, place_crate
+from gptlineage.lineage.crate_place import METADATA, check_zip_output, place_crate, zip_crate
 from gptlineage.lineage.hashing import sha256_file
 from gptlineage.lineage.script import CommandLine, workflow_script
 from gptlineage.lineage.tree import artifact_files_root
@@ -337,17 +337,22 @@ def compact(entity: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def export_ro_crate(path: str | Path, output: str | Path, command_line: CommandLine, sources: bool = True) -> Path:
-    """Write the crate directory at OUTPUT (replacing an older crate there) and return the metadata path.
+def export_ro_crate(
+    path: str | Path, output: str | Path, command_line: CommandLine, sources: bool = True, zipped: bool = False
+) -> Path:
+    """Write the crate directory at OUTPUT (replacing an older crate there) and return the metadata path;
+    ZIPPED: the crate as one zip file at OUTPUT, returned.
 
     Only a lineage that verifies is exported; COMMAND_LINE(node) rebuilds each artifact's command
     (a recorded command that is not gptlineage's is refused); SOURCES False leaves the source
-    inputs' bytes out.
+    inputs' bytes out. Every refusal comes before anything is created.
     """
     output = Path(output).absolute()
     nodes = verified_lineage(path, "RO-Crate")
     refuse_inside(output, nodes, "crate")
-    if output.exists() and not (output / METADATA).is_file() and (not output.is_dir() or any(output.iterdir())):
+    if zipped:
+        check_zip_output(output)
+    elif output.exists() and not (output / METADATA).is_file() and (not output.is_dir() or any(output.iterdir())):
         raise GptlineageError(f"{output}: exists and is not an RO-Crate; refusing to replace it")
     lines = {node.path: shlex.join(command_line(node)) for node in nodes}  # refusals before any write
 
@@ -360,6 +365,8 @@ def export_ro_crate(path: str | Path, output: str | Path, command_line: CommandL
                 link_or_copy(source, temporary / relative)  # every `relative` passed is_plain_relative
         write_json_atomic(temporary / METADATA, metadata)
 
+    if zipped:
+        return zip_crate(output, fill)
     place_crate(output, fill)
     return output / METADATA
 
