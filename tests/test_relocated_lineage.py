@@ -134,9 +134,16 @@ def test_a_tree_built_on_a_store_copy_verifies_in_the_checkout_that_retrieved_it
     assert "points.csv" in crate and list((retrieved / "crate" / "sources").glob("*/points.csv"))
 
 
-def test_outside_that_checkout_its_data_is_absent_and_a_changed_copy_is_caught(retrieved, capsys, monkeypatch):
+def test_away_from_any_checkout_its_data_is_absent_and_a_changed_copy_is_caught(retrieved, capsys, monkeypatch):
     monkeypatch.chdir(retrieved.parent)
+    # From another working directory the data is found under the project root, the checkout
+    # holding results/ ...
     code, text = verify_lines(capsys, str(retrieved / "results" / "data_csv"))
+    assert code == 0 and text.startswith("OK: 1 artifact"), text
+    # ... and a tree moved out of every checkout reports it absent, never changed.
+    away = retrieved.parent / "away" / "results"
+    shutil.copytree(retrieved / "results", away)
+    code, text = verify_lines(capsys, str(away / "data_csv"))
     assert code != 0 and "ABSENT " in text and "\nFAILED " not in f"\n{text}", text
     monkeypatch.chdir(retrieved)
     with (retrieved / "data" / "points.csv").open("a") as points:

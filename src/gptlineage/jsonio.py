@@ -13,21 +13,33 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 from gptlineage.errors import GptlineageError
 
 
+def regular_file_text(path: str | Path) -> str:
+    """A regular file's text (UTF-8); a directory, pipe, socket or device is one error line. Opened
+    without blocking (O_NONBLOCK) and checked on the descriptor: a FIFO never hangs the reader."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with open(descriptor, encoding="utf-8") as handle:
+        mode = os.fstat(descriptor).st_mode
+        if stat.S_ISDIR(mode):
+            raise GptlineageError(f"{path}: is a directory, not a JSON file")
+        if not stat.S_ISREG(mode):
+            raise GptlineageError(f"{path}: not a regular file (a pipe, socket or device)")
+        return handle.read()
+
+
 def read_json(path: str | Path, missing: str = "no such file") -> Any:
     """Load a JSON file; a missing or broken file is one error line naming it (`missing` says why it matters),
     and so is one the parser cannot take (nesting past the recursion limit, an integer past Python's digit limit)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = regular_file_text(path)
     except FileNotFoundError:
         raise GptlineageError(f"{path}: {missing}") from None
-    except IsADirectoryError:
-        raise GptlineageError(f"{path}: is a directory, not a JSON file") from None
     except OSError as error:
         raise GptlineageError(f"{path}: cannot read ({error.strerror})") from None
     except UnicodeDecodeError as error:

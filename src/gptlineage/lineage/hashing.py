@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -33,6 +34,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from gptlineage.errors import GptlineageError
 
 # 1 MiB reads into one reused buffer: as fast as any larger size measured with OpenSSL's SHA-NI
 # code (benchmarks/lineage_scale.py), and shards never sit in memory whole.
@@ -113,9 +116,26 @@ def _hash_open(handle: BinaryIO) -> str:
     return digest
 
 
+class NotRegularFile(OSError, GptlineageError):
+    """A path that names a pipe, socket or device: its bytes are no content to hash, and reading
+    one could block for ever. An OSError to the checks that report unreadable files, one error
+    line to the command line."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__(errno.EINVAL, "not a regular file (a pipe, socket or device)", str(path))
+
+    def __str__(self) -> str:
+        return f"{self.filename}: {self.strerror}"
+
+
 def sha256_file(path: str | Path) -> str:
-    """Hex sha256 of a file's bytes, read in chunks (once per session, see `hash_session`)."""
-    with open(path, "rb", buffering=0) as handle:
+    """Hex sha256 of a regular file's bytes, read in chunks (once per session, see `hash_session`);
+    anything else raises `NotRegularFile`. Opened without blocking (O_NONBLOCK), so a FIFO's
+    open never waits for a writer; the file opened is the one checked (fstat)."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with open(descriptor, "rb", buffering=0) as handle:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise NotRegularFile(path)
         return _hash_open(handle)
 
 

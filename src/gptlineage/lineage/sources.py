@@ -3,17 +3,24 @@
 A plain source (a data file, a local dataset directory) is recorded by its sha256 (or a hash over
 its files) with two hints: its path relative to the artifact, and, when it lay under the command's
 working directory (the project root, where Snakemake runs each job), its path from there
-(`workdir_path`). Where the first holds nothing, the second is looked up under the reading
-command's own working directory: an artifact Snakemake wrote to its local copy of a remote store
-(`.snakemake/storage/s3/<bucket>/<prefix>/results/...`) and another checkout retrieved into its
-results/ still finds that checkout's data. When neither holds it, `lineage verify --sources DIR`
-looks for the same bytes under DIR: a file by its sha256, a directory by its tree hash among the
-directories of the recorded name. Each file under DIR is hashed at most once per command, however
-many artifacts list it.
+(`workdir_path`). A path read from a manifest is followed only inside the artifact's project
+(`tree.project_root`: the directory holding its tree, the tree being its nearest ancestor named
+`results`, else the directory holding it): a recorded path climbing out of it
+(`../../../../../../../data/x`, as an artifact written under Snakemake's copy of a store
+records) is never opened, whatever lies there. The source is then looked up by its
+`workdir_path` under the project root (the checkout holding results/), then under the reading
+command's own working directory (where Snakemake runs the jobs of a store's local copy,
+`.snakemake/storage/s3/<bucket>/<prefix>/`).
+When none of these holds it, `lineage verify --sources DIR` looks for the same bytes under DIR: a
+file by its sha256, a directory by its tree hash among the directories of the recorded name; a
+file or directory of the recorded name with other bytes is a changed source, not an absent one.
+A source found changed at its place fails even when DIR holds the recorded bytes: the workflow
+and `lineage reproduce` read the file at its place. Each file under DIR is hashed at most once
+per command; only regular files are read, and pseudo file systems (/proc, /sys) never.
 
 Example:
     workdir_path(Path("/project/data/x.csv"))         # "data/x.csv" when run in /project, else None
-    source_place(Path("results/corpus"), entry)      # the recorded place, else ./data/x.csv if it is here
+    source_place(Path("results/corpus"), entry)      # the recorded place, else <project>/data/x.csv
     finder = SourceFinder([Path("data")])
     finder.find_file("306cd27f...")                  # Path("data/shakespeare/plays.jsonl.gz") or None
     finder.find_tree("9a1b...", "fineweb_local")     # a directory under data/ of that name and tree hash
@@ -21,13 +28,14 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from gptlineage.lineage.hashing import sha256_file, sha256_tree, tree_file_count
-from gptlineage.lineage.tree import is_regular_file, lexical
+from gptlineage.lineage.tree import is_regular_file, lexical, project_root, pseudo_file_system, walk_here, within
 
 TREE_DEPTH = 3  # how deep under a --sources directory a recorded directory is looked for
 NOT_HERE = "not found here; pass --sources DIR holding it"
@@ -42,68 +50,100 @@ def workdir_path(path: str | Path) -> str | None:
     return relative.as_posix() if relative.parts else None
 
 
-def source_place(directory: Path, entry: dict[str, Any]) -> Path:
-    """Where the plain source ENTRY of the artifact DIRECTORY lies here: its place relative to the
-    artifact, else, when nothing is there, under this working directory at its recorded
-    `workdir_path` (a plain relative path, checked with the manifest), else the first again."""
+def source_places(directory: Path, entry: dict[str, Any]) -> list[Path]:
+    """Where the plain source ENTRY of the artifact DIRECTORY may lie here, in order: its recorded
+    place relative to the artifact when that stays inside the artifact's project, then its
+    `workdir_path` (a plain relative path, checked with the manifest) under the project root,
+    then under this working directory. A place outside the project is never among them."""
+    root = project_root(directory)
     recorded = lexical(directory / entry["path"])
+    places = [recorded] if within(recorded, root) else []
     hint = entry.get("workdir_path")
-    if hint is None or os.path.lexists(recorded):
-        return recorded
-    try:
-        here = Path.cwd() / hint
-    except OSError:  # the working directory is gone
-        return recorded
-    return here if os.path.lexists(here) else recorded
+    if hint is not None:
+        places.append(root / hint)
+        with contextlib.suppress(OSError):  # the working directory may be gone
+            places.append(Path.cwd() / hint)
+    return list(dict.fromkeys(places))
+
+
+def source_place(directory: Path, entry: dict[str, Any]) -> Path | None:
+    """The first of `source_places` where something lies (a dangling link too: it is reported),
+    else the first; None when there is none (recorded outside the project, no `workdir_path`)."""
+    places = source_places(directory, entry)
+    return next((place for place in places if os.path.lexists(place)), places[0] if places else None)
+
+
+def recorded_name(directory: Path, entry: dict[str, Any]) -> str:
+    """The source's name as recorded (the last part of its path, folded by name, nothing read)."""
+    return lexical(directory / entry["path"]).name
+
+
+def absent_place(directory: Path, entry: dict[str, Any], place: Path | None) -> str:
+    """How an absent source is named: its place here, else its recorded path and why it was not opened."""
+    if place is not None:
+        return str(place)
+    return f"{entry['path']} (recorded by {directory}; it leaves the project {project_root(directory)}, not opened)"
 
 
 class SourceFinder:
     """Looks up sources by content under the given directories (none: finds nothing)."""
 
     def __init__(self, roots: Sequence[str | Path] = ()) -> None:
-        self.roots = [Path(root) for root in roots]
+        # A root on a pseudo file system (--sources /proc) holds no source: it is never searched.
+        self.roots = [Path(root) for root in roots if not pseudo_file_system(root)]
         self._file_hashes: dict[str, Path] | None = None
+        self._file_names: dict[str, Path] = {}
 
     def _regular_files(self) -> Iterator[Path]:
         for root in self.roots:
             if root.is_file() and not root.is_symlink():
                 yield root
                 continue
-            for folder, folders, names in os.walk(root):  # links are not followed: only what lies here
-                folders.sort()
-                for name in sorted(names):
+            for folder, _folders, names in walk_here(root):  # links are not followed: only what lies here
+                for name in names:
                     path = Path(folder) / name
                     if path.is_file() and not path.is_symlink():
                         yield path
 
-    def find_file(self, sha256: str) -> Path | None:
-        """A regular file under the roots with these bytes, or None."""
+    def _hash_all(self) -> dict[str, Path]:
         if self._file_hashes is None:
             self._file_hashes = {}
             for path in self._regular_files():
+                self._file_names.setdefault(path.name, path)
                 try:
                     self._file_hashes.setdefault(sha256_file(path), path)
                 except OSError:
-                    continue  # unreadable: it cannot be the source either
-        return self._file_hashes.get(sha256)
+                    continue  # unreadable, or a pipe after all (sha256_file opens none): not the source
+        return self._file_hashes
+
+    def find_file(self, sha256: str) -> Path | None:
+        """A regular file under the roots with these bytes, or None."""
+        return self._hash_all().get(sha256)
+
+    def find_named(self, name: str) -> Path | None:
+        """A regular file under the roots called NAME (whatever its bytes), or None."""
+        self._hash_all()
+        return self._file_names.get(name)
+
+    def tree_candidates(self, name: str) -> Iterator[Path]:
+        """Each root, then the directories called NAME under it (not links)."""
+        for root in self.roots:
+            for candidate in [root, *named_directories(root, name)]:
+                if candidate.is_dir() and not candidate.is_symlink():
+                    yield candidate
 
     def find_tree(self, entry: dict[str, Any], name: str) -> Path | None:
         """A directory called NAME (or a root itself) under the roots holding the entry's files, or None."""
-        for root in self.roots:
-            for candidate in [root, *named_directories(root, name)]:
-                if candidate.is_dir() and not candidate.is_symlink() and not tree_problem(candidate, entry):
-                    return candidate
-        return None
+        return next((found for found in self.tree_candidates(name) if not tree_problem(found, entry)), None)
 
 
 def named_directories(root: Path, name: str) -> Iterator[Path]:
     """Directories called NAME under root, at most TREE_DEPTH levels down, links not followed."""
     base = len(root.parts)
-    for folder, folders, _names in os.walk(root):
+    for folder, folders, _names in walk_here(root):
         depth = len(Path(folder).parts) - base
         if depth >= TREE_DEPTH:
             folders.clear()
-        folders.sort()
         for sub in folders:
             if sub == name:
                 yield Path(folder) / sub
@@ -122,36 +162,52 @@ def tree_problem(directory: Path, entry: dict[str, Any], user: str = "the artifa
     return None
 
 
-def source_file_problems(directory: Path, entry: dict[str, Any], source: Path, sources: SourceFinder) -> list[str]:
-    """A plain source file: at its recorded place with its bytes, or found by content in `sources`."""
-    if not source.exists():
-        problem = f"{source}: input file {NOT_HERE} (needed by {directory.name})"
-    elif not is_regular_file(source):
+def with_copy(problem: str, copy: Path | None) -> list[str]:
+    """A source changed at its place; what --sources holds is said, but never makes it pass."""
+    return [problem if copy is None else f"{problem} (changed here; the same content found in --sources ({copy}))"]
+
+
+def source_file_problems(
+    directory: Path, entry: dict[str, Any], source: Path | None, sources: SourceFinder
+) -> list[str]:
+    """A plain source file: at its place here (`source_place`) with its bytes, else, nothing there,
+    found by content in `sources`; a file there with other bytes fails, whatever `sources` holds
+    (the workflow and reproduce read that file)."""
+    if source is None or not source.exists():
+        if sources.find_file(entry["sha256"]) is not None:
+            return []
+        named = sources.find_named(recorded_name(directory, entry))
+        if named is not None:  # the user's copy of it: changed, not absent
+            return [f"{named}: input file changed since {directory.name} used it (the file of its name in --sources)"]
+        return [f"{absent_place(directory, entry, source)}: input file {NOT_HERE} (needed by {directory.name})"]
+    if not is_regular_file(source):
         problem = f"{source}: input of {directory.name} is not a regular file"
     elif sha256_file(source) != entry["sha256"]:
         problem = f"{source}: input file changed since {directory.name} used it"
     else:
         return []
-    return [] if sources.find_file(entry["sha256"]) is not None else [problem]
+    return with_copy(problem, sources.find_file(entry["sha256"]))
 
 
-def source_tree_problems(directory: Path, entry: dict[str, Any], source: Path, sources: SourceFinder) -> list[str]:
+def source_tree_problems(
+    directory: Path, entry: dict[str, Any], source: Path | None, sources: SourceFinder
+) -> list[str]:
     """A source directory is hashed only when it is what the manifest says: not the file system's
     root, not a directory holding the artifact itself, and holding the number of files recorded.
     A path read from a manifest is data: a forged `../../../../usr` costs a count, never a hash
-    of the whole tree. Missing or changed there, it may be found by content in `sources`."""
-    if not source.is_dir():
-        problem = f"{source}: input directory {NOT_HERE} (needed by {directory.name})"
-    else:
-        real = Path(os.path.realpath(source))
-        if (
-            real == Path(real.anchor)
-            or real == Path(os.path.realpath(directory))
-            or real in directory.resolve().parents
-        ):
-            return [f"{source}: input directory of {directory.name} holds the artifact itself; not hashed"]
-        why = tree_problem(real, entry, directory.name)
-        if why is None:
+    of the whole tree. Absent here, it may be found by content in `sources`."""
+    name = recorded_name(directory, entry)
+    if source is None or not source.is_dir():
+        if sources.find_tree(entry, name) is not None:
             return []
-        problem = f"{source}: input directory {why}"
-    return [] if sources.find_tree(entry, source.name) is not None else [problem]
+        named = next((found for found in sources.tree_candidates(name) if found.name == name), None)
+        if named is not None:  # the user's copy of it: changed, not absent
+            return [f"{named}: input directory {tree_problem(named, entry, directory.name)} (in --sources)"]
+        return [f"{absent_place(directory, entry, source)}: input directory {NOT_HERE} (needed by {directory.name})"]
+    real = Path(os.path.realpath(source))
+    if real == Path(real.anchor) or real == Path(os.path.realpath(directory)) or real in directory.resolve().parents:
+        return [f"{source}: input directory of {directory.name} holds the artifact itself; not hashed"]
+    why = tree_problem(real, entry, directory.name)
+    if why is None:
+        return []
+    return with_copy(f"{source}: input directory {why}", sources.find_tree(entry, name))

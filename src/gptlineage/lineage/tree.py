@@ -6,13 +6,24 @@ and a symbolic link, a pipe, a device or a directory with no listed file in it i
 
     gptlineage lineage verify results/data_csv
     # FAILED .../results/data_csv/extra: a symbolic link (an artifact holds regular files only)
+
+An artifact belongs to a tree (`tree_root`: its nearest ancestor named `results`, else the
+directory holding it) and the tree to a project (`project_root`: the directory holding the tree,
+the checkout holding results/); a path its manifest records is followed only inside that
+project (`within`), never to whatever lies above it.
+Directories on the kernel's pseudo file systems (/proc, /sys, /dev) are never searched
+(`pseudo_file_system`): their "regular" files can block a reader or never end.
+
+    tree_root(Path("/ck/results/train/pretrain"))    # Path("/ck/results"); the project root is /ck
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -119,3 +130,67 @@ def is_regular_file(path: Path) -> bool:
         return stat.S_ISREG(path.stat().st_mode)
     except (OSError, ValueError):
         return False
+
+
+RESULTS = "results"  # the name of a results tree's root, as the workflow writes it (results/...)
+
+
+def tree_root(artifact_dir: Path) -> Path:
+    """The tree an artifact belongs to, by name (no link followed): its nearest ancestor called
+    `results`, else the directory holding it. Its parent is the project root (the checkout)."""
+    directory = lexical(artifact_dir)
+    return next((parent for parent in directory.parents if parent.name == RESULTS), directory.parent)
+
+
+def project_root(artifact_dir: Path) -> Path:
+    """The project an artifact belongs to: the directory holding its tree (`tree_root`)."""
+    return tree_root(artifact_dir).parent
+
+
+def within(path: Path, root: Path) -> bool:
+    """True when PATH (folded by name, see `lexical`) is ROOT or lies under it."""
+    path, root = lexical(path), lexical(root)
+    return path == root or root in path.parents
+
+
+# Kernel file systems whose files are no data: reading /proc/kmsg waits for ever, /proc/kcore is
+# the size of the address space, a device or a pipe under /dev never ends.
+PSEUDO_FILE_SYSTEMS = frozenset(
+    {"proc", "sysfs", "devtmpfs", "devpts", "debugfs", "tracefs", "securityfs", "cgroup", "cgroup2", "pstore"}
+    | {"bpf", "configfs", "fusectl", "mqueue", "efivarfs", "binfmt_misc", "autofs", "hugetlbfs", "nsfs"}
+)
+
+
+@functools.cache
+def pseudo_mounts() -> frozenset[str]:
+    """Where this process sees the pseudo file systems mounted (/proc/self/mountinfo; none where absent)."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return frozenset()
+    found = set()
+    for line in lines:
+        fields, _, rest = line.partition(" - ")
+        parts, kind = fields.split(), rest.split()[:1]
+        if len(parts) > 4 and kind and kind[0] in PSEUDO_FILE_SYSTEMS:
+            # The mount point, its blanks and backslashes written as octal escapes (\040).
+            found.add(re.sub(r"\\([0-7]{3})", lambda match: chr(int(match[1], 8)), parts[4]))
+    return frozenset(found)
+
+
+def pseudo_file_system(path: str | Path) -> bool:
+    """True when PATH (links followed) lies on a pseudo file system: a mount point or below one."""
+    real = Path(os.path.realpath(path))
+    return any(str(place) in pseudo_mounts() for place in (real, *real.parents))
+
+
+def walk_here(root: Path) -> Iterator[tuple[str, list[str], list[str]]]:
+    """`os.walk` of ROOT in sorted order, never following a link, never descending into a pseudo
+    file system mounted below it (`--sources /` does not read /proc)."""
+    real, mounts = os.path.realpath(root), pseudo_mounts()
+    for folder, folders, names in os.walk(root):
+        here = os.path.normpath(os.path.join(real, os.path.relpath(folder, root)))
+        folders[:] = sorted(sub for sub in folders if os.path.join(here, sub) not in mounts)
+        names.sort()
+        yield folder, folders, names

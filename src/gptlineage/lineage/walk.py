@@ -74,10 +74,12 @@ def input_artifact_dir(artifact_dir: Path, entry: dict[str, Any]) -> Path | None
 
 def input_path(artifact_dir: Path, entry: dict[str, Any]) -> Path:
     """Where an input lies: its recorded path, relative to the artifact that used it (a plain
-    source not there: under this working directory, `sources.source_place`)."""
+    source: its place here, `sources.source_place`; one with no place inside its project is named
+    by its recorded path, which verify never opens)."""
+    recorded = lexical(artifact_dir / entry["path"])
     if "artifact_path" not in entry:
-        return source_place(artifact_dir, entry)
-    return lexical(artifact_dir / entry["path"])
+        return source_place(artifact_dir, entry) or recorded
+    return recorded
 
 
 ReadManifest = Callable[[Path], dict[str, Any]]
@@ -248,9 +250,10 @@ def verify_input(
     """Problems with one recorded input: gone, rehashed differently, its artifact replaced, or
     lying outside the artifact it names. A plain source missing from its recorded place is looked
     for by content in `sources` (`lineage verify --sources DIR`)."""
-    source = input_path(directory, entry)
     upstream = input_artifact_dir(directory, entry)
-    if upstream is not None:
+    # A plain source recorded outside its project has no place (None): it is never opened.
+    source = input_path(directory, entry) if upstream is not None else source_place(directory, entry)
+    if upstream is not None and source is not None:
         if not (upstream / MANIFEST).is_file():
             return [f"{upstream}: input artifact missing (needed by {directory.name})"]
         found = read(upstream)
@@ -271,7 +274,7 @@ def verify_input(
         if "tree_sha256" in entry:
             return source_tree_problems(directory, entry, source, sources)
     except OSError as error:
-        return [f"{source}: input of {directory.name} cannot be read ({error.strerror})"]
+        return [f"{source or entry['path']}: input of {directory.name} cannot be read ({error.strerror})"]
     return []
 
 
@@ -283,8 +286,9 @@ def files_to_check(nodes: Iterable[Node]) -> Iterator[tuple[Path, int | None]]:
         for entry in node.manifest["files"]:
             yield files_root / entry["path"], entry["bytes"]
         for entry in node.manifest["inputs"]:
-            if "sha256" in entry:
-                yield input_path(node.path, entry), None
+            place = input_path(node.path, entry) if "artifact_path" in entry else source_place(node.path, entry)
+            if "sha256" in entry and place is not None:  # never a source recorded outside its project
+                yield place, None
 
 
 def verify(

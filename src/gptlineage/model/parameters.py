@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
@@ -74,6 +75,9 @@ def write_safetensors(path: Path, tensors: dict[str, torch.Tensor], metadata: di
 def open_safetensors(path: Path):
     """Open a safetensors file, turning every way it can be unreadable into one line."""
     try:
+        # safe_open would wait for ever on a FIFO's writer: only a regular file is opened.
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise GptlineageError(f"{path}: not a regular file (a pipe, socket, device or directory)")
         return safe_open(str(path), framework="pt", device="cpu")
     except FileNotFoundError:
         raise GptlineageError(f"{path}: no such file") from None
