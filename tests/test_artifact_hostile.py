@@ -445,12 +445,21 @@ def add_tree_input(directory: Path, path: str, **recorded) -> None:
 )
 def test_D22_a_forged_tree_input_is_counted_never_hashed_whole(work, recorded, problem):
     data_csv = work / "results/data_csv"
-    usr = os.path.relpath("/usr", data_csv)
-    add_tree_input(data_csv, usr, **recorded)
+    dataset = work / "dataset"  # inside the project: followed, counted before any hashing
+    dataset.mkdir()
+    for name in "abc":
+        (dataset / name).write_text(name)
+    add_tree_input(data_csv, os.path.relpath(dataset, data_csv), **recorded)
     problems = verify(data_csv)[1]
-    assert problems == [
-        f"{Path(os.path.normpath(data_csv / usr))}: input directory {'of data_csv ' * (not recorded)}{problem}"
-    ]
+    assert problems == [f"{dataset}: input directory {'of data_csv ' * (not recorded)}{problem}"]
+
+
+def test_D22_a_forged_tree_input_outside_the_project_is_never_opened(work):
+    data_csv = work / "results/data_csv"
+    usr = os.path.relpath("/usr", data_csv)
+    add_tree_input(data_csv, usr, tree_files=5)
+    (problem,) = verify(data_csv)[1]
+    assert problem.startswith(f"{usr} (recorded by {data_csv}; it leaves the project {work}, not opened)")
 
 
 def test_D22_a_tree_input_holding_the_artifact_is_not_hashed(work):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,12 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def train(corpus: Path, output: Path, *extra: str) -> None:
-    flags = ["--data", str(corpus), "--steps", "2", "--eval-every", "1", "--checkpoint-every", "2"]
+    """A tiny run at OUTPUT (under a `results` folder) on a copy of CORPUS in the project: lineage
+    follows recorded paths only inside the project holding `results`."""
+    shards = next(parent for parent in output.parents if parent.name == "results").parent / "corpus"
+    if not shards.exists():
+        shutil.copytree(corpus, shards)
+    flags = ["--data", str(shards), "--steps", "2", "--eval-every", "1", "--checkpoint-every", "2"]
     assert cli.main(["train", *TINY_TRAIN, *flags, "--output", str(output), *extra]) == 0
 
 

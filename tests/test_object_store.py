@@ -27,8 +27,6 @@ from gptlineage.cli import main
 from tests.test_workflow import RESULTS, TARGET, copy_workflow, planned_rules, snakemake
 
 KEY, SECRET, BUCKET, PREFIX = "gptlineage-test", "gptlineage-secret", "results-bucket", "run1"
-# Their commands record no input path among their parameters, so they do the local build's work.
-SAME_WORK = ["small_data", "data_csv", "data_npy", "synth_chat", "corpus_pretrain", "train/pretrain"]
 
 
 def rclone() -> str:
@@ -126,8 +124,11 @@ def test_every_result_lives_on_the_store_not_in_the_checkout(stored, s3_server, 
     assert "step 4/4" in (store / "logs" / "train_pretrain.log").read_text()
     assert (store / "logs" / "sft_stage2.benchmark.tsv").is_file()
     assert not (stored / "results").exists() and not (stored / "logs").exists()
-    for name in SAME_WORK:
-        assert manifest(store / "results" / name)["id"] == manifest(tiny_workflow / "results" / name)["id"], name
+    # The same config and commit built locally: the same work, so the same id, for every one of the 22.
+    store_ids = {target: manifest(store / target)["id"] for target in RESULTS}
+    local_ids = {target: manifest(tiny_workflow / target)["id"] for target in RESULTS}
+    assert len(RESULTS) == 22
+    assert [t for t in RESULTS if store_ids[t] != local_ids[t]] == []
     # The job ran on the store's local copy; the shipped data is also recorded from the project root.
     (plays,) = manifest(store / "results" / "corpus_pretrain")["inputs"]
     assert plays["path"] == "../" * 7 + "data/shakespeare/plays.jsonl.gz"
@@ -142,13 +143,21 @@ def test_the_second_checkout_verifies_every_artifact_it_retrieved(adopted, monke
         assert code == 0 and lines[0].startswith(f"OK: {len(RESULTS)} artifacts"), (sources, lines)
 
 
-def test_away_from_a_checkout_the_shipped_data_is_absent_not_changed(adopted, tmp_path, monkeypatch, capsys):
+def test_away_from_its_checkout_a_tree_finds_its_data_and_a_copy_without_it_is_absent(
+    adopted, tmp_path, monkeypatch, capsys
+):
     monkeypatch.chdir(tmp_path)
+    # From another folder: the shipped data is found in the tree's own project (the checkout).
     code, lines = verify_lines(capsys, str(adopted / TARGET))
+    assert code == 0 and lines[0].startswith(f"OK: {len(RESULTS)} artifacts"), lines
+    # A copy of the results with no data beside it: absent, never changed, and --sources finds it.
+    copy = tmp_path / "copy"
+    shutil.copytree(adopted / "results", copy / "results", symlinks=True)
+    code, lines = verify_lines(capsys, str(copy / TARGET))
     absent = [line for line in lines if line.startswith("ABSENT ")]
     assert code != 0 and absent and not [line for line in lines if line.startswith("FAILED ")], lines
     assert all("plays.jsonl.gz: input file not found here; pass --sources DIR" in line for line in absent)
-    code, lines = verify_lines(capsys, str(adopted / TARGET), "--sources", str(adopted / "data"))
+    code, lines = verify_lines(capsys, str(copy / TARGET), "--sources", str(adopted / "data"))
     assert code == 0 and lines[0].startswith("OK: "), lines
 
 

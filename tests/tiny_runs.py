@@ -1,6 +1,6 @@
 """Two tiny experiment deliverables that differ in one training setting, as a user's before and after.
 
-Each results tree is laid out as the workflow's: `train/sft_stage2` (a tiny training run),
+Each results tree (ROOT/results/a, ROOT/results/b) is laid out as the workflow's: `train/sft_stage2` (a tiny training run),
 `prompt_suite` (its answers to a four-prompt suite) and the deliverable `sft_stage2` (`gptlineage
 experiment`, whose parts are the model, the prompt suite and a data chapter both trees share,
 built once beside them: the stages every run has in common). Tree `a` trains with `--lr 0.01`,
@@ -64,7 +64,10 @@ def deliverable(tree: Path, corpus: Path, suite: Path, data_csv: Path, lr: str) 
 
 
 def two_deliverables(root: Path) -> dict[str, Path]:
-    """ROOT/a and ROOT/b, results trees whose deliverables differ in the final stage's learning rate."""
+    """ROOT/results/a and ROOT/results/b, results trees whose deliverables differ in the final
+    stage's learning rate; their sources in ROOT/inputs, inside the project ROOT (lineage follows
+    recorded paths only inside the project holding `results`)."""
     corpus, suite = write_inputs(root / "inputs")
-    data_csv = shared_data_chapter(root)
-    return {name: deliverable(root / name, corpus, suite, data_csv, lr) for name, lr in LEARNING_RATES.items()}
+    trees = root / "results"
+    data_csv = shared_data_chapter(trees)
+    return {name: deliverable(trees / name, corpus, suite, data_csv, lr) for name, lr in LEARNING_RATES.items()}

@@ -34,6 +34,7 @@ from gptlineage.lineage.declaration import DROP, SCRATCH, Declaration, declarati
 from gptlineage.lineage.identity import code_closure
 from gptlineage.lineage.table import flatten
 from gptlineage.lineage.tree import lexical
+from gptlineage.lineage.walk import input_path
 from gptlineage.parser import build_parser
 
 OUTPUT = "output"
@@ -94,49 +95,96 @@ def is_path_action(action: argparse.Action) -> bool:
 
 
 class Rebuild:
-    """The paths of one rebuild: where the command ran, what it read, where the rerun writes."""
+    """The paths of one rebuild: where the command ran, what it read, where the rerun writes.
+
+    Each input's place as the command named it is its path relative to the recorded --output
+    (`results/data_csv` + `../small_data/x.csv` = `results/small_data/x.csv`), so a recorded path
+    is matched with the inputs by that reconstruction, not by text: a renamed copy, a moved tree
+    or a tree a storage plugin staged elsewhere maps each recorded path to where its input lies here.
+    """
 
     def __init__(self, artifact_dir: Path, manifest: Mapping[str, Any], output: Path | None, scratch: Path | None):
         self.artifact_dir = lexical(artifact_dir)
         self.declared = Declaration()
         self.cwd: Path | None = None
-        self.origin: Path | None = None  # where the artifact was written, when its --output was absolute
-        self.inputs = [lexical(self.artifact_dir / entry["path"]) for entry in manifest["inputs"]]
+        self.inputs: list[Path | None] = [input_path(self.artifact_dir, entry) for entry in manifest["inputs"]]
+        self.named: list[Path] = []  # each input's place as the recorded command line named it
+        self.recorded_output: str | None = None
         self.output, self.scratch = output, scratch
         self.ran_in = self.artifact_dir.parent
-        self.links: dict[str, Path] = {}  # name in the rerun's folder -> the same name where it ran
+        self.links: dict[Path, Path] = {}  # a path in the rerun's folder -> where it leads here
+
+    def recorded_from(self, recorded_output: Any, entries: Sequence[Mapping[str, Any]]) -> None:
+        """Each input's place as named where the command ran, from the recorded --output."""
+        if isinstance(recorded_output, (str, Path)) and str(recorded_output):
+            self.recorded_output = str(recorded_output)
+            self.named = [Path(os.path.normpath(os.path.join(recorded_output, e["path"]))) for e in entries]
+
+    def here(self, text: str) -> Path | None:
+        """Where the recorded path TEXT (an input, or a folder holding one) lies here, else None."""
+        given = Path(os.path.normpath(text))
+        for named, actual in zip(self.named, self.inputs, strict=False):
+            if actual is None:
+                continue
+            if given == named:
+                return actual
+            depth = len(named.parts) - len(given.parts)
+            if given.parts and depth > 0 and given in named.parents and actual.parts[-depth:] == named.parts[-depth:]:
+                return Path(*actual.parts[:-depth])
+        where = lexical(self.ran_in / text)
+        return where if self.is_input(where) else None
 
     def located(self, text: str) -> str:
         """A recorded input path as the rebuilt command names it: as it ran (a script), or for a rerun
         the same relative path through a link in the rerun's folder (outputs that print the path
-        come out the same), else absolute. An absolute path of a tree moved since is followed
-        to the same place relative to the artifact."""
-        where = lexical(self.ran_in / text)
-        if not self.is_input(where) and Path(text).is_absolute() and self.origin is not None:
-            where = lexical(self.artifact_dir / os.path.relpath(where, self.origin))
-        if not self.is_input(where):
+        come out the same), else absolute."""
+        where = self.here(text)
+        if where is None:
             raise GptlineageError(f"recorded path {text!r} is not one of the artifact's inputs; refusing to use it")
         if self.output is None:
             return os.path.relpath(where, self.ran_in)
-        given = Path(text)
+        return self.linked(text, where)
+
+    def linked(self, text: str, where: Path, inside: bool = False) -> str:
+        """TEXT (relative, naming WHERE) through a link in the rerun's folder: the part of TEXT before
+        the longest tail it shares with WHERE leads to WHERE's part before it. Absolute when a link
+        already made leads elsewhere."""
+        given = Path(os.path.normpath(text))
         if self.cwd is None or given.is_absolute() or not given.parts or ".." in given.parts:
             return str(where)
-        self.links[given.parts[0]] = self.ran_in / given.parts[0]
+        shared = 0
+        while shared < len(given.parts) - 1 and given.parts[-1 - shared] == where.parts[-1 - shared]:
+            shared += 1
+        if inside and not shared:  # the rerun writes inside a linked folder, never onto a link
+            return str(where)
+        name = Path(*given.parts[: len(given.parts) - shared])
+        target = Path(*where.parts[: len(where.parts) - shared])
+        for made, leads in self.links.items():
+            if (made == name and leads != target) or (made != name and (made in name.parents or name in made.parents)):
+                return str(where)
+        self.links[name] = target
         return text
 
+    def make_links(self) -> None:
+        for name, target in self.links.items():
+            link = self.cwd / name  # type: ignore[operator]  (links are made only with a cwd)
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(target)
+
     def output_value(self) -> str:
-        """The artifact's --output: as it ran (a script), or the rerun's folder, named through the
-        links like the inputs when it lies in the same tree (a path an output records relative to
-        its own folder, select-best's `../train/checkpoints/...`, then comes out the same)."""
+        """The artifact's --output: as it ran (a script), or the rerun's folder (a sibling of the
+        artifact) named like the recorded one, through a link to the folder holding it (a path an
+        output records relative to its own folder, select-best's `../train/checkpoints/...`, then
+        comes out the same); absolute when no such link can be made."""
         if self.output is None:
             return os.path.relpath(self.artifact_dir, self.ran_in)
-        relative = Path(os.path.relpath(self.output, self.ran_in))
-        if self.cwd is None or ".." in relative.parts or relative.parts[0] not in self.links:
+        recorded = Path(os.path.normpath(self.recorded_output or "/"))
+        if recorded.is_absolute() or len(recorded.parts) < 2 or self.output.parent != self.artifact_dir.parent:
             return str(self.output)
-        return relative.as_posix()
+        return self.linked(str(recorded.parent / self.output.name), self.output, inside=True)
 
     def is_input(self, where: Path) -> bool:
-        return any(where == path or where in path.parents for path in self.inputs)
+        return any(path is not None and (where == path or where in path.parents) for path in self.inputs)
 
     def path_value(self, action: argparse.Action, text: str) -> str | None:
         """The rebuilt value of a path flag, or None to leave the flag out."""
@@ -194,11 +242,14 @@ def rebuilt_command(
     output: Path | None = None,
     scratch: Path | None = None,
     cwd: Path | None = None,
+    places: Sequence[Path | None] | None = None,
 ) -> list[str]:
     """`gptlineage <command> <flags>` rebuilt from the manifest (see the module's docstring).
 
     OUTPUT None: the command as it ran, paths relative to the directory it ran in (for a script).
     CWD: the rerun's empty folder, where a link per relative input path's first part is made.
+    PLACES: where each recorded input lies here (default: its recorded place; `lineage.reproduce`
+    gives the plain sources verify found, at their place or in --sources).
     """
     argv = checked_argv(manifest, registry.COMMAND_NAMES)
     parser, values = parse_recorded(argv)
@@ -206,6 +257,8 @@ def rebuilt_command(
     if output is not None:  # a rerun: a forged value is refused before it runs for hours
         check_against_parameters(steps, values, manifest.get("parameters", {}))
     paths = Rebuild(artifact_dir, manifest, output, scratch)
+    if places is not None:
+        paths.inputs = [None if place is None else lexical(place) for place in places]
     paths.cwd = cwd
     recorded = "declaration" in manifest["command"]  # else written before declarations: the code's now
     paths.declared = declaration_of(manifest) if recorded else declared_by(registry.command(argv[1]).module)
@@ -215,17 +268,14 @@ def rebuilt_command(
     def rebuilt(action: argparse.Action) -> list[str]:
         return option_words(action, getattr(values, action.dest, None), paths)
 
-    recorded_output = getattr(values, OUTPUT, None)
-    if recorded_output is not None and Path(recorded_output).is_absolute():
-        paths.origin = lexical(recorded_output)
+    paths.recorded_from(getattr(values, OUTPUT, None), manifest["inputs"])
     paths.ran_in = ran_in(paths, getattr(values, OUTPUT, None), recorded_paths(steps, values))
     # The output last: it is named through the links the inputs made.
     pieces = [step if isinstance(step, str) or step.dest == OUTPUT else rebuilt(step) for step in steps]
     words = ["gptlineage"]
     for piece in pieces:
         words += [piece] if isinstance(piece, str) else rebuilt(piece) if isinstance(piece, argparse.Action) else piece
-    for name, target in paths.links.items():
-        (cwd / name).symlink_to(target)  # type: ignore[operator]  (links are made only with a cwd)
+    paths.make_links()
     return words
 
 
@@ -260,7 +310,7 @@ def ran_in(paths: Rebuild, recorded_output: Any, relative: Sequence[str]) -> Pat
         given = Path(os.path.normpath(text))
         if ".." in given.parts:
             continue
-        for location in paths.inputs:
+        for location in (place for place in paths.inputs if place is not None):
             for candidate in (location, *location.parents):
                 if len(candidate.parts) > len(given.parts) and candidate.parts[-len(given.parts) :] == given.parts:
                     return Path(*candidate.parts[: -len(given.parts)])

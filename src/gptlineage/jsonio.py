@@ -24,12 +24,14 @@ def regular_file_text(path: str | Path) -> str:
     """A regular file's text (UTF-8); a directory, pipe, socket or device is one error line. Opened
     without blocking (O_NONBLOCK) and checked on the descriptor: a FIFO never hangs the reader."""
     descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    mode = os.fstat(descriptor).st_mode  # before open(): Python's file object refuses a directory itself
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        kind = (
+            "is a directory, not a JSON file" if stat.S_ISDIR(mode) else "not a regular file (a pipe, socket or device)"
+        )
+        raise GptlineageError(f"{path}: {kind}")
     with open(descriptor, encoding="utf-8") as handle:
-        mode = os.fstat(descriptor).st_mode
-        if stat.S_ISDIR(mode):
-            raise GptlineageError(f"{path}: is a directory, not a JSON file")
-        if not stat.S_ISREG(mode):
-            raise GptlineageError(f"{path}: not a regular file (a pipe, socket or device)")
         return handle.read()
 
 

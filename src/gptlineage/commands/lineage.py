@@ -173,11 +173,15 @@ def reproduce_action(settings: ReproduceSettings) -> int:
     from gptlineage.command_line import rebuilt_command
     from gptlineage.lineage.reproduce import render_reproduce, reproduce
 
-    def rerun_words(manifest, artifact_dir, output, scratch, cwd):  # every output in a temporary folder
-        return rebuilt_command(manifest, artifact_dir, output=output, scratch=scratch, cwd=cwd)
+    def rerun_words(manifest, artifact_dir, output, scratch, cwd, places):  # every output in a temporary folder
+        return rebuilt_command(manifest, artifact_dir, output=output, scratch=scratch, cwd=cwd, places=places)
 
     report = reproduce(
-        settings.path, rerun_words, tolerance=settings.tolerance, with_current_code=settings.with_current_code
+        settings.path,
+        rerun_words,
+        tolerance=settings.tolerance,
+        with_current_code=settings.with_current_code,
+        sources=settings.sources,
     )
     print(render_reproduce(report, settings.form))
     return 0 if report["reproduced"] else 1

@@ -42,6 +42,15 @@ class ShowSettings:
         check_settings(self)
 
 
+SOURCES_HELP = "look here, by content, for source files a copied or moved tree no longer finds where they were recorded (repeatable)"
+
+
+def check_source_directories(sources: tuple[Path, ...]) -> None:
+    for directory in sources:
+        if not directory.is_dir():
+            raise SettingError("sources", f"{directory}: no such directory")
+
+
 @dataclass(frozen=True)
 class VerifySettings:
     """`lineage verify`: the artifact to rehash, the hashes pinned, where moved sources lie."""
@@ -57,19 +66,12 @@ class VerifySettings:
         "fail unless PATH's artifact holds exactly the files this content_sha256 (64 hex digits) names",
         metavar="SHA256",
     )
-    sources: tuple[Path, ...] = setting(
-        (),
-        "look here, by content, for source files a copied or moved tree no longer finds where they "
-        "were recorded (repeatable)",
-        metavar="DIR",
-    )
+    sources: tuple[Path, ...] = setting((), SOURCES_HELP, metavar="DIR")
 
     def __post_init__(self) -> None:
         check_settings(self)
         check_artifact_ids(self, "expect_id", "expect_content")
-        for directory in self.sources:
-            if not directory.is_dir():
-                raise SettingError("sources", f"{directory}: no such directory")
+        check_source_directories(self.sources)
 
 
 @dataclass(frozen=True)
@@ -163,7 +165,9 @@ class ReproduceSettings:
     path: Path = setting(help=PATH_HELP, positional=True)
     tolerance: float = setting(0.0, "accept numbers that differ by at most this much", minimum=0)
     with_current_code: bool = setting(False, "run even when the command's code changed; list the changes")
+    sources: tuple[Path, ...] = setting((), SOURCES_HELP, metavar="DIR")
     form: str = setting("text", PRINT, choices=("text", "json"), switches=True)
 
     def __post_init__(self) -> None:
         check_settings(self)
+        check_source_directories(self.sources)

@@ -45,9 +45,10 @@ from gptlineage.lineage.identity import (
     environment_identity,
 )
 from gptlineage.lineage.outputs import HOST_TAG, process_gone, stale_siblings
+from gptlineage.lineage.sources import SourceFinder, source_here
 from gptlineage.lineage.table import flatten
 from gptlineage.lineage.tree import artifact_files_root, lexical
-from gptlineage.lineage.walk import resolve_artifact, short, verify
+from gptlineage.lineage.walk import Node, input_path, resolve_artifact, short, verify
 
 SCRATCH_PREFIX = "gptlineage-reproduce-"
 MARKER = "reproduce.json"  # in the scratch folder: whose it is and where its rerun writes
@@ -56,7 +57,8 @@ PR_SET_PDEATHSIG = 1  # prctl(2): the signal the kernel sends a child when its p
 # on sys.path, no user site-packages), started with the rebuilt words only.
 BOOT = "import sys; sys.path.insert(0, sys.argv.pop(1)); from gptlineage.cli import main; sys.exit(main(sys.argv[1:]))"
 ANY_RERUN = re.compile(rf"\..+\.reproduce-{re.escape(HOST_TAG)}-(?P<pid>[0-9]+)-[A-Za-z0-9_]+")
-Rebuilder = Callable[[Mapping[str, Any], Path, Path, Path, Path], list[str]]
+# (manifest, artifact_dir, output, scratch, cwd, where each input lies here) -> the rerun's words
+Rebuilder = Callable[[Mapping[str, Any], Path, Path, Path, Path, list[Path | None]], list[str]]
 
 
 def make_scratch() -> Path:
@@ -197,17 +199,49 @@ def run_again(words: Sequence[str], cwd: Path, cpus: Any, log: Path) -> float:
     return round(time.monotonic() - started, 3)
 
 
+def inputs_here(node: Node, finder: SourceFinder) -> list[Path | None]:
+    """Where each input of a verified artifact lies here: an artifact's member at its recorded
+    place, a plain source at its place or in --sources (None: not here)."""
+    return [
+        input_path(node.path, entry) if "artifact_path" in entry else source_here(node.path, entry, finder)
+        for entry in node.manifest["inputs"]
+    ]
+
+
+def link_sources(nodes: Sequence[Node], finder: SourceFinder, cwd: Path) -> None:
+    """Make the plain sources of the whole lineage readable from the rerun's folder by the path
+    they were given from the project root (`workdir_path`, `data/x.jsonl.gz`): a command that
+    verifies its inputs' lineage (the deliverable, lineage report) finds them there. A link per
+    first part, when the first part is free and the source lies here under the same path."""
+    for node in nodes:
+        for entry in node.manifest["inputs"]:
+            hint = Path(entry["workdir_path"]) if isinstance(entry.get("workdir_path"), str) else None
+            if "artifact_path" in entry or hint is None or hint.is_absolute() or ".." in hint.parts:
+                continue
+            place = source_here(node.path, entry, finder)
+            if place is None or lexical(place).parts[-len(hint.parts) :] != hint.parts:
+                continue
+            link = cwd / hint.parts[0]
+            if not os.path.lexists(link):
+                link.symlink_to(Path(*lexical(place).parts[: len(lexical(place).parts) - len(hint.parts) + 1]))
+
+
 def reproduce(
-    path: str | Path, rebuild: Rebuilder, *, tolerance: float = 0.0, with_current_code: bool = False
+    path: str | Path,
+    rebuild: Rebuilder,
+    *,
+    tolerance: float = 0.0,
+    with_current_code: bool = False,
+    sources: Sequence[str | Path] = (),
 ) -> dict[str, Any]:
     """Verify, rerun and compare; the report as a JSON-ready dict (`reproduced` is the verdict).
 
-    REBUILD(manifest, artifact_dir, output, scratch, cwd) gives the rerun's command line and makes
-    the links its relative input paths need in CWD (`gptlineage.command_line.rebuilt_command`):
+    REBUILD(manifest, artifact_dir, output, scratch, cwd, places) gives the rerun's command line and
+    makes the links its relative input paths need in CWD (PLACES: where each input lies here) (`gptlineage.command_line.rebuilt_command`):
     the lineage layer knows no command.
     """
     artifact_dir = lexical(resolve_artifact(path))
-    nodes, problems = verify(artifact_dir)
+    nodes, problems = verify(artifact_dir, sources=sources)
     if problems:
         raise GptlineageError(f"{artifact_dir}: does not verify ({len(problems)} problems; first: {problems[0]})")
     manifest = read_manifest(artifact_dir)
@@ -224,7 +258,9 @@ def reproduce(
     try:
         cwd = scratch / "cwd"  # inside a 0700 folder: nothing in it but the links REBUILD makes
         cwd.mkdir(mode=0o700)
-        words = rebuild(manifest, artifact_dir, rerun_dir, scratch, cwd)
+        finder = SourceFinder(list(sources))
+        words = rebuild(manifest, artifact_dir, rerun_dir, scratch, cwd, inputs_here(nodes[0], finder))
+        link_sources(nodes, finder, cwd)
         # The CPUs the run was allowed (OMP_NUM_THREADS caps them, as a Snakemake job's threads do).
         environment = manifest["environment"]
         allowed = environment.get("cpus") or environment.get("threads")

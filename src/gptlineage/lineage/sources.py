@@ -73,6 +73,17 @@ def source_place(directory: Path, entry: dict[str, Any]) -> Path | None:
     return next((place for place in places if os.path.lexists(place)), places[0] if places else None)
 
 
+def source_here(directory: Path, entry: dict[str, Any], sources: SourceFinder) -> Path | None:
+    """Where a verified plain source lies here: at its place (`source_place`), else the copy of the
+    same content `sources` holds; None when neither has it."""
+    place = source_place(directory, entry)
+    if place is not None and os.path.lexists(place):
+        return place
+    if "sha256" in entry:
+        return sources.find_file(entry["sha256"])
+    return sources.find_tree(entry, recorded_name(directory, entry)) if "tree_sha256" in entry else None
+
+
 def recorded_name(directory: Path, entry: dict[str, Any]) -> str:
     """The source's name as recorded (the last part of its path, folded by name, nothing read)."""
     return lexical(directory / entry["path"]).name
