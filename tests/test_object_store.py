@@ -161,6 +161,13 @@ def test_away_from_its_checkout_a_tree_finds_its_data_and_a_copy_without_it_is_a
     assert code == 0 and lines[0].startswith("OK: "), lines
 
 
+@pytest.mark.parametrize("artifact", ["results/corpus_pretrain", "results/train/pretrain"])
+def test_a_store_built_artifact_reproduces_in_the_second_checkout(adopted, artifact, capsys):
+    code = main(["lineage", "reproduce", str(adopted / artifact)])
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert code == 0 and last.startswith("REPRODUCED: ") and "same id" in last, last
+
+
 def test_the_second_checkout_adopts_the_results_and_reruns_only_a_changed_setting(adopted):
     # --forceall: every job is touched and recorded (parameters, code, input checksums), not only
     # those whose times are out of order; unrecorded, a changed setting would go unnoticed.

@@ -93,10 +93,11 @@ def write_experiment(config: ExperimentConfig) -> Path:
         "cumulative_scheduled_tokens": lineage["stages"][-1]["cumulative_tokens"] if lineage["stages"] else None,
         "exact_match_by_family": {family["name"]: family["score"] for family in panel["prompt_suite"]["families"]},
     }
-    # A name given is recorded (it is on the page); the default, the output's name, is a path and is not.
+    # A name given is recorded (it is on the page); the default, the headline part's folder name
+    # (train/sft_stage2 -> sft_stage2), is a path and is not: a rerun elsewhere writes the same page.
     parameters: dict[str, Any] = {"roles": list(parts), **({"name": config.name} if config.name else {})}
     with ArtifactWriter(config.output, command=NAME, parameters=parameters, inputs=dict(parts)) as artifact:
-        name = config.name or artifact.output.name
+        name = config.name or lexical(next(iter(parts.values()))).name
         page = render_page(
             "experiment.html.j2",
             title=f"Experiment: {name}",

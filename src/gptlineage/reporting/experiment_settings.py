@@ -30,7 +30,7 @@ class ExperimentConfig:
     )
     output: Path = output_setting("index.html, summary.json")
     name: str | None = setting(
-        None, "the experiment's name on its page (default: the output directory's name; a sweep's is its own)"
+        None, "the experiment's name on its page (default: the first part's folder name; a sweep's is its own)"
     )
 
     def __post_init__(self) -> None:
