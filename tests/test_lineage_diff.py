@@ -15,6 +15,7 @@ from gptlineage.lineage.artifact import MANIFEST, SEAL_KEY, artifact_id, manifes
 from gptlineage.lineage.compare import DIFFERENT, TIMING, compare_file
 from gptlineage.lineage.declaration import Declaration, Metric
 from gptlineage.lineage.diff import diff, render_diff, stages
+from gptlineage.lineage.hashing import sha256_file
 
 
 def build(root: Path, steps: int) -> Path:
@@ -258,3 +259,36 @@ def test_a_value_under_a_declared_timing_key_at_any_depth_is_a_timing(tmp_path):
     assert [declared.is_measurement(name) for name in measured] == [True] * 3
     results = ("final_val_loss", "exact_match", "summary:parts.model.metrics.best_val_loss", "summary:loss_ms")
     assert not any(map(declared.is_measurement, results))
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        {"timing_keys": ["*"]},
+        {"timing_files": ["*"]},
+        {"timing_keys": ["*"], "memory_keys": ["*"], "timing_files": ["*"]},
+    ],
+)
+def test_a_forged_declaration_does_not_change_what_diff_reports(runs, tmp_path, forged):
+    """The recorded command.declaration is not obeyed: declaring every output a timing hides no
+    forged loss curve; the diff reads the same as the tampered copy's under its true declaration."""
+    reports = []
+    for name, declaration in (("honest", {}), ("forged", forged)):
+        tree = tmp_path / name
+        shutil.copytree(runs["a"].parent, tree)
+        curve = tree / "data_csv" / "trainlog.json"
+        log = json.loads(curve.read_text())
+        log["series"][0]["values"] = [0.4, 0.0001]
+        curve.write_text(json.dumps(log))
+
+        def change(manifest, declaration=declaration, curve=curve):
+            manifest["command"]["declaration"].update(declaration)
+            (entry,) = [entry for entry in manifest["files"] if entry["path"] == "trainlog.json"]
+            entry["sha256"], entry["bytes"] = sha256_file(curve), curve.stat().st_size
+
+        rewrite(tree / "data_csv", change)
+        result = diff(runs["a"], tree / "data_csv")
+        top = result["stages"][0]
+        reports.append((top["reasons"].get("outputs"), result["first_divergence"]))
+    assert reports[0] == reports[1]
+    assert any(line.startswith("trainlog.json: different") for line in reports[1][0]), reports[1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import pytest
 
 from gptlineage import cli
 from gptlineage.errors import GptlineageError
+from gptlineage.lineage.artifact import SEAL_KEY, manifest_sha256
+from gptlineage.lineage.hashing import sha256_file
 from gptlineage.reporting.figures import wants_log_scale
 from gptlineage.reporting.plots import (
     ema,
@@ -76,15 +79,42 @@ def test_every_figure_is_a_valid_svg_and_the_same_bytes_on_rerun(chain, tmp_path
     assert "validation (6 points)" in legend and "learning rate (right axis)" in legend
     assert "peak memory" in svg_text(parse_svg((tmp_path / "a/stage2/profile.svg").read_bytes()))
     manifest = json.loads((tmp_path / "a/manifest.json").read_text())
-    assert manifest["command"]["name"] == "plots" and manifest["parameters"]["runs"] == ["stage1", "stage2"]
-    assert {entry["role"] for entry in manifest["inputs"]} == {
-        "stage1_metrics",
-        "stage1_trace_summary",
-        "stage2_metrics",
-        "stage2_trace_summary",
-    }
+    assert manifest["command"]["name"] == "plots" and manifest["parameters"]["runs"] == 2
+    # Each run is an input by its place in the chain, as the training artifact it is (its id, member ".").
+    assert [(entry["role"], entry["member"]) for entry in manifest["inputs"]] == [("run_1", "."), ("run_2", ".")]
+    assert manifest["summary"]["runs"] == ["stage1", "stage2"]
     assert cli.main(["lineage", "verify", str(tmp_path / "a")]) == 0
     assert "wrote" in capsys.readouterr().out
+
+
+def test_the_same_runs_in_other_directories_with_other_timings_are_the_same_id(chain, tmp_path):
+    """The id counts the runs' work, not their directories' names nor the timings their files hold."""
+    for name in ("first", "second"):
+        shutil.copytree(chain["stage1"], tmp_path / name)
+    summary = tmp_path / "second" / "trace-summary.json"
+    trace = json.loads(summary.read_text())
+    for row in trace["rows"]:
+        row["total_ns"] = row["total_ns"] * 2 + 1  # the same work, slower
+    summary.write_text(json.dumps(trace))
+    manifest = json.loads((tmp_path / "second" / "manifest.json").read_text())
+    (entry,) = [entry for entry in manifest["files"] if entry["path"] == "trace-summary.json"]
+    entry["sha256"], entry["bytes"] = sha256_file(summary), summary.stat().st_size
+    manifest[SEAL_KEY] = manifest_sha256(manifest)  # the run's id counts no timing: it stays
+    (tmp_path / "second" / "manifest.json").write_text(json.dumps(manifest))
+    ids = []
+    for name in ("first", "second"):
+        assert gptlineage("plots", "--run", str(tmp_path / name), "--output", str(tmp_path / f"plots_{name}")) == 0
+        ids.append(json.loads((tmp_path / f"plots_{name}" / "manifest.json").read_text())["id"])
+    assert ids[0] == ids[1]
+
+
+def test_a_run_file_changed_behind_its_manifest_is_refused(chain, tmp_path, capsys):
+    shutil.copytree(chain["stage1"], tmp_path / "run")
+    (tmp_path / "run" / "metrics.json").write_text((chain["stage2"] / "metrics.json").read_text())
+    assert gptlineage("plots", "--run", str(tmp_path / "run"), "--output", str(tmp_path / "out")) == 1
+    err = capsys.readouterr().err
+    assert "run/metrics.json: sha256 differs from the manifest" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
 
 
 def test_profile_keeps_the_top_rows_longest_first():

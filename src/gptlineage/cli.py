@@ -21,7 +21,7 @@ import sys
 from gptlineage import registry
 from gptlineage.allocator import keep_freed_memory
 from gptlineage.errors import GptlineageError
-from gptlineage.lineage.checks import printable
+from gptlineage.lineage.checks import not_utf8_path, printable
 from gptlineage.lineage.hashing import hash_session
 from gptlineage.lineage.identity import invocation
 from gptlineage.parser import build_parser
@@ -48,6 +48,23 @@ def flush_output() -> None:
     sys.stdout.flush()
 
 
+# Flags of text, not paths: their own check says which character is not UTF-8 (generation/settings.py).
+TEXT_FLAGS = ("--prompt", "--message", "--system")
+
+
+def refuse_non_utf8(argv: list[str]) -> None:
+    """Refuse, before any work, a word that is not UTF-8 text (a path holding a byte of another
+    encoding, `caf\\xe9`): no manifest, report or page can hold it, and it would fail after the work."""
+    for index, word in enumerate(argv):
+        flag, _, value = word.partition("=") if word.startswith("--") and "=" in word else ("", "", word)
+        if not flag:
+            previous = argv[index - 1] if index else ""
+            flag = previous if previous.startswith("-") and not word.startswith("-") else f"argument {index + 1}"
+        refusal = None if flag in TEXT_FLAGS else not_utf8_path(flag, value)
+        if refusal is not None:
+            raise refusal
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     chosen = next((word for word in argv if word in registry.COMMAND_NAMES), None)
@@ -57,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    try:
+        refuse_non_utf8(argv)
+    except GptlineageError as error:
+        print(f"error: {args.command}: {error}", file=sys.stderr)
+        return 1
     keep_freed_memory()  # before the first tensor: freed blocks are reused, not faulted in again
     try:
         # Artifacts record these words as their argv and this command module's code closure; one

@@ -8,6 +8,8 @@ Example:
 Writes `{run}/loss.svg` and `{run}/profile.svg` for every run (named by its directory),
 `overview.svg` (the chain's validation loss on one step axis, runs in the order given) and,
 when the --comparison artifact exists, `comparison.svg`. The figures are deterministic SVG.
+The runs are inputs by position (`run_1`, `run_2`...), a training artifact by its id: the
+same work in other directories, whose timings came out otherwise, is the same id.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gptlineage.errors import GptlineageError
-from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.lineage.artifact import ArtifactWriter, check_member_file, find_artifact_dir
 from gptlineage.reporting.comparison_figure import comparison_svg
 from gptlineage.reporting.plots import overview_svg, read_metrics, run_figures
 from gptlineage.settings import add_flags, check_settings, from_args, output_setting, setting
@@ -66,12 +68,32 @@ def run_names(runs: Sequence[Path]) -> list[str]:
     return names
 
 
+def run_inputs(runs: Sequence[Path]) -> dict[str, Path]:
+    """Each run as an input named by its place in the chain, never by its directory's name.
+
+    A training artifact is the input as a whole (its id; the files it holds enter the content
+    hash only), so metrics.json and trace-summary.json, which hold timings, leave the id alone;
+    they are checked against its manifest, as a member input would be. A plain directory has no
+    id: its two files are inputs by their bytes."""
+    inputs: dict[str, Path] = {}
+    for number, run_dir in enumerate(runs, 1):
+        files = TrainingRunFiles(run_dir)
+        if find_artifact_dir(run_dir) is not None:
+            for member in (files.metrics, files.trace_summary):
+                check_member_file(member)
+            inputs[f"run_{number}"] = run_dir
+        else:
+            inputs.update({f"run_{number}_metrics": files.metrics, f"run_{number}_trace_summary": files.trace_summary})
+    return inputs
+
+
 def run(args: argparse.Namespace) -> int:
     config = from_args(PlotsConfig, args)
     names = run_names(config.run)
     comparison = config.comparison if config.comparison is not None and config.comparison.is_dir() else None
     if config.comparison is not None and comparison is None:
         print(f"skipped comparison.svg: {config.comparison} does not exist")
+    inputs = run_inputs(config.run)  # a run's file changed behind its manifest is refused before it is read
     # Draw everything before the artifact opens: a bad input leaves no half-written artifact.
     figures = {
         f"{name}/{file}": svg
@@ -83,13 +105,9 @@ def run(args: argparse.Namespace) -> int:
     )
     if comparison is not None:
         figures["comparison.svg"] = comparison_svg(comparison)
-    inputs = {}
-    for run_dir, name in zip(config.run, names):
-        inputs[f"{name}_metrics"] = TrainingRunFiles(run_dir).metrics
-        inputs[f"{name}_trace_summary"] = TrainingRunFiles(run_dir).trace_summary
-    if comparison is not None:
         inputs["comparison"] = comparison
-    parameters = {"runs": names, "top": config.top, "comparison": comparison is not None}
+    # The runs' names (their directories') label the figures only: the id counts the runs, not where they lie.
+    parameters = {"runs": len(names), "top": config.top, "comparison": comparison is not None}
     with ArtifactWriter(config.output, command=args.command, parameters=parameters, inputs=inputs) as artifact:
         for relative, svg in figures.items():
             (artifact.path / relative).parent.mkdir(parents=True, exist_ok=True)

@@ -42,7 +42,7 @@ from typing import Any
 from gptlineage.errors import GptlineageError
 from gptlineage.files import link_or_copy
 from gptlineage.jsonio import write_json_atomic
-from gptlineage.lineage.checks import check_manifest, printable
+from gptlineage.lineage.checks import check_manifest, check_text, printable
 from gptlineage.lineage.declaration import Declaration, declared_by
 from gptlineage.lineage.hashing import hash_session, sha256_file, sha256_json, sha256_tree, tree_file_count
 from gptlineage.lineage.identity import (
@@ -334,7 +334,7 @@ class ArtifactWriter:
 
     def _enter(self) -> ArtifactWriter:
         check_output(self.output, holds_artifact_manifest)  # before any work: a refusal costs nothing
-        check_apart(self.output, self.inputs)
+        check_text(self.output, self.inputs, self.parameters), check_apart(self.output, self.inputs)
         # Inputs and code are hashed before the command runs: the manifest records what was used.
         self.code = code_closure(self.code_module)
         self.input_entries = [describe_input(role, path, self.output) for role, path in self.inputs.items()]

@@ -104,6 +104,27 @@ def shown_key(key: str, limit: int = 60) -> str:
     return key if len(key) <= limit else key[: limit - 3] + "..."
 
 
+def utf8_shown(text: str) -> str:
+    """TEXT as an error line shows it: a byte that was not UTF-8 (kept by Python as U+DC80..U+DCFF)
+    as \\xNN, as the shell's `$'\\xe9'` wrote it; any other unprintable character escaped."""
+    return printable("".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in text))
+
+
+def not_utf8_path(what: str, path: Any) -> GptlineageError | None:
+    """The one-line refusal of a path that is not UTF-8 text (a manifest, JSON, cannot hold it), or None."""
+    if encodable(str(path)):
+        return None
+    return GptlineageError(f"{what}: the path {utf8_shown(str(path))} is not UTF-8 text; rename it")
+
+
+def check_text(output: Any, inputs: Mapping[str, Any], parameters: Mapping[str, Any]) -> None:
+    """Refuse paths and parameters that are not UTF-8 text: a manifest (JSON) cannot hold them."""
+    for what, path in [("the output", output), *((f"input {role}", path) for role, path in inputs.items())]:
+        if (refusal := not_utf8_path(printable(what), path)) is not None:
+            raise refusal
+    check_values(dict(parameters), "parameters")
+
+
 def encodable(text: str) -> bool:
     try:
         text.encode("utf-8")

@@ -12,10 +12,11 @@ declaration of the module it runs. Example:
         timing_files=("trace.json",),
     )
 
-The declaration is derived from code, which the artifact id covers already, so it is not part
-of the id. A manifest written before declarations existed declares nothing: no side output (so
-`reproduce` refuses a path flag it cannot place rather than write outside the rerun), no
-headline metric and no timing (every value is compared).
+The recorded declaration is part of the id, and `lineage diff` obeys the code's
+(`code_declaration`), never the recorded one, which a forger could rewrite. A manifest written
+before declarations existed declares nothing: no side output (so `reproduce` refuses a path flag
+it cannot place rather than write outside the rerun), no headline metric and no timing (every
+value is compared).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ HOLDINGS = (TRAINING_RUN, CHECKPOINT, CORPUS, SUITE_ANSWERS)
 WALL_TIME = "wall_s"  # the lineage's own measurement: seconds from the run's start to its finish
 # What splits a value's path into its object keys: `a.b[2]`, `rows[phase=train].total_ns`.
 PATH_PARTS = re.compile(r"[.\[\]:]+")
+# A command's module (gptlineage.registry names them; it is not imported here, or it would enter every closure).
+COMMAND_MODULE = re.compile(r"gptlineage\.commands\.[a-z][a-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -164,6 +167,15 @@ def declaration_of(manifest: Mapping[str, Any]) -> Declaration:
         deliverable=bool(recorded.get("deliverable", False)),
         holds=recorded.get("holds"),
     )
+
+
+def code_declaration(manifest: Mapping[str, Any]) -> Declaration:
+    """What the command module a manifest names declares in the code now, never what the
+    manifest records: `lineage diff` obeys this, so a forged `command.declaration` (every output
+    a timing) hides no difference. Only a module of gptlineage.commands is imported (a manifest
+    naming another declares nothing: a library call's artifact is compared value by value)."""
+    module = manifest.get("code", {}).get("module")
+    return declared_by(module) if isinstance(module, str) and COMMAND_MODULE.fullmatch(module) else NOTHING
 
 
 def declared_by(module: str) -> Declaration:

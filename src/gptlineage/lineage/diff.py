@@ -29,7 +29,7 @@ from typing import Any
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import INPUT_IDENTITY_KEYS, MANIFEST, content_sha256, read_manifest
 from gptlineage.lineage.compare import IDENTICAL, compare_outputs
-from gptlineage.lineage.declaration import declaration_of, union
+from gptlineage.lineage.declaration import code_declaration, union
 from gptlineage.lineage.diff_metrics import metric_rows
 from gptlineage.lineage.diff_text import render_diff
 from gptlineage.lineage.identity import environment_class
@@ -235,7 +235,7 @@ def output_changes(left: Stage, right: Stage) -> tuple[list[str], bool]:
     whether only measurements differ (timings, memory, formatting): the same results."""
     a = {entry["path"]: entry["sha256"] for entry in left.manifest["files"]}
     b = {entry["path"]: entry["sha256"] for entry in right.manifest["files"]}
-    declared = union(declaration_of(left.manifest), declaration_of(right.manifest))
+    declared = union(code_declaration(left.manifest), code_declaration(right.manifest))  # never the recorded one
     compared = compare_outputs(left.path, a, right.path, b, max_bytes=COMPARE_MAX_BYTES, declared=declared)
     found = [f for f in compared if f.verdict != IDENTICAL]
     lines = [f"{f.path}: {f.verdict}" + (f" ({f.detail})" if f.detail else "") for f in found]

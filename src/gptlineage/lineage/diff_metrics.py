@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gptlineage.lineage.declaration import Declaration, declaration_of, union
+from gptlineage.lineage.declaration import Declaration, code_declaration, union
 from gptlineage.lineage.table import stage_metrics
 
 QUALITY, TIMING = "quality", "timing"
@@ -64,7 +64,7 @@ def pair_rows(pair: StagePair) -> list[dict[str, Any]]:
     stage, role_path, path_a, manifest_a, path_b, manifest_b = pair
     left = stage_metrics(path_a, manifest_a, extras=True)
     right = stage_metrics(path_b, manifest_b, extras=True)
-    declared = union(declaration_of(manifest_a), declaration_of(manifest_b))
+    declared = union(code_declaration(manifest_a), code_declaration(manifest_b))  # never the recorded one
     return [metric_row(stage, role_path, name, left.get(name), right.get(name), declared) for name in {**left, **right}]
 
 

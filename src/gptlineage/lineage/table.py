@@ -32,7 +32,7 @@ from rich.text import Text
 
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import is_artifact_dir, read_manifest
-from gptlineage.lineage.checks import printable
+from gptlineage.lineage.checks import encodable, printable, utf8_shown
 from gptlineage.lineage.declaration import WALL_TIME, declaration_of, path_keys
 
 REPORT_MAX_BYTES = 1 << 20  # larger JSON files are data, not reports: not read for metrics
@@ -144,6 +144,9 @@ def find_artifacts(roots: Sequence[Path]) -> list[tuple[Path, Path]]:
             descend = []
             for name in sorted(name for name in names if not name.startswith(".")):
                 directory = Path(folder) / name
+                if not encodable(str(directory)):  # no row, JSON or page could name it
+                    print(f"skipped {utf8_shown(str(directory))}: its name is not UTF-8 text", file=sys.stderr)
+                    continue
                 if is_artifact_dir(directory):
                     inside.append(directory)  # its own manifests (checkpoints) are not rows
                 elif not directory.is_symlink():
