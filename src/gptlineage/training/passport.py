@@ -55,26 +55,19 @@ def schedule_block(config: TrainConfig, result: TrainingResult) -> dict[str, Any
 def tokens_at_start(load_params: Path | None) -> int | None:
     """The chain's scheduled tokens up to the parameters a run starts from: 0 from scratch; for a
     training artifact's final parameters its cumulative total; for a selected checkpoint (select-best)
-    the tokens before that run plus its updates up to the chosen step. None when the parameters come
-    with no passport of ours (their training is not known)."""
+    the total its passport records at the chosen step (the tokens before that run plus its updates
+    up to the step). None when the parameters come with no passport of ours (their training is not known)."""
     if load_params is None:
         return 0
     holder = find_artifact_dir(load_params)
     if holder is None or not TrainingRunFiles(holder).passport.is_file():
         return None
     started = read_json(TrainingRunFiles(holder).passport)
-    if not isinstance(started, dict):
-        return None
-    chain, schedule = started.get("chain") or {}, started.get("schedule") or {}
-    before = chain.get("started_from_tokens")
-    manifest = read_manifest(holder)
-    if holds(manifest, CHECKPOINT):
-        step, per_update = (manifest.get("summary") or {}).get("step"), schedule.get("tokens_per_update")
-        if not (isinstance(before, int) and isinstance(step, int) and isinstance(per_update, int)):
-            return None
-        return before + step * per_update
-    total = chain.get("cumulative_scheduled_tokens")
-    return total if isinstance(total, int) else None
+    chain = (started.get("chain") if isinstance(started, dict) else None) or {}
+    # A selected checkpoint's passport counts the tokens up to its step, a run's up to its end.
+    key = "cumulative_tokens_at_step" if holds(read_manifest(holder), CHECKPOINT) else "cumulative_scheduled_tokens"
+    total = chain.get(key) if isinstance(chain, dict) else None
+    return total if isinstance(total, int) and not isinstance(total, bool) else None
 
 
 def chain_block(config: TrainConfig, result: TrainingResult) -> dict[str, Any]:
