@@ -235,7 +235,13 @@ def test_D4_select_best_of_a_cache_restored_run_copies_real_files_that_verify(wo
     for name in ("passport.json", "parameters.safetensors"):
         copied = work / "results/train/best" / name
         assert stat.S_ISREG(copied.lstat().st_mode), name
-    assert sha256(work / "results/train/best/passport.json") == sha256(work / "cache/e1/passport.json")
+    # The passport of the chosen weights is made from the run's, read through its link.
+    best = json.loads((work / "results/train/best/passport.json").read_text())
+    assert best["model"] == json.loads((work / "cache/e1/passport.json").read_text())["model"]
+    assert (
+        best["selected"]["step"]
+        == json.loads((work / "results/train/best/selected-checkpoint.json").read_text())["step"]
+    )
     assert verify(work / "results/train/best")[1] == []
 
 

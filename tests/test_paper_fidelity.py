@@ -12,6 +12,7 @@ import torch
 from conftest import TINY_TRAIN
 
 from gptlineage.cli import main
+from gptlineage.commands.select_best import selected_passport
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.training.passport import tokens_at_start
 
@@ -34,8 +35,10 @@ def test_a_checkpoint_chosen_before_the_end_counts_only_the_updates_up_to_it(tin
     """The paper's continuation starts from pretraining's best checkpoint at step 100,000 of
     122,071 (8,192 tokens an update): 819,200,000 tokens before it, not the 1,000,005,632 scheduled."""
     chosen = tmp_path / "best"
+    run_passport = tiny_chain / "stage1" / "passport.json"
+    chosen_passport = selected_passport(passport_of(tiny_chain / "stage1"), run_passport, {"step": 2}, {})
     with ArtifactWriter(chosen, command="select-best", parameters={}, inputs={}) as artifact:
-        shutil.copy(tiny_chain / "stage1" / "passport.json", artifact.path / "passport.json")
+        (artifact.path / "passport.json").write_text(json.dumps(chosen_passport))
         shutil.copy(tiny_chain / "stage1" / "parameters.safetensors", artifact.path / "parameters.safetensors")
         artifact.summary = {"step": 2, "validation_loss": 1.0}
     assert tokens_at_start(chosen / "parameters.safetensors") == 2 * TOKENS_PER_UPDATE

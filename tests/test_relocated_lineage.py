@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
+from conftest import TINY_TRAIN
 
 from gptlineage.cli import main
 from gptlineage.errors import GptlineageError
+from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.lineage.sources import SourceFinder
 from gptlineage.lineage.walk import verify
 
@@ -174,3 +177,38 @@ def test_a_forged_workdir_path_is_refused_with_one_line(retrieved, capsys, hint)
         " (not absolute, no `..`)\n"
     )
     assert {path: path.read_bytes() for path in retrieved.rglob("*") if path.is_file()} == before
+
+
+def train_tiny(data: Path, output: Path) -> dict:
+    """Three tiny updates on DATA into OUTPUT; its manifest."""
+    assert main(["train", *TINY_TRAIN, "--data", str(data), "--steps", "3", "--output", str(output)]) == 0
+    return json.loads((output / "manifest.json").read_text())
+
+
+@pytest.mark.parametrize("reached", ["store copy", "linked folder"])
+def test_a_corpus_reached_through_another_path_gives_the_same_passport_and_id(tiny_chain, tmp_path, reached):
+    """The passport names the data by the corpus artifact's id and the file inside it, never by the
+    path the command was given: a store's staging copy or a linked folder give the same bytes."""
+    corpus = tmp_path / "project" / "results" / "corpus_pretrain"
+    with ArtifactWriter(corpus, command="prepare", parameters={"source": "tiny ramp"}) as artifact:
+        for name in ("train.bin", "val.bin"):
+            shutil.copy(tiny_chain / "corpus" / name, artifact.path / name)
+    if reached == "store copy":  # where Snakemake stages a remote store's corpus
+        other = tmp_path / "project" / STORE_COPY / "corpus_pretrain"
+        shutil.copytree(corpus, other)
+    else:
+        (tmp_path / "linked").symlink_to(corpus.parent, target_is_directory=True)
+        other = tmp_path / "linked" / "corpus_pretrain"
+    first = train_tiny(corpus, tmp_path / "project" / "results" / "train" / "pretrain")
+    second = train_tiny(other, tmp_path / "elsewhere" / "pretrain")
+    passport = (tmp_path / "project" / "results" / "train" / "pretrain" / "passport.json").read_bytes()
+    assert (tmp_path / "elsewhere" / "pretrain" / "passport.json").read_bytes() == passport
+    assert first["id"] == second["id"]
+    corpus_id = json.loads((corpus / "manifest.json").read_text())["id"]
+    train_bin = json.loads(passport)["data"]["train_bin"]
+    assert {key: train_bin[key] for key in ("role", "artifact_id", "member")} == {
+        "role": "train_bin",
+        "artifact_id": corpus_id,
+        "member": "train.bin",
+    }
+    assert "path" not in train_bin and str(tmp_path) not in passport.decode()

@@ -124,6 +124,49 @@ def test_select_best_picks_the_lowest_saved_validation_loss(corpus, tmp_path):
     ).read_bytes()
 
 
+def validation_losses(run: Path) -> dict[int, float]:
+    points = json.loads((run / "metrics.json").read_text())["points"]
+    return {p["step"]: p["loss"] for p in points if p["phase"] == "validation"}
+
+
+def test_the_best_passport_describes_the_chosen_step_not_the_run(corpus, tmp_path):
+    """A second stage trained from the first's best, fast enough (lr 0.03) that its validation loss rises after step 2:
+    its best is not its last step, and its passport gives that step's tokens, loss and chain total."""
+    every = ["--eval-every", "2", "--checkpoint-every", "2", "--threads", "1"]
+    assert train(corpus, tmp_path / "one", "--steps", "4", *every) == 0
+    assert main(["select-best", "--run", str(tmp_path / "one"), "--output", str(tmp_path / "best_one")]) == 0
+    upstream = json.loads((tmp_path / "best_one/passport.json").read_text())["chain"]["cumulative_tokens_at_step"]
+    load = ["--load-params", str(tmp_path / "best_one/parameters.safetensors")]
+    assert train(corpus, tmp_path / "two", "--steps", "8", "--lr", "0.03", *every, *load) == 0
+    assert main(["select-best", "--run", str(tmp_path / "two"), "--output", str(tmp_path / "best_two")]) == 0
+    run = json.loads((tmp_path / "two/passport.json").read_text())
+    best = json.loads((tmp_path / "best_two/passport.json").read_text())
+    losses_two = validation_losses(tmp_path / "two")
+    step = min((s for s in losses_two if s > 0), key=losses_two.get)
+    assert 0 < step < 8 and upstream == 4 * 64 == run["chain"]["started_from_tokens"]
+    assert best["schema"] == "gptlineage.selected-checkpoint-passport.v1"
+    assert best["selected"]["step"] == step and best["selected"]["tokens"] == step * 64
+    assert best["selected"]["validation_loss"] == losses_two[step] != losses_two[8]
+    assert best["chain"] == {
+        "started_from_tokens": upstream,
+        "this_stage_tokens_at_step": step * 64,
+        "cumulative_tokens_at_step": upstream + step * 64,
+    }
+    # What describes the whole run is under `run`, nowhere at the top; what still holds is kept.
+    assert not {"schedule", "validation", "resumed_at_step"} & set(best)
+    assert best["run"]["chain"]["cumulative_scheduled_tokens"] == upstream + 8 * 64
+    assert best["run"]["schedule"] == run["schedule"] and best["run"]["validation"] == run["validation"]
+    assert best["run"]["artifact_id"] == json.loads((tmp_path / "two/manifest.json").read_text())["id"]
+    assert best["run"]["checkpoint"] == f"checkpoints/step-{step}/parameters.safetensors"
+    assert all(best[key] == run[key] for key in ("model", "parameters", "data", "seeds", "code", "statements"))
+    # The next stage counts the tokens up to the chosen step, not the run's end.
+    load = ["--load-params", str(tmp_path / "best_two/parameters.safetensors")]
+    assert train(corpus, tmp_path / "three", "--steps", "2", *load) == 0
+    three = json.loads((tmp_path / "three/passport.json").read_text())
+    assert three["chain"]["started_from_tokens"] == upstream + step * 64
+    assert main(["lineage", "verify", str(tmp_path / "best_two")]) == 0
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

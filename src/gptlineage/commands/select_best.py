@@ -1,8 +1,10 @@
 """Pick the saved checkpoint with the lowest validation loss (after step 0) of a training run.
 
 Writes `selected-checkpoint.json` {schema, checkpoint, loss, selection, step}, the chosen
-checkpoint's `parameters.safetensors` (the next stage loads it with `--load-params`) and the
-run's `passport.json`, so other commands can take the selection as `--run`.
+checkpoint's `parameters.safetensors` (the next stage loads it with `--load-params`) and a
+`passport.json` of those weights (the run's, with the chosen step's tokens and validation loss
+and the chain's tokens up to that step; what describes the whole run under `run`), so other
+commands can take the selection as `--run`.
 
 Example:
     gptlineage select-best --run results/train/pretrain --output results/examples/best_pretrain
@@ -11,13 +13,15 @@ Example:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gptlineage.errors import GptlineageError
-from gptlineage.jsonio import read_json, write_json_atomic
+from gptlineage.jsonio import parse_json, read_json, write_json_atomic
 from gptlineage.lineage.artifact import ArtifactWriter, link_member
 from gptlineage.lineage.declaration import CHECKPOINT, Declaration, Metric
 from gptlineage.settings import add_flags, check_settings, from_args, output_setting, setting
@@ -27,6 +31,10 @@ from gptlineage.training.metrics import best_checkpoint
 EXAMPLE = "gptlineage select-best --run results/train/pretrain --output results/examples/best_pretrain"
 DECLARATION = Declaration(metrics=(Metric("best_val_loss", "summary", "validation_loss"),), holds=CHECKPOINT)
 SELECTION = "lowest validation loss among saved checkpoints after step 0"
+SELECTED_SCHEMA = "gptlineage.selected-checkpoint-passport.v1"
+# A training passport's fields that describe the run to its end (or its process), not the weights
+# saved at one step: a selected checkpoint's passport moves them under `run`.
+WHOLE_RUN = ("schedule", "validation", "resumed_checkpoint", "resumed_at_step")
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,46 @@ def read_points(path: Path) -> list[dict[str, Any]]:
     return points
 
 
+def read_recorded(path: Path, sha256: str) -> Any:
+    """The JSON document at PATH, refused unless its bytes hash to SHA256 (what the manifest records)."""
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise GptlineageError(f"{path}: changed while it was being read (its sha256 is not the one recorded)")
+    return parse_json(data, str(path))
+
+
+def selected_passport(run: Any, source: Path, selected: Mapping[str, Any], holder: Mapping[str, Any]) -> dict[str, Any]:
+    """The passport of the weights a run saved at one step (select-best): RUN's (the run's passport,
+    read from SOURCE) fields that still hold (dimensions, data, seeds, code...), SELECTED (step,
+    validation loss, selection) with the tokens trained up to that step, and the chain's tokens up
+    to it. What describes the whole run goes under `run`, with HOLDER (the run artifact's id and the
+    checkpoint's place in it, from the input entry)."""
+    schedule = run.get("schedule") if isinstance(run, dict) else None
+    per_update = schedule.get("tokens_per_update") if isinstance(schedule, dict) else None
+    chain = run.get("chain") if isinstance(run, dict) else None
+    if not isinstance(per_update, int) or isinstance(per_update, bool) or not isinstance(chain, dict):
+        raise GptlineageError(f"{source}: not a training passport (no integer schedule.tokens_per_update or no chain)")
+    tokens, before = selected["step"] * per_update, chain.get("started_from_tokens")
+    known = isinstance(before, int) and not isinstance(before, bool)
+    return {
+        "schema": SELECTED_SCHEMA,
+        "selected": {**selected, "tokens": tokens},
+        "chain": {
+            "started_from_tokens": before if known else None,
+            "this_stage_tokens_at_step": tokens,
+            "cumulative_tokens_at_step": before + tokens if known else None,
+        },
+        **{key: value for key, value in run.items() if key not in (*WHOLE_RUN, "schema", "chain")},
+        "run": {
+            "artifact_id": holder.get("artifact_id"),
+            "checkpoint": holder.get("member"),
+            "schema": run.get("schema"),
+            "chain": chain,
+            **{key: run.get(key) for key in WHOLE_RUN},
+        },
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     config = from_args(SelectBestConfig, args)
     run_dir = TrainingRunFiles(config.run)
@@ -74,20 +122,24 @@ def run(args: argparse.Namespace) -> int:
             " (set --checkpoint-every to a multiple of --eval-every)"
         )
     loss = next(p["loss"] for p in points if p["phase"] == "validation" and p["step"] == step)
-    chosen = saved[step] / PARAMETERS_FILE
-    passport = run_dir.passport
+    chosen, passport = saved[step] / PARAMETERS_FILE, run_dir.passport
+    selected = {"step": step, "validation_loss": loss, "selection": SELECTION}
+    selected_passport(read_json(passport, "missing; --run must be a training artifact"), passport, selected, {})
     with ArtifactWriter(
         config.output,
         command=args.command,
         parameters={"selection": SELECTION},
         inputs={"checkpoint": chosen, "passport": passport},
     ) as artifact:
-        # The run's passport comes along, so `--run results/best_pretrain` gives dimensions and weights.
-        # A run restored from Snakemake's cache is a directory of links: the files linked are the
-        # ones they serve, checked against the hashes the manifest records for them.
-        recorded = {entry["role"]: entry["sha256"] for entry in artifact.input_entries}
-        for role, source, name in (("checkpoint", chosen, PARAMETERS_FILE), ("passport", passport, PASSPORT_FILE)):
-            link_member(source, artifact.path / name, recorded[role])
+        # A run restored from Snakemake's cache is a directory of links: the file linked is the
+        # one it serves, checked against the hash the manifest records for it.
+        recorded = {entry["role"]: entry for entry in artifact.input_entries}
+        link_member(chosen, artifact.path / PARAMETERS_FILE, recorded["checkpoint"]["sha256"])
+        # The passport describes these weights (`--run results/best_pretrain` gives their dimensions),
+        # made from the bytes the manifest records for the run's passport.
+        run_passport = read_recorded(passport, recorded["passport"]["sha256"])
+        chosen_passport = selected_passport(run_passport, passport, selected, recorded["checkpoint"])
+        write_json_atomic(artifact.path / PASSPORT_FILE, chosen_passport)
         write_json_atomic(
             artifact.path / "selected-checkpoint.json",
             {

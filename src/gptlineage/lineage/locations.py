@@ -3,6 +3,8 @@
 Example:
     >>> location_free({"run": "results/x", "steps": 5}, {"run": "results/x"}, {})  # doctest: +SKIP
     {'run': 'input:run', 'steps': 5}
+    >>> input_place(describe_input("train_bin", "results/corpus/train.bin", out))  # doctest: +SKIP
+    {'role': 'train_bin', 'artifact_id': '3f2a...', 'member': 'train.bin'}
 
 A store's local copy (`.snakemake/storage/s3/BUCKET/PREFIX/results/...`), another checkout or a
 renamed tree names the same input by another path; the id covers the parameters, so they must
@@ -15,6 +17,16 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+
+def input_place(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """Where an input lies, as a file the command writes may record it (a passport): its role with
+    the id of the artifact holding it and its path inside that artifact, or, for a plain source,
+    its path relative to the artifact being written. ENTRY: the input's manifest entry
+    (`describe_input`), whose `path` alone would name the place the job's files were staged."""
+    if "artifact_id" in entry:
+        return {"role": entry["role"], "artifact_id": entry["artifact_id"], "member": entry["member"]}
+    return {"role": entry["role"], "path": entry["path"]}
 
 
 def location_free(

@@ -5,11 +5,13 @@ reference's theorem names, each with the tests here that mirror it) and the runt
 what those tests cover and what they do not (see `model.statements`).
 
 Example:
-    write_json_atomic(Path("results/train/pretrain/passport.json"), passport(config, result))
+    write_json_atomic(Path("results/train/pretrain/passport.json"), passport(config, result, entries, output, None))
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from gptlineage.jsonio import read_json
 from gptlineage.lineage.artifact import find_artifact_dir, read_manifest
 from gptlineage.lineage.declaration import CHECKPOINT, holds
 from gptlineage.lineage.identity import code_identity, environment_identity
+from gptlineage.lineage.locations import input_place
 from gptlineage.model.statements import RUNTIME_BOUNDARY, passport_statements
 from gptlineage.training.config import DATA_ROLES, TrainConfig
 from gptlineage.training.layout import TrainingRunFiles
@@ -30,8 +33,9 @@ from gptlineage.training.step import ADAM_BETAS, ADAM_EPS
 PASSPORT_SCHEMA = "gptlineage.training-passport.v1"
 
 
-def as_text(value: Any) -> str | None:
-    return None if value is None else str(value)
+def relative_to(path: Path | None, output: Path) -> str | None:
+    """PATH from the artifact OUTPUT (a resumed checkpoint lies in the work directory beside it)."""
+    return None if path is None else os.path.relpath(os.path.abspath(path), os.path.abspath(output))
 
 
 def schedule_block(config: TrainConfig, result: TrainingResult) -> dict[str, Any]:
@@ -55,26 +59,19 @@ def schedule_block(config: TrainConfig, result: TrainingResult) -> dict[str, Any
 def tokens_at_start(load_params: Path | None) -> int | None:
     """The chain's scheduled tokens up to the parameters a run starts from: 0 from scratch; for a
     training artifact's final parameters its cumulative total; for a selected checkpoint (select-best)
-    the tokens before that run plus its updates up to the chosen step. None when the parameters come
-    with no passport of ours (their training is not known)."""
+    the total its passport records at the chosen step (the tokens before that run plus its updates
+    up to the step). None when the parameters come with no passport of ours (their training is not known)."""
     if load_params is None:
         return 0
     holder = find_artifact_dir(load_params)
     if holder is None or not TrainingRunFiles(holder).passport.is_file():
         return None
     started = read_json(TrainingRunFiles(holder).passport)
-    if not isinstance(started, dict):
-        return None
-    chain, schedule = started.get("chain") or {}, started.get("schedule") or {}
-    before = chain.get("started_from_tokens")
-    manifest = read_manifest(holder)
-    if holds(manifest, CHECKPOINT):
-        step, per_update = (manifest.get("summary") or {}).get("step"), schedule.get("tokens_per_update")
-        if not (isinstance(before, int) and isinstance(step, int) and isinstance(per_update, int)):
-            return None
-        return before + step * per_update
-    total = chain.get("cumulative_scheduled_tokens")
-    return total if isinstance(total, int) else None
+    chain = (started.get("chain") if isinstance(started, dict) else None) or {}
+    # A selected checkpoint's passport counts the tokens up to its step, a run's up to its end.
+    key = "cumulative_tokens_at_step" if holds(read_manifest(holder), CHECKPOINT) else "cumulative_scheduled_tokens"
+    total = chain.get(key) if isinstance(chain, dict) else None
+    return total if isinstance(total, int) and not isinstance(total, bool) else None
 
 
 def chain_block(config: TrainConfig, result: TrainingResult) -> dict[str, Any]:
@@ -88,9 +85,13 @@ def chain_block(config: TrainConfig, result: TrainingResult) -> dict[str, Any]:
     }
 
 
-def passport(config: TrainConfig, result: TrainingResult, resumed: Path | None = None) -> dict[str, Any]:
-    """Dimensions, schedule, data, seeds, runtime and code of one run; `resumed` is the checkpoint it continued."""
+def passport(
+    config: TrainConfig, result: TrainingResult, inputs: Sequence[Mapping[str, Any]], output: Path, resumed: Path | None
+) -> dict[str, Any]:
+    """Dimensions, schedule, data, seeds, runtime and code of one run; INPUTS are its manifest's
+    input entries, OUTPUT the artifact it writes, `resumed` the checkpoint it continued."""
     run, runtime, seed = result.plan, config.runtime, config.schedule.seed
+    places = {entry["role"]: entry for entry in inputs}
     return {
         "schema": PASSPORT_SCHEMA,
         "preset": config.model.preset,
@@ -111,14 +112,16 @@ def passport(config: TrainConfig, result: TrainingResult, resumed: Path | None =
             "standard_deviation": 0.02,
             "residual_projection_standard_deviation": run.model.residual_std,
         },
+        # Each input by role and the artifact holding it, never by the path it was reached through
+        # (a store's staging copy, another checkout): the same data gives the same passport.
         "data": {
-            role: {"path": as_text(getattr(config.data, role)), "sha256": result.hashes[f"{role}_sha256"]}
+            role: {**input_place(places[role]), "sha256": result.hashes[f"{role}_sha256"]}
             for role in DATA_ROLES
             if getattr(config.data, role)
         },
         "seeds": {"initialization_and_batches": seed, "validation_batches": validation_seed(seed)},
-        "loaded_parameters": as_text(config.checkpoints.load_params),
-        "resumed_checkpoint": as_text(resumed or config.checkpoints.resume),
+        "loaded_parameters": input_place(places["load_params"]) if "load_params" in places else None,
+        "resumed_checkpoint": relative_to(resumed or config.checkpoints.resume, output),
         "resumed_at_step": result.start_step,
         "validation": validation_summary(result.metrics.points),
         "device": runtime.device,

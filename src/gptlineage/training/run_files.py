@@ -75,7 +75,8 @@ def write_run(
         built = TrainingRunFiles(artifact.path)
         write_json_atomic(built.metrics, result.metrics.document())
         write_log(built.metrics_log, result.metrics.points)  # the whole history, a resumed run's too
-        write_json_atomic(built.passport, passport(given, result, config.checkpoints.resume))
+        run_passport = passport(given, result, artifact.input_entries, outputs.output, config.checkpoints.resume)
+        write_json_atomic(built.passport, run_passport)
         if sampled:
             with tracer.phase("generation", tokens=config.sample.generate):
                 samples = sample(config, training_plan, result.model)
