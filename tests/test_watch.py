@@ -19,6 +19,7 @@ from conftest import TINY_TRAIN
 from gptlineage.cli import main
 from gptlineage.commands.watch import Screen, WatchConfig, follow
 from gptlineage.errors import GptlineageError
+from gptlineage.lineage.artifact import manifest_sha256
 from gptlineage.lineage.identity import host_name
 from gptlineage.training.watch import STATUS_SCHEMA, curve
 from gptlineage.training.watch_log import CURVE_CELLS, LINE_LIMIT, PointLog, Tally
@@ -265,3 +266,23 @@ def test_the_curve_skips_nan_and_clips_huge_values():
     rows = curve([1.0, float("nan"), float("inf"), 1e308, -1e308], height=2)  # the finite ones, clipped
     assert rows == [" 1.00e+290 ┤▁█ ", "-1.00e+290 ┤██▁"]
     assert curve([float("nan")]) == []
+
+
+FORGED_SUMMARIES = {  # the finished manifest's summary (outside the id, sealed again) -> what the line shows
+    "best loss a string": ({"validation_loss": {"best": {"loss": "low", "step": 2}}, "steps": 5}, "steps 5/5,"),
+    "best loss NaN-like": ({"validation_loss": {"best": {"loss": 1e308, "step": "x"}}, "steps": 5}, "at step ?)"),
+    "steps huge": ({"steps": 10**400}, "steps ?,"),
+}
+
+
+@pytest.mark.parametrize("summary, shown", FORGED_SUMMARIES.values(), ids=FORGED_SUMMARIES.keys())
+def test_a_finished_run_with_an_odd_summary_is_shown_not_a_traceback(tiny_chain, tmp_path, capsys, summary, shown):
+    output = tmp_path / "run"
+    shutil.copytree(tiny_chain / "stage1", output)
+    manifest = json.loads((output / "manifest.json").read_text())
+    manifest["summary"] = summary
+    manifest["manifest_sha256"] = manifest_sha256(manifest)
+    (output / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["watch", str(output)]) == 0
+    captured = capsys.readouterr()
+    assert shown in captured.out.splitlines()[1] and "Traceback" not in captured.err
