@@ -18,6 +18,7 @@ from torch import nn
 
 from gptlineage.errors import GptlineageError
 from gptlineage.model.parameters import load_parameters, read_parameters, save_parameters
+from gptlineage.training import layout
 from gptlineage.training.checkpoints import (
     list_checkpoints,
     load_checkpoint,
@@ -197,18 +198,18 @@ def test_checkpoint_layout_manifest_and_latest(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["LATEST", "step-3"]
     assert (tmp_path / "LATEST").read_text() == "step-3\n"
     assert sorted(p.name for p in path.iterdir()) == [
-        "manifest.json",
+        "checkpoint.json",
         "optimizer.json",
         "optimizer.safetensors",
         "parameters.safetensors",
         "rng.safetensors",
         "state.json",
     ]
-    manifest = json.loads((path / "manifest.json").read_text())
+    manifest = json.loads((path / "checkpoint.json").read_text())
     assert manifest["schema"] == "gptlineage.training.checkpoint.v1"
     assert manifest["completed_step"] == 3
     assert manifest["config"] == CONFIG
-    assert sorted(manifest["files"]) == sorted(p.name for p in path.iterdir() if p.name != "manifest.json")
+    assert sorted(manifest["files"]) == sorted(p.name for p in path.iterdir() if p.name != "checkpoint.json")
     assert json.loads((path / "state.json").read_text()) == {"completed_step": 3, "losses": losses}
 
     with safe_open(str(path / "optimizer.safetensors"), framework="pt") as handle:
@@ -473,7 +474,7 @@ def test_a_save_killed_after_the_rename_but_before_latest_is_redone(tmp_path, mo
     with pytest.raises(Killed):
         save_checkpoint(root, 2, model, optimizer, {"completed_step": 2}, CONFIG)
     monkeypatch.undo()
-    assert (root / "step-2" / "manifest.json").is_file()  # complete, but LATEST never moved
+    assert (root / "step-2" / "checkpoint.json").is_file()  # complete, but LATEST never moved
     check_recovery(root, reference)
 
 
@@ -493,3 +494,19 @@ def test_no_source_file_uses_pickle_based_serialization():
     ]
     assert offenders == []
     assert FORBIDDEN.search("state = torch.load(path)") and FORBIDDEN.search("np.load(f, allow_pickle=True)")
+
+
+def test_an_old_tree_whose_records_are_named_manifest_json_still_resumes_with_a_note(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(layout, "_noted_old", [])
+    model, optimizer = make(0)
+    for step in (1, 2):
+        save_checkpoint(tmp_path, step, model, optimizer, {"completed_step": step}, CONFIG)
+    assert not list(tmp_path.glob("*/manifest.json")) and len(list(tmp_path.glob("*/checkpoint.json"))) == 2
+    for step in (1, 2):
+        (tmp_path / f"step-{step}" / "checkpoint.json").rename(tmp_path / f"step-{step}" / "manifest.json")
+    assert [step for step, _ in layout.list_checkpoints(tmp_path)] == [1, 2]  # what select-best picks from
+    assert load_checkpoint(tmp_path, *make(3))["completed_step"] == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"note: {tmp_path / 'step-1' / 'manifest.json'}: a checkpoint record under its old name, read as checkpoint.json"
+    ]

@@ -58,8 +58,8 @@ def test_the_deliverable_summary_carries_the_chains_tokens(tiny_chain, tmp_path)
 
 
 def test_checkpoint_manifests_name_the_torch_version_and_optimizer(tiny_chain):
-    manifests = sorted((tiny_chain / "stage1").glob("checkpoints/step-*/manifest.json"))
-    assert manifests
+    manifests = sorted((tiny_chain / "stage1").glob("checkpoints/step-*/checkpoint.json"))
+    assert manifests and not list((tiny_chain / "stage1").glob("checkpoints/**/manifest.json"))
     for path in manifests:
         manifest = json.loads(path.read_text())
         assert manifest["torch_version"] == torch.__version__

@@ -18,8 +18,11 @@ from conftest import TINY_TRAIN
 
 from gptlineage.cli import main
 from gptlineage.commands.watch import Screen, WatchConfig, follow
+from gptlineage.errors import GptlineageError
+from gptlineage.lineage.artifact import manifest_sha256
 from gptlineage.lineage.identity import host_name
 from gptlineage.training.watch import STATUS_SCHEMA, curve
+from gptlineage.training.watch_log import CURVE_CELLS, LINE_LIMIT, PointLog, Tally
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -175,3 +178,111 @@ def test_the_loss_curve_spans_its_range_in_eighths():
     assert curve([2.0, 2.0], height=2) == ["    2.0000 ┤  ", "    2.0000 ┤▁▁"]
     assert [len(row) for row in curve([float(i % 7) for i in range(1000)], width=50)] == [12 + 50] * 4
     assert curve([]) == []
+
+
+ODD_LOSSES = {  # a live point's loss -> what the progress line shows for it
+    "nan": ("NaN", "loss nan"),
+    "inf": ("Infinity", "loss inf"),
+    "huge": ("1e308", "loss 1.000000e+308"),
+    "huge negative": ("-1e308", "loss -1.000000e+308"),
+    "huge integer": ("1" + "0" * 400, "loss inf"),
+}
+
+
+@pytest.mark.parametrize("text, shown", ODD_LOSSES.values(), ids=ODD_LOSSES.keys())
+def test_odd_live_losses_are_shown_not_a_traceback(tmp_path, text, shown):
+    work = stage_live_run(tmp_path / "run", os.getpid(), points=2)
+    with (work / "metrics.jsonl").open("a") as handle:
+        handle.write('{"phase": "train", "step": 3, "loss": ' + text + ', "tokens_per_second": ' + text + "}\n")
+    stream = io.StringIO()
+    with pytest.raises(GptlineageError, match="the run ended without writing its artifact"):
+        follow(WatchConfig(run=work, interval=1.0), Screen(stream), sleep=lambda _: shutil.rmtree(work))
+    line = stream.getvalue().splitlines()[1]
+    assert line.startswith(f"step 3/10 (30%) {shown} tok/s 1,000, elapsed "), line  # the median of 3 speeds
+
+
+ODD_PROGRESS = {  # a progress.json value no run writes -> the key the error line names
+    "nan start": ("started_unix", float("nan")),
+    "inf start": ("started_unix", "-inf"),
+    "huge steps": ("steps", 10**400),
+    "negative start step": ("start_step", -1),
+    "huge pid": ("pid", 2**70),
+    "pid 0": ("pid", 0),
+    "host a number": ("host", 7),
+}
+
+
+@pytest.mark.parametrize("key, value", ODD_PROGRESS.values(), ids=ODD_PROGRESS.keys())
+def test_odd_progress_values_are_one_error_line_naming_the_key(tmp_path, capsys, key, value):
+    work = stage_live_run(tmp_path / "run", os.getpid())
+    status = json.loads((work / "progress.json").read_text())
+    (work / "progress.json").write_text(json.dumps({**status, key: value}))
+    assert main(["watch", str(work)]) == 1
+    assert f"progress.json: not a {STATUS_SCHEMA} document ({key!r} is " in one_error_line(capsys)
+
+
+def test_the_live_log_is_read_from_where_the_last_look_stopped(tmp_path):
+    work = stage_live_run(tmp_path / "run", os.getpid(), points=3)
+    log = PointLog(work / "metrics.jsonl")
+    assert log.look().count == 3 and log.offset == (work / "metrics.jsonl").stat().st_size
+    with (work / "metrics.jsonl").open("a") as handle:
+        handle.write('{"phase": "train", "step": 4, "loss": 1.0}\n{"phase": "train", "st')  # the last unfinished
+    before = log.offset
+    tally = log.look()
+    assert tally.count == 4 and tally.latest("train")["step"] == 4 and log.lines == 4
+    assert log.offset == before + len('{"phase": "train", "step": 4, "loss": 1.0}\n')
+    with (work / "metrics.jsonl").open("a") as handle:
+        handle.write('ep": 5, "loss": 0.5}\n')
+    assert log.look().latest("train")["step"] == 5
+
+
+def test_a_replaced_or_shorter_live_log_is_read_again_from_its_start(tmp_path):
+    work = stage_live_run(tmp_path / "run", os.getpid(), points=5)
+    log = PointLog(work / "metrics.jsonl")
+    assert log.look().count == 5
+    replacement = work / "new.jsonl"
+    replacement.write_text('{"phase": "train", "step": 1, "loss": 9.0}\n' * 7)
+    os.replace(replacement, work / "metrics.jsonl")  # what a restart from a checkpoint does
+    assert log.look().count == 7 and log.tally.latest("train")["loss"] == 9.0
+    (work / "metrics.jsonl").write_text('{"phase": "validation", "step": 2, "loss": 3.0}\n')  # cut, same file
+    tally = log.look()
+    assert tally.count == 1 and tally.latest("train") is None and tally.latest("validation")["loss"] == 3.0
+    (work / "metrics.jsonl").unlink()
+    assert log.look().count == 0
+
+
+def test_a_long_live_log_keeps_a_bounded_curve_and_refuses_an_endless_line(tmp_path):
+    tally = Tally.of({"phase": "train", "step": i, "loss": float(i % 2)} for i in range(CURVE_CELLS * 5))
+    assert len(tally.cells) <= CURVE_CELLS + 1 and tally.count == CURVE_CELLS * 5
+    assert all(value == 0.5 for value in tally.curve_values()[:-1])  # each full cell holds both losses
+    assert Tally.of({"phase": "train", "step": 1, "loss": v} for v in (1.0, 2.0)).curve_values() == [1.0, 2.0]
+    work = stage_live_run(tmp_path / "run", os.getpid(), points=1)
+    (work / "metrics.jsonl").write_text("x" * (LINE_LIMIT + 10))
+    with pytest.raises(GptlineageError, match="metrics.jsonl: line 1 is over "):
+        PointLog(work / "metrics.jsonl").look()
+
+
+def test_the_curve_skips_nan_and_clips_huge_values():
+    rows = curve([1.0, float("nan"), float("inf"), 1e308, -1e308], height=2)  # the finite ones, clipped
+    assert rows == [" 1.00e+290 ┤▁█ ", "-1.00e+290 ┤██▁"]
+    assert curve([float("nan")]) == []
+
+
+FORGED_SUMMARIES = {  # the finished manifest's summary (outside the id, sealed again) -> what the line shows
+    "best loss a string": ({"validation_loss": {"best": {"loss": "low", "step": 2}}, "steps": 5}, "steps 5/5,"),
+    "best loss NaN-like": ({"validation_loss": {"best": {"loss": 1e308, "step": "x"}}, "steps": 5}, "at step ?)"),
+    "steps huge": ({"steps": 10**400}, "steps ?,"),
+}
+
+
+@pytest.mark.parametrize("summary, shown", FORGED_SUMMARIES.values(), ids=FORGED_SUMMARIES.keys())
+def test_a_finished_run_with_an_odd_summary_is_shown_not_a_traceback(tiny_chain, tmp_path, capsys, summary, shown):
+    output = tmp_path / "run"
+    shutil.copytree(tiny_chain / "stage1", output)
+    manifest = json.loads((output / "manifest.json").read_text())
+    manifest["summary"] = summary
+    manifest["manifest_sha256"] = manifest_sha256(manifest)
+    (output / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["watch", str(output)]) == 0
+    captured = capsys.readouterr()
+    assert shown in captured.out.splitlines()[1] and "Traceback" not in captured.err

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 EVERY_S = 10.0  # seconds between two progress lines at the least (a fixed policy, never a setting)
 MAX_LINES = 100  # about this many lines for a whole task, the first and the last included
+LONGEST_S = 9999 * 86400  # a duration beyond this (a clock gone wrong) reads ">9999d"
 
 
 def print_flushed(line: str) -> None:
@@ -35,8 +36,12 @@ def print_flushed(line: str) -> None:
 
 
 def duration(seconds: float) -> str:
-    """A short duration: 9s, 3m04s, 2h05m, 3d04h."""
-    seconds = max(0, round(seconds))
+    """A short duration: 9s, 3m04s, 2h05m, 3d04h; `?` for NaN, `>9999d` beyond that."""
+    if math.isnan(seconds):
+        return "?"
+    if seconds > LONGEST_S:
+        return ">9999d"
+    seconds = round(max(0, seconds))
     if seconds < 60:
         return f"{seconds}s"
     minutes, seconds = divmod(seconds, 60)
@@ -53,13 +58,22 @@ def counted(done: int, total: int | None) -> str:
     """`N/T (p%)`, the percentage rounded down so 100% means done; `N` alone without a total."""
     if total is None:
         return f"{done}"
-    percent = math.floor(100 * done / total) if total > 0 else 100
+    percent = 100 * done // total if total > 0 else 100  # integers throughout: no float overflows
     return f"{done}/{total} ({percent}%)"
 
 
 def loss_text(loss: float | None) -> str:
-    """A loss as progress lines print it (metric points hold None for a loss that was not finite)."""
-    return "n/a" if loss is None else f"{loss:.6f}"
+    """A loss as progress lines print it (metric points hold None for a loss that was not finite):
+    6 decimals; `nan`, `inf` or `-inf` as such; a power of ten from a billion on (1.000000e+308)."""
+    if loss is None:
+        return "n/a"
+    try:
+        value = float(loss)
+    except OverflowError:  # an integer past a float's range
+        value = math.inf if loss > 0 else -math.inf
+    if not math.isfinite(value):
+        return str(value)
+    return f"{value:.6f}" if abs(value) < 1e9 else f"{value:.6e}"
 
 
 def remaining_seconds(elapsed: float, done: int, left: int) -> float | None:

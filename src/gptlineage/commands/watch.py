@@ -27,20 +27,19 @@ from gptlineage.errors import GptlineageError
 from gptlineage.lineage.checks import printable
 from gptlineage.progress import counted
 from gptlineage.settings import add_flags, check_settings, from_args, setting
-from gptlineage.training.layout import METRICS_FILE
+from gptlineage.training.layout import METRICS_FILE, METRICS_LOG_FILE
 from gptlineage.training.watch import (
     State,
     Target,
     curve,
     finished_lines,
     first_look,
-    latest,
     locate,
-    losses,
     observe,
     progress_line,
     read_points_document,
 )
+from gptlineage.training.watch_log import PointLog
 
 EXAMPLE = "gptlineage watch results/train/sft_stage1"
 
@@ -93,11 +92,11 @@ class Screen:
 def live_block(state: State, now: float) -> list[str]:
     if state.live is None:
         return ["waiting for the training steps to begin (loading data, first validation)"]
-    return [progress_line(state.live, state.points, now), *curve(losses(state.points))]
+    return [progress_line(state.live, state.tally, now), *curve(state.tally.curve_values())]
 
 
 def stopped_message(target: Target, state: State) -> str:
-    live, point = state.live, latest(state.points, "train")
+    live, point = state.live, state.tally.latest("train")
     step = point["step"] if point else live.start_step
     return (
         f"{printable(target.work)}: the run stopped at step {counted(step, live.steps)} without finishing"
@@ -108,8 +107,8 @@ def stopped_message(target: Target, state: State) -> str:
 
 def summary(target: Target) -> list[str]:
     """The finished run's summary and its train loss curve; RUN must be a train artifact."""
-    lines = finished_lines(target.output)
-    return [*lines, *curve(losses(list(read_points_document(target.output / METRICS_FILE))))]
+    tally = read_points_document(target.output / METRICS_FILE)
+    return [*finished_lines(target.output, tally), *curve(tally.curve_values())]
 
 
 def follow(
@@ -120,13 +119,14 @@ def follow(
 ) -> int:
     """Look at RUN's files until its artifact appears; 0 then, an error when it stops without one."""
     target = locate(config.run)
-    state, stale = first_look(target)
+    log = PointLog(target.work / METRICS_LOG_FILE)  # kept across looks: each reads only the new lines
+    state, stale = first_look(target, log)
     if state.kind != "finished":
         screen.write([f"watching {printable(target.output)} (live files in {printable(target.work)})"])
     while state.kind in ("starting", "running"):
-        screen.block(len(state.points) if state.live else None, live_block(state, clock()))
+        screen.block(state.tally.count if state.live else None, live_block(state, clock()))
         sleep(config.interval)
-        state = observe(target, stale)
+        state = observe(target, stale, log)
     screen.clear()
     if state.kind == "stopped":
         raise GptlineageError(stopped_message(target, state))

@@ -22,7 +22,7 @@ On disk:
         optimizer.json           optimizer type, param_groups hyper-parameters, name order
         rng.safetensors          torch CPU RNG state, and on CUDA the training GPU's, as uint8 tensors
         state.json               the caller's training_state
-        manifest.json            schema, completed_step, config, files {name: sha256}
+        checkpoint.json          schema, completed_step, config, files {name: sha256} (manifest.json before)
 
 A checkpoint is built in `root/.step-N.tmp/`, every file fsynced, renamed to `root/step-N/`,
 and only then does LATEST move. A process killed at any point therefore leaves the previous
@@ -52,6 +52,7 @@ from gptlineage.training.layout import (
     CHECKPOINT_MANIFEST,
     PARAMETERS_FILE,
     checkpoint_name,
+    checkpoint_record,
     checkpoint_step,
     list_checkpoints,
 )
@@ -199,7 +200,7 @@ class CheckpointContents:
 def checkpoint_directory(path: str | Path) -> Path:
     """A `step-N` directory as given, or the one a root's LATEST names."""
     path = Path(path)
-    if (path / MANIFEST_FILE).is_file():
+    if checkpoint_record(path) is not None:
         return path
     latest = path / LATEST_FILE
     if not latest.is_file():
@@ -207,14 +208,14 @@ def checkpoint_directory(path: str | Path) -> Path:
     name = latest.read_text(encoding="utf-8").strip()
     if checkpoint_step(name) is None:
         raise GptlineageError(f"{latest}: does not name a step-N directory (it holds {name!r})")
-    if not (path / name / MANIFEST_FILE).is_file():
+    if checkpoint_record(path / name) is None:
         raise GptlineageError(f"{latest}: names {name}, which holds no {MANIFEST_FILE}")
     return path / name
 
 
 def read_checkpoint_manifest(directory: Path) -> dict[str, Any]:
     """The manifest, with its schema, step and file list checked."""
-    manifest_path = directory / MANIFEST_FILE
+    manifest_path = checkpoint_record(directory) or directory / MANIFEST_FILE
     manifest = read_json(manifest_path)
     if not isinstance(manifest, dict) or manifest.get("schema") != CHECKPOINT_SCHEMA:
         raise GptlineageError(f"{manifest_path}: schema is not {CHECKPOINT_SCHEMA}")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,9 @@ PASSPORT_FILE = "passport.json"
 TRACE_FILE = "trace.json"
 TRACE_SUMMARY_FILE = "trace-summary.json"
 CHECKPOINTS_DIR = "checkpoints"
-CHECKPOINT_MANIFEST = "manifest.json"  # written last into a step-N directory: it means complete
+CHECKPOINT_RECORD = "checkpoint.json"  # written last into a step-N directory: it means complete
+OLD_CHECKPOINT_RECORD = "manifest.json"  # the record's name before (not an artifact manifest): still read
+CHECKPOINT_MANIFEST = CHECKPOINT_RECORD  # the name other modules import
 PROGRESS_FILE = "progress.json"  # in the work directory of a live run only
 STATUS_SCHEMA = "gptlineage.training-progress.v1"  # progress.json's schema
 WORK_SUFFIX = ".work"
@@ -69,15 +72,34 @@ def checkpoint_step(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+_noted_old: list[Path] = []  # the old-named record a note was printed for (once a process)
+
+
+def checkpoint_record(directory: Path) -> Path | None:
+    """A step-N directory's record: checkpoint.json, or manifest.json in a tree written before (a
+    one-line note on stderr the first time); None if neither."""
+    if (directory / CHECKPOINT_RECORD).is_file():
+        return directory / CHECKPOINT_RECORD
+    if not (directory / OLD_CHECKPOINT_RECORD).is_file():
+        return None
+    if not _noted_old:
+        _noted_old.append(directory / OLD_CHECKPOINT_RECORD)
+        print(
+            f"note: {directory / OLD_CHECKPOINT_RECORD}: a checkpoint record under its old name, read as {CHECKPOINT_RECORD}",
+            file=sys.stderr,
+        )
+    return directory / OLD_CHECKPOINT_RECORD
+
+
 def list_checkpoints(root: str | Path) -> list[tuple[int, Path]]:
-    """Complete `step-N` directories under `root` (those holding a manifest), oldest first."""
+    """Complete `step-N` directories under `root` (those holding a record), oldest first."""
     root = Path(root)
     if not root.is_dir():
         return []
     found = []
     for entry in root.iterdir():
         step = checkpoint_step(entry.name)
-        if step is not None and (entry / CHECKPOINT_MANIFEST).is_file():
+        if step is not None and checkpoint_record(entry) is not None:
             found.append((step, entry))
     return sorted(found)
 

@@ -6,40 +6,44 @@ when its steps begin (`training.layout.live_status`: the total steps, the step i
 process on which host runs it). The run has ended when `results/train/X/manifest.json` appears
 (the artifact is renamed into place whole). Watch reads only those files of the RUN it is given
 (the output directory or the work directory, and the other one of the pair), never a path that a
-file names, and refuses a file that is a link leading out of its directory.
+file names, and refuses a file that is a link leading out of its directory. The live log is read
+incrementally (`training.watch_log`): each look parses only the lines appended since the last.
+Odd values (a NaN, infinite or huge loss) are shown as they are ("nan", "inf", 1.0e+308) or
+clipped in the curve; a progress.json whose numbers no run writes is one error line.
 
 Example:
     target = locate(Path("results/train/sft_stage1"))   # or results/train/.sft_stage1.work
-    state = observe(target)                             # state.kind: running | finished | stopped | starting
-    print(progress_line(state.live, state.points, time.time()))
+    log = PointLog(target.work / METRICS_LOG_FILE)      # kept from one look to the next
+    state = observe(target, None, log)                  # state.kind: running | finished | stopped | starting
+    print(progress_line(state.live, state.tally, time.time()))
 """
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import statistics
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from gptlineage.errors import GptlineageError
+from gptlineage.jsonio import parse_json, regular_file_text
 from gptlineage.lineage.artifact import MANIFEST, read_manifest
 from gptlineage.lineage.checks import printable
 from gptlineage.lineage.declaration import TRAINING_RUN, holds
 from gptlineage.lineage.identity import host_name
 from gptlineage.progress import counted, duration, loss_text, remaining_seconds
 from gptlineage.training.layout import (
-    METRICS_FILE,
-    METRICS_LOG_FILE,
     PROGRESS_FILE,
     STATUS_SCHEMA,
     WORK_SUFFIX,
     work_directory,
 )
+from gptlineage.training.watch_log import CLIP, PointLog, Tally, as_float, member, metric_point, number, step_count
 
-RATE_POINTS = 20  # tok/s shown: the median of the latest train points
 BARS = " ▁▂▃▄▅▆▇█"  # a curve column's eighths
 
 
@@ -64,11 +68,11 @@ class Live:
 
 @dataclass(frozen=True)
 class State:
-    """What the files say now: kind, the live status (when written) and the metric points so far."""
+    """What the files say now: kind, the live status (when written) and the tally of the metric points so far."""
 
     kind: str  # "starting" (no progress.json yet), "running", "stopped" (its process is gone), "finished", "gone"
     live: Live | None = None
-    points: tuple[dict[str, Any], ...] = ()
+    tally: Tally = field(default_factory=Tally)
 
 
 def locate(run: Path) -> Target:
@@ -86,14 +90,6 @@ def locate(run: Path) -> Target:
     return target
 
 
-def member(directory: Path, name: str) -> Path:
-    """directory/name, refused when it is a link that leads out of directory."""
-    path = directory / name
-    if path.is_symlink() and not path.resolve().is_relative_to(directory.resolve()):
-        raise GptlineageError(f"{printable(path)}: a link out of {printable(directory)}; watch reads no such file")
-    return path
-
-
 def manifest_stamp(output: Path) -> tuple[int, int, int] | None:
     """(device, inode, change time) of output's manifest, or None: a new artifact's manifest is a new
     file, so its change time differs even where its inode number is a reused one."""
@@ -105,55 +101,30 @@ def manifest_stamp(output: Path) -> tuple[int, int, int] | None:
 
 
 def read_live(work: Path) -> Live | None:
+    """progress.json of a live run, or None before it is written; numbers no run writes are one error line."""
     path = member(work, PROGRESS_FILE)
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = parse_json(regular_file_text(path), str(path))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as error:
-        raise GptlineageError(f"{printable(path)}: cannot read ({error})") from None
-    try:
-        if document["schema"] != STATUS_SCHEMA:
-            raise ValueError(document["schema"])
-        return Live(
-            int(document["steps"]),
-            int(document["start_step"]),
-            float(document["started_unix"]),
-            str(document["host"]),
-            int(document["pid"]),
-        )
-    except (KeyError, TypeError, ValueError):
-        raise GptlineageError(f"{printable(path)}: not a {STATUS_SCHEMA} document") from None
-
-
-def metric_point(value: Any) -> bool:
-    return (
-        isinstance(value, dict)
-        and value.get("phase") in ("train", "validation")
-        and isinstance(value.get("step"), int)
-        and (value.get("loss") is None or isinstance(value.get("loss"), (int, float)))
-    )
-
-
-def read_points(path: Path) -> tuple[dict[str, Any], ...]:
-    """The metric points of a JSONL log; a last line still being written is left for the next look."""
-    try:
-        text = member(path.parent, path.name).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return ()
     except (OSError, UnicodeDecodeError) as error:
         raise GptlineageError(f"{printable(path)}: cannot read ({error})") from None
-    lines = text.split("\n")
-    points = []
-    for number, line in enumerate(lines[:-1], start=1):  # the part after the last newline is unfinished
-        try:
-            point = json.loads(line)
-        except ValueError:
-            point = None
-        if not metric_point(point):
-            raise GptlineageError(f"{printable(path)}: line {number} is not a metric point")
-        points.append(point)
-    return tuple(points)
+    if not isinstance(document, dict) or document.get("schema") != STATUS_SCHEMA:
+        raise GptlineageError(f"{printable(path)}: not a {STATUS_SCHEMA} document")
+    checks = {
+        "steps": step_count,
+        "start_step": step_count,
+        "started_unix": lambda v: number(v) and math.isfinite(as_float(v)),
+        "host": lambda v: isinstance(v, str),
+        "pid": lambda v: step_count(v) and 0 < v < 2**31,  # a pid_t: os.kill takes no other
+    }
+    for key, check in checks.items():
+        if not check(document.get(key)):
+            raise GptlineageError(
+                f"{printable(path)}: not a {STATUS_SCHEMA} document ({key!r} is missing, out of range or of the wrong type)"
+            )
+    values = [document[key] for key in checks]
+    return Live(values[0], values[1], as_float(values[2]), values[3], values[4])
 
 
 def process_alive(live: Live) -> bool:
@@ -169,8 +140,9 @@ def process_alive(live: Live) -> bool:
     return True
 
 
-def observe(target: Target, stale: tuple[int, int, int] | None = None) -> State:
+def observe(target: Target, stale: tuple[int, int, int] | None, log: PointLog) -> State:
     """The run's state now; a manifest stamped `stale` is an older artifact this run replaces, not its end.
+    `log` is the run's live metrics log, kept between looks so each reads only what was appended.
 
     The manifest is looked at after the process: the run writes it before it exits, so a process
     found gone with no manifest after it has stopped without one."""
@@ -182,84 +154,79 @@ def observe(target: Target, stale: tuple[int, int, int] | None = None) -> State:
     stamp = manifest_stamp(target.output)
     if stamp is not None and stamp != stale:
         return State("finished")
-    points = read_points(target.work / METRICS_LOG_FILE)
+    tally = log.look()
     if live is None:
-        return State("starting", None, points)
-    return State("running" if alive else "stopped", live, points)
+        return State("starting", None, tally)
+    return State("running" if alive else "stopped", live, tally)
 
 
-def first_look(target: Target) -> tuple[State, tuple[int, int, int] | None]:
+def first_look(target: Target, log: PointLog) -> tuple[State, tuple[int, int, int] | None]:
     """The state at the start and the stamp of a manifest that a live run will replace (None if none)."""
     live = read_live(target.work) if target.work.is_dir() else None
     running = target.work.is_dir() and (live is None or process_alive(live))
     stale = manifest_stamp(target.output) if running else None
-    return observe(target, stale), stale
+    return observe(target, stale, log), stale
 
 
-def latest(points: tuple[dict[str, Any], ...] | list[dict[str, Any]], phase: str) -> dict[str, Any] | None:
-    return next((p for p in reversed(points) if p["phase"] == phase), None)
+def rate_text(rates: Iterable[Any]) -> str:
+    """The median of the finite speeds among `rates` (the latest train points'), or n/a."""
+    finite = [as_float(r) for r in rates if number(r) and math.isfinite(as_float(r))]
+    if not finite:
+        return "n/a"
+    median = statistics.median(finite)
+    return f"{median:,.0f}" if abs(median) < 1e15 else f"{median:.3e}"
 
 
-def losses(points: tuple[dict[str, Any], ...] | list[dict[str, Any]], phase: str = "train") -> list[float]:
-    return [p["loss"] for p in points if p["phase"] == phase and p["loss"] is not None]
-
-
-def rate_text(points: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> str:
-    rates = [p.get("tokens_per_second") for p in points if p["phase"] == "train"][-RATE_POINTS:]
-    rates = [r for r in rates if isinstance(r, (int, float))]
-    return f"{statistics.median(rates):,.0f}" if rates else "n/a"
-
-
-def progress_line(live: Live, points: tuple[dict[str, Any], ...], now: float) -> str:
+def progress_line(live: Live, tally: Tally, now: float) -> str:
     """`step N/T (p%) loss L val V (step S) tok/s R, elapsed E, ETA X` from the live files."""
-    train, validation = latest(points, "train"), latest(points, "validation")
+    train, validation = tally.latest("train"), tally.latest("validation")
     step = max(train["step"] if train else live.start_step, live.start_step)
     line = f"step {counted(step, live.steps)} loss {loss_text(train['loss'] if train else None)}"
     if validation is not None:
         line += f" val {loss_text(validation['loss'])} (step {validation['step']})"
     elapsed = max(now - live.started_unix, 0.0)
-    line += f" tok/s {rate_text(points)}, elapsed {duration(elapsed)}"
+    line += f" tok/s {rate_text(tally.rates)}, elapsed {duration(elapsed)}"
     if step < live.steps:
         eta = remaining_seconds(elapsed, step - live.start_step, live.steps - step)
         line += f", ETA {duration(eta) if eta is not None else '?'}"
     return line
 
 
-def finished_lines(output: Path) -> list[str]:
-    """The summary of a finished training artifact: steps, losses, speed and wall time."""
+def finished_lines(output: Path, tally: Tally) -> list[str]:
+    """The summary of a finished training artifact (`tally` of its metrics.json): steps, losses, speed, wall time.
+    The manifest's summary is outside the id: a value there that is not what train writes is left out."""
     manifest = read_manifest(output)
     if not holds(manifest, TRAINING_RUN):
         raise GptlineageError(f"{printable(output)}: an artifact of {manifest['command']['name']!r}, not of train")
     summary, run = manifest.get("summary") or {}, manifest.get("run") or {}
-    points = list(read_points_document(output / METRICS_FILE))
-    train, best = losses(points), (summary.get("validation_loss") or {}).get("best")
-    steps = summary.get("steps")
+    summary, run = summary if isinstance(summary, dict) else {}, run if isinstance(run, dict) else {}
+    best, steps = (summary.get("validation_loss") or {}).get("best"), summary.get("steps")
     lines = [f"finished: {printable(output)} (train artifact {manifest['id'][:12]})"]
-    line = f"steps {steps}/{steps}" if isinstance(steps, int) else "steps ?"
-    if train:
-        line += f", train loss {train[0]:.6f} -> {train[-1]:.6f}"
-    validation = losses(points, "validation")
-    if validation:
-        line += f", validation loss {validation[0]:.6f} -> {validation[-1]:.6f}"
-    if isinstance(best, dict) and best.get("loss") is not None:
-        line += f" (best {best['loss']:.6f} at step {best.get('step')})"
-    line += f", tok/s {rate_text(points)}"
+    line = f"steps {steps}/{steps}" if step_count(steps) else "steps ?"
+    for phase in ("train", "validation"):
+        if phase in tally.ends:
+            first, last = tally.ends[phase]
+            line += f", {phase} loss {loss_text(first)} -> {loss_text(last)}"
+    if isinstance(best, dict) and number(best.get("loss")):
+        best_step = best.get("step") if step_count(best.get("step")) else "?"
+        line += f" (best {loss_text(best['loss'])} at step {best_step})"
+    line += f", tok/s {rate_text(tally.rates)}"
     wall = wall_seconds(run.get("started_utc"), run.get("finished_utc"))
     return [*lines, line + (f", wall time {duration(wall)}" if wall is not None else "")]
 
 
-def read_points_document(path: Path) -> tuple[dict[str, Any], ...]:
-    """The points of a finished run's metrics.json (gptlineage.training-metrics.v1)."""
+def read_points_document(path: Path) -> Tally:
+    """The tally of a finished run's metrics.json (gptlineage.training-metrics.v1)."""
     try:
-        document = json.loads(member(path.parent, path.name).read_text(encoding="utf-8"))
+        document = parse_json(regular_file_text(member(path.parent, path.name)), str(path))
     except FileNotFoundError:
-        return ()
-    except (OSError, ValueError) as error:
+        return Tally()
+    except (OSError, UnicodeDecodeError) as error:
         raise GptlineageError(f"{printable(path)}: cannot read ({error})") from None
     points = document.get("points") if isinstance(document, dict) else None
     if not isinstance(points, list) or not all(metric_point(p) for p in points):
         raise GptlineageError(f"{printable(path)}: not a training run's metrics (a list of points under 'points')")
-    return tuple(points)
+    return Tally.of(points)
 
 
 def wall_seconds(started: Any, finished: Any) -> float | None:
@@ -278,6 +245,7 @@ def buckets(values: list[float], width: int) -> list[float]:
 
 def curve(values: list[float], width: int = 60, height: int = 4) -> list[str]:
     """A text plot of `values` (a loss curve), `height` rows of eighth-block bars, the range on its left."""
+    values = [min(max(v, -CLIP), CLIP) for v in values if math.isfinite(v)]  # a NaN or inf has no height
     if not values:
         return []
     columns = buckets(values, width)
@@ -287,6 +255,11 @@ def curve(values: list[float], width: int = 60, height: int = 4) -> list[str]:
     rows = []
     for row in reversed(range(height)):
         bars = "".join(BARS[min(len(BARS) - 1, max(0, level - row * (len(BARS) - 1)))] for level in levels)
-        label = f"{high:10.4f} ┤" if row == height - 1 else f"{low:10.4f} ┤" if row == 0 else f"{'':10} │"
+        label = f"{axis(high)} ┤" if row == height - 1 else f"{axis(low)} ┤" if row == 0 else f"{'':10} │"
         rows.append(label + bars)
     return rows
+
+
+def axis(value: float) -> str:
+    """A curve's range label, 10 characters wide: 4 decimals, or a power of ten for a huge value."""
+    return f"{value:10.4f}" if abs(value) < 1e5 else f"{value:10.2e}"
