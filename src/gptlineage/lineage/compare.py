@@ -11,7 +11,7 @@ memory keys (a key or any key above it on the path: `full_prefix_ms.median`) cha
 run by nature; a file whose differences all lie there is "timing, not compared" ("timing and
 memory" when a memory size moved too), and so is a file it declares a timing as a whole (a
 trace) and a JSON file whose only other difference is the sha256 it records of such a file (a
-checkpoint's manifest of its state.json). Every other number is compared. Safetensors files
+checkpoint's record of its state.json). Every other number is compared. Safetensors files
 are read with `safetensors.numpy` (no torch) and compared tensor by tensor.
 """
 
@@ -343,7 +343,9 @@ def compare_outputs(
         elif old_files[relative] == new_files[relative]:
             results[relative] = FileComparison(relative, IDENTICAL)
     timing: set[str] = set()
-    for relative in sorted(differing, key=lambda p: p.endswith("manifest.json")):  # manifests last
+    # Records of their siblings' sha256 (an artifact's manifest, a checkpoint's record) last: by
+    # then each sibling that differs only in timings is known.
+    for relative in sorted(differing, key=lambda p: p.endswith(("manifest.json", "checkpoint.json"))):
         old, new = old_dir / relative, new_dir / relative
         if not (inside(old_dir, relative) and inside(new_dir, relative)):  # manifests are data
             results[relative] = FileComparison(relative, DIFFERENT, "sha256 differs (not opened: leaves the artifact)")
