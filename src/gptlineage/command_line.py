@@ -103,11 +103,20 @@ class Rebuild:
     or a tree a storage plugin staged elsewhere maps each recorded path to where its input lies here.
     """
 
-    def __init__(self, artifact_dir: Path, manifest: Mapping[str, Any], output: Path | None, scratch: Path | None):
+    def __init__(
+        self,
+        artifact_dir: Path,
+        manifest: Mapping[str, Any],
+        output: Path | None,
+        scratch: Path | None,
+        places: Sequence[Path | None] | None = None,
+    ):
         self.artifact_dir = lexical(artifact_dir)
         self.declared = Declaration()
         self.cwd: Path | None = None
-        self.inputs: list[Path | None] = [input_path(self.artifact_dir, entry) for entry in manifest["inputs"]]
+        if places is None:
+            places = [input_path(self.artifact_dir, entry) for entry in manifest["inputs"]]
+        self.inputs: list[Path | None] = [None if place is None else lexical(place) for place in places]
         self.named: list[Path] = []  # each input's place as the recorded command line named it
         self.recorded_output: str | None = None
         self.output, self.scratch = output, scratch
@@ -256,9 +265,7 @@ def rebuilt_command(
     steps = list(chosen_actions(parser, values))
     if output is not None:  # a rerun: a forged value is refused before it runs for hours
         check_against_parameters(steps, values, manifest.get("parameters", {}))
-    paths = Rebuild(artifact_dir, manifest, output, scratch)
-    if places is not None:
-        paths.inputs = [None if place is None else lexical(place) for place in places]
+    paths = Rebuild(artifact_dir, manifest, output, scratch, places)
     paths.cwd = cwd
     recorded = "declaration" in manifest["command"]  # else written before declarations: the code's now
     paths.declared = declaration_of(manifest) if recorded else declared_by(registry.command(argv[1]).module)

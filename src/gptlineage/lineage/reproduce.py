@@ -219,11 +219,12 @@ def link_sources(nodes: Sequence[Node], finder: SourceFinder, cwd: Path) -> None
             if "artifact_path" in entry or hint is None or hint.is_absolute() or ".." in hint.parts:
                 continue
             place = source_here(node.path, entry, finder)
-            if place is None or lexical(place).parts[-len(hint.parts) :] != hint.parts:
+            parts = () if place is None else lexical(place).parts
+            if parts[-len(hint.parts) :] != hint.parts:
                 continue
             link = cwd / hint.parts[0]
             if not os.path.lexists(link):
-                link.symlink_to(Path(*lexical(place).parts[: len(lexical(place).parts) - len(hint.parts) + 1]))
+                link.symlink_to(Path(*parts[: len(parts) - len(hint.parts) + 1]))
 
 
 def reproduce(
