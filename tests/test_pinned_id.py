@@ -121,6 +121,7 @@ def test_input_order_leaves_the_id():
         (("inputs", 1, "member"), "trace-summary.json"),
         (("command", "declaration"), {"side_outputs": {}, "timing_keys": ["*"]}),
         (("environment", "libraries", "tiktoken"), "0.10.0"),
+        (("environment", "behaviour"), {"tiktoken": "0" * 64}),  # a patched tokenizer, its version kept (E14)
         (("code", "closure_sha256"), "0" * 64),
         (("environment", "python"), "3.12.0"),
         (("environment", "torch"), "2.12.0"),

@@ -104,3 +104,29 @@ def test_missing_ranks_file(tmp_path) -> None:
     missing = tmp_path / "absent.tiktoken"
     with pytest.raises(GptlineageError, match="absent.tiktoken: cannot read the GPT-2 ranks file"):
         load_mergeable_ranks(missing)
+
+
+def test_a_patched_encoder_that_keeps_its_version_records_another_behaviour(monkeypatch) -> None:
+    """E14: a tiktoken that computes other ids under the same version number gives another id."""
+    import numpy as np
+    import tiktoken
+
+    from gptlineage.lineage.identity import environment_class, environment_identity
+
+    gpt2_encoding.cache_clear()
+    gpt2_encoding()
+    honest = environment_class(environment_identity())["behaviour"]
+    original = tiktoken.Encoding.encode_to_numpy
+    monkeypatch.setattr(
+        tiktoken.Encoding, "encode_to_numpy", lambda self, text, **kw: np.flip(original(self, text, **kw)).copy()
+    )
+    gpt2_encoding.cache_clear()
+    try:
+        gpt2_encoding()
+        patched = environment_class(environment_identity())["behaviour"]
+    finally:
+        monkeypatch.undo()
+        gpt2_encoding.cache_clear()
+        gpt2_encoding()  # the honest encoder (and its behaviour) again for the tests after
+    assert honest["tiktoken"] != patched["tiktoken"]
+    assert environment_class(environment_identity())["behaviour"] == honest

@@ -221,6 +221,16 @@ def installed_version(distribution: str) -> str | None:
 # recorded, not keyed: they change how a result looks, not what it is.
 NUMERIC_LIBRARIES = ("datasets", "numpy", "pyarrow", "safetensors", "tiktoken", "torch", "transformers")
 
+# What a library computed on a fixed probe in this process, registered by the module that uses it
+# (corpus/tokenizer.py: the sha256 of the GPT-2 ids of a probe text). A patched or rebuilt library
+# that keeps its version number then still gets another id.
+_BEHAVIOUR: dict[str, str] = {}
+
+
+def record_behaviour(library: str, digest: str) -> None:
+    """Register what `library` computed on its probe (a hex digest) for this process's artifacts."""
+    _BEHAVIOUR[library] = digest
+
 
 @functools.cache
 def distribution_of(import_name: str) -> str:
@@ -247,6 +257,7 @@ def environment_identity(device: str = "cpu", code_files: Sequence[dict[str, str
     GPU model, CUDA, cuDNN and driver versions when the command ran on CUDA (else null).
     """
     torch = sys.modules.get("torch")
+    behaviour = {"behaviour": dict(sorted(_BEHAVIOUR.items()))} if _BEHAVIOUR else {}
     return {
         "python": platform.python_version(),
         "torch": installed_version("torch"),
@@ -257,6 +268,7 @@ def environment_identity(device: str = "cpu", code_files: Sequence[dict[str, str
         "cpus": available_cpus(),
         "gpu": gpu_identity(torch, device),
         "libraries": library_versions(code_files),
+        **behaviour,
     }
 
 
@@ -285,6 +297,8 @@ def environment_class(environment: dict[str, Any]) -> dict[str, Any]:
     libraries = environment.get("libraries")
     if isinstance(libraries, dict):  # a manifest written before libraries were recorded has none
         found["libraries"] = {name: v for name, v in libraries.items() if name in NUMERIC_LIBRARIES}
+    if isinstance(environment.get("behaviour"), dict):  # recorded only where a probe ran
+        found["behaviour"] = environment["behaviour"]
     return found
 
 

@@ -42,7 +42,6 @@ from gptlineage.lineage.identity import (
     SOURCE_ROOT,
     code_closure,
     environment_class,
-    environment_identity,
 )
 from gptlineage.lineage.outputs import HOST_TAG, process_gone, stale_siblings
 from gptlineage.lineage.sources import SourceFinder, source_here
@@ -296,8 +295,7 @@ def compare_rerun(
     )
     parameters = mapping_changes(flatten(manifest["parameters"]), flatten(rerun["parameters"]))
     inputs = mapping_changes(input_identities(manifest["inputs"]), input_identities(rerun["inputs"]))
-    now = environment_identity(manifest["environment"].get("device", "cpu"), manifest["code"]["files"])
-    environment = mapping_changes(environment_class(manifest["environment"]), environment_class(now))
+    environment = mapping_changes(environment_class(manifest["environment"]), environment_class(rerun["environment"]))
     return {
         "artifact": str(artifact_dir),
         "command": manifest["command"]["name"],
