@@ -111,22 +111,13 @@ def test_a_patched_encoder_that_keeps_its_version_records_another_behaviour(monk
     import numpy as np
     import tiktoken
 
-    from gptlineage.lineage.identity import environment_class, environment_identity
+    from gptlineage.lineage.behaviour import library_behaviour
 
-    gpt2_encoding.cache_clear()
-    gpt2_encoding()
-    honest = environment_class(environment_identity())["behaviour"]
+    versions = {"tiktoken": tiktoken.__version__}
+    honest = library_behaviour(versions)
+    assert honest == library_behaviour(versions)  # deterministic within and across processes
     original = tiktoken.Encoding.encode_to_numpy
     monkeypatch.setattr(
         tiktoken.Encoding, "encode_to_numpy", lambda self, text, **kw: np.flip(original(self, text, **kw)).copy()
     )
-    gpt2_encoding.cache_clear()
-    try:
-        gpt2_encoding()
-        patched = environment_class(environment_identity())["behaviour"]
-    finally:
-        monkeypatch.undo()
-        gpt2_encoding.cache_clear()
-        gpt2_encoding()  # the honest encoder (and its behaviour) again for the tests after
-    assert honest["tiktoken"] != patched["tiktoken"]
-    assert environment_class(environment_identity())["behaviour"] == honest
+    assert library_behaviour(versions)["tiktoken"] != honest["tiktoken"]

@@ -28,7 +28,6 @@ import tiktoken.load
 
 from gptlineage.corpus.vocabulary import EOT_ID, VOCAB_SIZE
 from gptlineage.errors import GptlineageError
-from gptlineage.lineage.identity import record_behaviour
 
 RANKS_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
 RANKS_PATH = Path(__file__).resolve().parent.parent / "assets" / "gpt2.tiktoken"
@@ -36,9 +35,6 @@ RANKS_SOURCE = "openai-whisper==20250625 sdist: whisper/assets/gpt2.tiktoken"
 # Documents in flight per encoder thread: enough that no thread waits while the caller reads
 # and writes, few enough that memory stays that many documents.
 AHEAD_PER_THREAD = 4
-# Text whose ids fingerprint the encoder this process runs (contractions, digits, accents, runs of
-# spaces, a special token's text): its digest enters the ids of the artifacts written after.
-PROBE_TEXT = "It's 1,234 cafés --\n\n  naïve\tWORDS!? <|endoftext|> 日本"
 # r50k_base's pre-tokenizer split (contractions, letters, digits, punctuation, spaces).
 PAT_STR = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
@@ -82,11 +78,8 @@ def build_encoding(path: str | Path = RANKS_PATH) -> tiktoken.Encoding:
 
 @functools.cache
 def gpt2_encoding() -> tiktoken.Encoding:
-    """The shared GPT-2 encoding (built once per process; about 0.3 s), its probe's ids recorded."""
-    encoding = build_encoding(RANKS_PATH)
-    probe = encode_ids(PROBE_TEXT, encoding)
-    record_behaviour("tiktoken", hashlib.sha256(probe.astype("<u2").tobytes()).hexdigest())
-    return encoding
+    """The shared GPT-2 encoding (built once per process; about 0.3 s)."""
+    return build_encoding(RANKS_PATH)
 
 
 def tokenizer_identity() -> dict[str, object]:

@@ -32,6 +32,7 @@ from typing import Any
 
 import gptlineage
 from gptlineage.cpus import available_cpus
+from gptlineage.lineage.behaviour import library_behaviour
 from gptlineage.lineage.codedeps import PACKAGE, external_imports, module_files, module_path
 from gptlineage.lineage.hashing import sha256_file
 
@@ -221,16 +222,6 @@ def installed_version(distribution: str) -> str | None:
 # recorded, not keyed: they change how a result looks, not what it is.
 NUMERIC_LIBRARIES = ("datasets", "numpy", "pyarrow", "safetensors", "tiktoken", "torch", "transformers")
 
-# What a library computed on a fixed probe in this process, registered by the module that uses it
-# (corpus/tokenizer.py: the sha256 of the GPT-2 ids of a probe text). A patched or rebuilt library
-# that keeps its version number then still gets another id.
-_BEHAVIOUR: dict[str, str] = {}
-
-
-def record_behaviour(library: str, digest: str) -> None:
-    """Register what `library` computed on its probe (a hex digest) for this process's artifacts."""
-    _BEHAVIOUR[library] = digest
-
 
 @functools.cache
 def distribution_of(import_name: str) -> str:
@@ -257,7 +248,8 @@ def environment_identity(device: str = "cpu", code_files: Sequence[dict[str, str
     GPU model, CUDA, cuDNN and driver versions when the command ran on CUDA (else null).
     """
     torch = sys.modules.get("torch")
-    behaviour = {"behaviour": dict(sorted(_BEHAVIOUR.items()))} if _BEHAVIOUR else {}
+    libraries = library_versions(code_files)
+    behaviour = library_behaviour(libraries)
     return {
         "python": platform.python_version(),
         "torch": installed_version("torch"),
@@ -267,8 +259,8 @@ def environment_identity(device: str = "cpu", code_files: Sequence[dict[str, str
         "threads": torch.get_num_threads() if torch is not None else None,
         "cpus": available_cpus(),
         "gpu": gpu_identity(torch, device),
-        "libraries": library_versions(code_files),
-        **behaviour,
+        "libraries": libraries,
+        **({"behaviour": behaviour} if behaviour else {}),
     }
 
 
