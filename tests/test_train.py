@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from safetensors.torch import load_file
 
 from gptlineage.cli import main
+from gptlineage.lineage.artifact import SEAL_KEY, artifact_id, manifest_sha256
 
 GOLDEN = Path(__file__).parent / "golden" / "train_tiny.json"
 
@@ -122,6 +123,31 @@ def test_select_best_picks_the_lowest_saved_validation_loss(corpus, tmp_path):
     assert (tmp_path / "best/parameters.safetensors").read_bytes() == (
         tmp_path / f"run/checkpoints/step-{selected['step']}/parameters.safetensors"
     ).read_bytes()
+    # the run by id and the file by its place inside it, never a path from where the run was staged
+    run_manifest = json.loads((tmp_path / "run/manifest.json").read_text())
+    assert selected["run_artifact_id"] == run_manifest["id"]
+    assert selected["checkpoint"] == f"checkpoints/step-{selected['step']}/parameters.safetensors"
+
+
+def test_select_best_reads_an_old_tree_whose_records_are_named_manifest_json(corpus, tmp_path, capsys):
+    """A run written before checkpoint records were named checkpoint.json: selected, with a note."""
+    run = tmp_path / "run"
+    assert train(corpus, run, "--steps", "4", "--eval-every", "2", "--checkpoint-every", "2") == 0
+    manifest = json.loads((run / "manifest.json").read_text())
+    for entry in manifest["files"]:
+        if entry["path"].endswith("/checkpoint.json"):
+            old = entry["path"].replace("/checkpoint.json", "/manifest.json")
+            (run / entry["path"]).rename(run / old)
+            entry["path"] = old
+    manifest["id"] = artifact_id(manifest)
+    manifest[SEAL_KEY] = manifest_sha256(manifest)
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["lineage", "verify", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["select-best", "--run", str(run), "--output", str(tmp_path / "best")]) == 0
+    out, err = capsys.readouterr()
+    assert "a checkpoint record under its old name, read as checkpoint.json" in err
+    assert "Traceback" not in err and json.loads((tmp_path / "best/selected-checkpoint.json").read_text())["step"] > 0
 
 
 def validation_losses(run: Path) -> dict[int, float]:

@@ -1,6 +1,7 @@
 """Pick the saved checkpoint with the lowest validation loss (after step 0) of a training run.
 
-Writes `selected-checkpoint.json` {schema, checkpoint, loss, selection, step}, the chosen
+Writes `selected-checkpoint.json` {schema, run_artifact_id, checkpoint (its place inside that run),
+loss, selection, step}, the chosen
 checkpoint's `parameters.safetensors` (the next stage loads it with `--load-params`) and a
 `passport.json` of those weights (the run's, with the chosen step's tokens and validation loss
 and the chain's tokens up to that step; what describes the whole run under `run`), so other
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,8 +143,11 @@ def run(args: argparse.Namespace) -> int:
         write_json_atomic(
             artifact.path / "selected-checkpoint.json",
             {
-                "schema": "gptlineage.selected-checkpoint.v1",
-                "checkpoint": os.path.relpath(chosen.absolute(), config.output.absolute()),
+                # The run by id and the file by its place inside it: where the run was staged
+                # (a store's copy, another checkout) is not recorded.
+                "schema": "gptlineage.selected-checkpoint.v2",
+                "run_artifact_id": recorded["checkpoint"]["artifact_id"],
+                "checkpoint": recorded["checkpoint"]["member"],
                 "loss": loss,
                 "selection": SELECTION,
                 "step": step,
