@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import jsonschema
 import pytest
 import torch
 from conftest import TINY_MODEL as TINY
@@ -127,6 +128,12 @@ def test_select_best_picks_the_lowest_saved_validation_loss(corpus, tmp_path):
     run_manifest = json.loads((tmp_path / "run/manifest.json").read_text())
     assert selected["run_artifact_id"] == run_manifest["id"]
     assert selected["checkpoint"] == f"checkpoints/step-{selected['step']}/parameters.safetensors"
+    # the records follow the schemas docs/manifest.md publishes
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    jsonschema.validate(selected, json.loads((docs / "selected-checkpoint.schema.json").read_text()))
+    checkpoint_schema = json.loads((docs / "checkpoint.schema.json").read_text())
+    for record in (tmp_path / "run/checkpoints").glob("step-*/checkpoint.json"):
+        jsonschema.validate(json.loads(record.read_text()), checkpoint_schema)
 
 
 def test_select_best_reads_an_old_tree_whose_records_are_named_manifest_json(corpus, tmp_path, capsys):
@@ -145,7 +152,7 @@ def test_select_best_reads_an_old_tree_whose_records_are_named_manifest_json(cor
     assert main(["lineage", "verify", str(run)]) == 0
     capsys.readouterr()
     assert main(["select-best", "--run", str(run), "--output", str(tmp_path / "best")]) == 0
-    out, err = capsys.readouterr()
+    err = capsys.readouterr().err
     assert "a checkpoint record under its old name, read as checkpoint.json" in err
     assert "Traceback" not in err and json.loads((tmp_path / "best/selected-checkpoint.json").read_text())["step"] > 0
 
