@@ -24,7 +24,7 @@ from gptlineage.generation.decoding import (
     sample_token,
     uniform,
 )
-from gptlineage.generation.prompt_suite import matches_expected
+from gptlineage.generation.prompt_suite import matches_expected, starts_with_answer
 from gptlineage.model.gpt import GPT, GPTConfig
 from gptlineage.model.kvcache import CachedDecoder
 from gptlineage.model.parameters import save_parameters
@@ -376,13 +376,21 @@ def test_prompt_suite_writes_the_rate(capsys, tmp_path):
 
 
 def test_match_rule_by_hand():
-    assert matches_expected("Paris", "Paris")
-    assert matches_expected("  paris. ", "Paris")
-    assert matches_expected("Paris is the capital of France.", "Paris")
-    assert matches_expected("12\nAnything else?", "12")
-    assert matches_expected("BLUE", "blue")
-    assert not matches_expected("Parisian", "Paris")
-    assert not matches_expected("123", "12")
-    assert not matches_expected("The capital is Paris.", "Paris")
-    assert not matches_expected("", "blue")
-    assert not matches_expected("blue", "")
+    """Exact match is equality after stripping and casefolding; the lenient rule also takes the
+    answer followed by a character that is not a letter or digit."""
+    for output, expected, exact, lenient in (
+        ("Paris", "Paris", True, True),
+        ("  PARIS \n", "Paris", True, True),
+        ("BLUE", "blue", True, True),
+        ("  paris. ", "Paris", False, True),
+        ("Paris is the capital of France.", "Paris", False, True),
+        ("12\nAnything else?", "12", False, True),
+        ("spring spring", "spring", False, True),
+        ("Parisian", "Paris", False, False),
+        ("123", "12", False, False),
+        ("The capital is Paris.", "Paris", False, False),
+        ("", "blue", False, False),
+        ("blue", "", False, False),
+    ):
+        assert matches_expected(output, expected) is exact, (output, expected)
+        assert starts_with_answer(output, expected) is lenient, (output, expected)

@@ -106,7 +106,9 @@ def test_two_deliverables_are_two_rows_that_fit_120_columns(deliverables, capsys
     found = rows(capsys, *trees)
     assert [row["run"] for row in found] == trees
     assert [row["sft_stage2.lr"] for row in found] == [0.01, 0.03]  # settings.lr and resolved.lr: one column
-    assert list(found[0]) == ["run", "sft_stage2.lr", "sft_stage2.min_lr", "val_loss", "final_loss", "exact_match"]
+    assert list(found[0]) == [
+        *("run", "sft_stage2.lr", "sft_stage2.min_lr", "val_loss", "final_loss", "exact_match", "lenient_match")
+    ]
     summary = json.loads((deliverables["b"] / "summary.json").read_text())
     assert found[1]["val_loss"] == summary["parts"]["model"]["metrics"]["final_val_loss"] != found[0]["val_loss"]
     changed = rows(capsys, *trees, "--only-changed")

@@ -25,7 +25,10 @@ EXAMPLE = (
     "--generate 16 --output results/examples/prompt_suite"
 )
 DECLARATION = Declaration(
-    metrics=(Metric("exact_match", "summary", "exact_match.rate", column="exact_match"),),
+    metrics=(
+        Metric("exact_match", "summary", "exact_match.rate", column="exact_match"),
+        Metric("lenient_match", "summary", "lenient_match.rate", column="lenient_match"),
+    ),
     reports=("report.json",),
     holds=SUITE_ANSWERS,
 )
@@ -44,6 +47,6 @@ def run(args: argparse.Namespace) -> int:
     report = suite_report(config, model, suite, parameters)
     with model_artifact(config, args.command, parameters, inputs={"suite": config.suite_file}) as artifact:
         write_json_atomic(artifact.path / "report.json", report)
-        artifact.summary = {"exact_match": report["exact_match"]}
+        artifact.summary = {"exact_match": report["exact_match"], "lenient_match": report["lenient_match"]}
     print(f"wrote report: {config.output / 'report.json'}")
     return 0

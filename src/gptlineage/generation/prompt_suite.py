@@ -10,9 +10,11 @@ decoded in the batches `generation.batched` makes of them all (prompts of simila
 BATCH_ROWS together), and each is printed as its batch finishes: family, question, expected
 answer, output and ✓ or ✗; each output is the one the cached decoder gives that prompt alone.
 
-An output matches when, whitespace-stripped and compared case-insensitively, it equals the
-expected answer or starts with it followed by a character that is not a letter or digit
-("Paris." or "Paris is the capital." match "Paris"; "Parisian" and "It is Paris." do not).
+Exact match (the headline): the output, whitespace-stripped and casefolded, equals the expected
+answer ("PARIS" matches "Paris"; "Paris." and "spring spring" do not). Lenient match, a second
+score beside it: the output equals the answer or starts with it followed by a character that is
+not a letter or digit ("Paris." and "Paris is the capital." match "Paris"; "Parisian" and
+"It is Paris." do not).
 
 The default suite is the reference's nine prompts (`gptlineage/assets/paper-prompt-suite.json`);
 `gptlineage synth-chat` writes a held-out suite for the synthetic chat data.
@@ -38,41 +40,45 @@ from gptlineage.lineage.checks import printable
 from gptlineage.model.gpt import GPT
 from gptlineage.progress import Progress
 
-SCHEMA = "gptlineage.prompt-suite-report.v1"
+SCHEMA = "gptlineage.prompt-suite-report.v2"
 SYSTEM = ""  # the reference's suite runs without a system line
 DECODER = "cached"  # all cases in one batch through the key/value cache (generation.batched)
-MATCH_RULE = (
-    "output and expected answer whitespace-stripped and casefolded; a match when equal, or when "
-    "the output starts with the answer followed by a non-alphanumeric character"
+MATCH_RULE = "output and expected answer whitespace-stripped and casefolded, then equal"
+LENIENT_RULE = (
+    "output and expected answer whitespace-stripped and casefolded; equal, or the output starts "
+    "with the answer followed by a non-alphanumeric character"
 )
 
 
 def matches_expected(output: str, expected: str) -> bool:
-    """Whether an output gives the expected answer.
-
-    Both are whitespace-stripped and compared case-insensitively (casefold); the output
-    matches when it equals the answer, or starts with it followed by a character that is
-    not a letter or digit: "Paris." and "Paris is the capital" match "Paris", "Parisian"
-    does not, nor does an answer that is not at the start ("It is Paris").
-    """
-    got = output.strip().casefold()
+    """Whether an output is exactly the expected answer: both whitespace-stripped and casefolded,
+    then equal ("PARIS" is "Paris"; "Paris." and "spring spring" are not "Paris", "spring")."""
     want = expected.strip().casefold()
+    return bool(want) and output.strip().casefold() == want
+
+
+def starts_with_answer(output: str, expected: str) -> bool:
+    """The lenient rule: the output is the answer, or starts with it followed by a character that is
+    not a letter or digit: "Paris." and "Paris is the capital" match "Paris", "Parisian" does not,
+    nor does an answer that is not at the start ("It is Paris")."""
+    got, want = output.strip().casefold(), expected.strip().casefold()
     if not want:
         return False
     return got == want or (got.startswith(want) and not got[len(want)].isalnum())
 
 
-def exact_match(cases: list[dict[str, Any]]) -> dict[str, Any]:
-    """Matched and judged counts over the cases with an expected answer; rate None when none has one."""
-    judged = [case for case in cases if case["matches"] is not None]
-    matched = sum(1 for case in judged if case["matches"])
+def exact_match(cases: list[dict[str, Any]], verdict: str = "matches") -> dict[str, Any]:
+    """Matched and judged counts over the cases with an expected answer; rate None when none has one.
+    `verdict`: the case field judged ("matches": exact; "lenient_match": the lenient rule)."""
+    judged = [case for case in cases if case[verdict] is not None]
+    matched = sum(1 for case in judged if case[verdict])
     return {"matched": matched, "judged": len(judged), "rate": matched / len(judged) if judged else None}
 
 
-def exact_match_by_family(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def exact_match_by_family(cases: list[dict[str, Any]], verdict: str = "matches") -> dict[str, dict[str, Any]]:
     """`exact_match` of each family's cases, families in the order they first occur."""
     families = list(dict.fromkeys(case["family"] for case in cases))
-    return {family: exact_match([case for case in cases if case["family"] == family]) for family in families}
+    return {family: exact_match([case for case in cases if case["family"] == family], verdict) for family in families}
 
 
 def check_suite_text(path: Path, suite: dict[str, Any]) -> None:
@@ -113,6 +119,7 @@ def judged(case: dict[str, Any], ids: list[int], completion: Any) -> dict[str, A
         "expected": expected,
         "output": output,
         "matches": matches_expected(output, expected) if expected is not None else None,
+        "lenient_match": starts_with_answer(output, expected) if expected is not None else None,
         "prompt_tokens": len(ids),
         "tokens": list(completion.generation.tokens),
         "stop": completion.stop,
@@ -147,7 +154,8 @@ def suite_report(
     results = answer_cases(config, model, suite["cases"])
     score = exact_match(results)
     rate = "n/a" if score["rate"] is None else f"{score['rate']:.4f}"
-    print(f"exact_match={score['matched']}/{score['judged']} rate={rate}")
+    lenient = exact_match(results, "lenient_match")
+    print(f"exact_match={score['matched']}/{score['judged']} rate={rate} (lenient_match={lenient['matched']})")
     by_family = exact_match_by_family(results)
     for family, family_score in by_family.items():
         family_rate = "n/a" if family_score["rate"] is None else f"{family_score['rate']:.4f}"
@@ -158,8 +166,11 @@ def suite_report(
         "suite": config.suite_name,
         "settings": settings,
         "match_rule": MATCH_RULE,
+        "lenient_rule": LENIENT_RULE,
         "tokenizer": tokenizer_identity(),
         "cases": results,
         "exact_match": score,
         "exact_match_by_family": by_family,
+        "lenient_match": lenient,
+        "lenient_match_by_family": exact_match_by_family(results, "lenient_match"),
     }

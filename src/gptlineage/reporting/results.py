@@ -142,15 +142,17 @@ def prompt_suite_panel(path: Path | None, manifest: Mapping[str, Any] | None) ->
     """The suite's exact match, overall and per family, and every case grouped by family."""
     report, note = read_report(path, manifest, "report.json")
     if report is None:
-        return {"note": note, "overall": None, "families": []}
+        return {"note": note, "overall": None, "lenient": None, "families": []}
     cases = report.get("cases") if isinstance(report.get("cases"), list) else []
     by_family = report.get("exact_match_by_family") if isinstance(report.get("exact_match_by_family"), dict) else {}
+    lenient = report.get("lenient_match_by_family") if isinstance(report.get("lenient_match_by_family"), dict) else {}
     names = list(dict.fromkeys(str(case.get("family", "")) for case in cases if isinstance(case, Mapping)))
     names += [name for name in by_family if name not in names]
     families = [
         {
             "name": name,
             "score": score(by_family.get(name)),
+            "lenient": score(lenient.get(name)),  # None in a report written before the lenient score
             "cases": [suite_case(c) for c in cases if isinstance(c, Mapping) and str(c.get("family", "")) == name],
         }
         for name in names
@@ -161,6 +163,7 @@ def prompt_suite_panel(path: Path | None, manifest: Mapping[str, Any] | None) ->
         "note": f"report.json has no valid {' or '.join(problems)}" if problems else None,
         "suite": str(report.get("suite", "")),
         "overall": overall,
+        "lenient": score(report.get("lenient_match")),
         "families": families,
         "cases": sum(len(family["cases"]) for family in families),
     }
