@@ -13,6 +13,8 @@ import pytest
 
 from gptlineage.cli import main
 from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.reporting.html import ENVIRONMENT
+from gptlineage.reporting.results import held_model
 
 # A random-initialised model small enough to answer in milliseconds (it answers nonsense).
 RANDOM_MODEL = [
@@ -121,6 +123,43 @@ def test_the_page_opens_with_the_results_and_states_what_it_is(deliverable, tiny
         '<section id="matched"><h3>Matched comparison</h3>\n<p class="note">not a part of this experiment</p>' in page
     )
     assert '<span class="good">passed</span>' in page  # the cache check's headline
+
+
+def test_a_stage_ending_worse_than_its_best_is_marked_and_the_held_weights_are_named(deliverable, tiny_chain):
+    page = (deliverable / "index.html").read_text(encoding="utf-8")
+    stages = page[page.index('<table class="stages">') : page.index("</table>", page.index('<table class="stages">'))]
+    for name in ("stage1", "stage2"):
+        row = stages[stages.index(f">{name}<") :]
+        row = row[: row.index("</tr>")]
+        losses = manifest(tiny_chain / name)["summary"]["validation_loss"]
+        assert ("worse than best" in row) == (losses["last"]["loss"] > losses["best"]["loss"]), name
+    steps = manifest(tiny_chain / "stage2")["summary"]["steps"]
+    assert f"The deliverable's model:\nthe final weights of <code>stage2</code>, step {steps:,}" in page
+
+
+@pytest.mark.parametrize(
+    ("summary", "kind", "expected"),
+    [
+        (
+            {"steps": 9, "validation_loss": {"best": {"loss": 0.2, "step": 0}, "last": {"loss": 0.25}}},
+            "training-run",
+            True,
+        ),
+        (
+            {"steps": 9, "validation_loss": {"best": {"loss": 0.2, "step": 9}, "last": {"loss": 0.2}}},
+            "training-run",
+            False,
+        ),
+        ({"step": 4, "validation_loss": 0.2}, "checkpoint", None),
+    ],
+)
+def test_the_held_model_says_whether_the_final_weights_are_worse_than_the_best(summary, kind, expected):
+    found = held_model(Path("train/x"), {"summary": summary, "command": {"declaration": {"holds": kind}}})
+    assert found["kind"] == ("best" if kind == "checkpoint" else "final")
+    assert found.get("worse_than_best") is expected
+    page = str(ENVIRONMENT.get_template("_results.html.j2").module.held_model(found))
+    assert ("worse than its best" in page) is bool(expected)
+    assert ("the best checkpoint chosen by" in page) is (kind == "checkpoint")
 
 
 def test_the_prompt_suite_shows_its_score_per_family_and_every_case_escaped(deliverable):

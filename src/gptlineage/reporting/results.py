@@ -19,7 +19,7 @@ from typing import Any
 
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json
-from gptlineage.lineage.declaration import TRAINING_RUN, holds
+from gptlineage.lineage.declaration import CHECKPOINT, TRAINING_RUN, holds
 from gptlineage.lineage.table import stage_metrics
 from gptlineage.lineage.walk import Node, input_artifact_dir
 from gptlineage.reporting.html import svg_data_uri
@@ -107,6 +107,9 @@ def stage_row(node: Node, anchor: str | None) -> dict[str, Any]:
         "tokens_per_s": number(dig(summary, "median_tokens_per_second")),
         "wall_s": stage_metrics(node.path, node.manifest).get("wall_s"),
     }
+    final, best = row["final_val_loss"], row["best_val_loss"]
+    # The stage ended worse than it was at its best step: the page marks it.
+    row["worse_than_best"] = final is not None and best is not None and final > best
     missing = [key for key in ("steps", "first_val_loss", "final_val_loss") if row[key] is None]
     row["note"] = f"its summary has no {', '.join(missing)}" if missing else None
     return row
@@ -239,6 +242,32 @@ def cache_bench_panel(path: Path | None, manifest: Mapping[str, Any] | None) -> 
 # ---------------------------------------------------------------- the panel
 
 
+def held_model(path: Path | None, manifest: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Which weights the deliverable's model part holds: a run's final ones or a chosen checkpoint."""
+    if path is None or manifest is None:
+        return None
+    summary = manifest.get("summary")
+    if holds(manifest, CHECKPOINT):
+        return {
+            "kind": "best",
+            "name": path.name,
+            "step": number(dig(summary, "step")),
+            "val_loss": number(dig(summary, "validation_loss")),
+        }
+    if not holds(manifest, TRAINING_RUN):
+        return None
+    best, final = number(dig(summary, "validation_loss.best.loss")), number(dig(summary, "validation_loss.last.loss"))
+    return {
+        "kind": "final",
+        "name": path.name,
+        "step": number(dig(summary, "steps")),
+        "val_loss": final,
+        "best_step": number(dig(summary, "validation_loss.best.step")),
+        "best_val_loss": best,
+        "worse_than_best": final is not None and best is not None and final > best,
+    }
+
+
 def results_panel(parts: Mapping[str, Path], nodes: Sequence[Node], anchors: Mapping[str, str]) -> dict[str, Any]:
     """Everything the results panel shows but the stages (`training_stages`, which the lineage page
     shows too), from the parts (ROLE -> artifact directory, as the nodes' paths) and the lineage."""
@@ -251,6 +280,7 @@ def results_panel(parts: Mapping[str, Path], nodes: Sequence[Node], anchors: Map
     )
     return {
         "chain": [node.path.name for node in chain_order(nodes)],
+        "model": held_model(*found.get("model", (None, None))),
         "prompt_suite": prompt_suite_panel(*found.get("prompt_suite", (None, None))),
         "matched": matched_panel(found),
         "cache_check": cache_check_panel(*found.get("cache_check", (None, None))),
