@@ -8,16 +8,19 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from matplotlib import rc_context
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from gptlineage import cli
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import SEAL_KEY, manifest_sha256
 from gptlineage.lineage.hashing import sha256_file
-from gptlineage.reporting.figures import wants_log_scale
+from gptlineage.reporting.figures import DETERMINISTIC_RC, wants_log_scale
 from gptlineage.reporting.plots import (
     ema,
     ema_factor,
     loss_svg,
+    overview_figure,
     overview_svg,
     profile_svg,
     read_metrics,
@@ -141,6 +144,36 @@ def test_overview_offsets_each_stage_by_the_steps_before_it(chain):
     stages = [(name, read_metrics(chain[name] / "metrics.json")) for name in ("stage1", "stage2")]
     assert stage_offsets(stages) == [0.0, 5.0]
     assert parse_svg(overview_svg(stages)) is not None
+
+
+def stage_points(steps: int, start: float) -> list[dict]:
+    train = [{"phase": "train", "step": s, "loss": start / (1 + s / 10)} for s in range(1, steps + 1)]
+    return [*train, *({"phase": "validation", "step": s, "loss": start / (1 + s / 12)} for s in (0, steps))]
+
+
+@pytest.mark.parametrize("lengths", [(100, 40, 5000, 1000), (3, 1, 2, 5000), (5000, 1, 1, 1), (1, 1)])
+def test_overview_names_every_stage_apart_in_its_colour_and_clips_no_point(lengths):
+    """At any stage lengths: the stage names never overlap one another nor the axes, each stage is
+    drawn in a colour of its own, and the last validation point lies inside the axes."""
+    names = ["pretrain", "continuation", "sft_stage1", "sft_stage2"][: len(lengths)]
+    stages = [(name, stage_points(steps, 9.0 / (i + 1))) for i, (name, steps) in enumerate(zip(names, lengths))]
+    with rc_context(DETERMINISTIC_RC):
+        figure = overview_figure(stages)
+        canvas = FigureCanvasAgg(figure)
+        canvas.draw()
+        renderer = canvas.get_renderer()
+        axes = figure.axes[0]
+        legend = axes.get_legend()
+        boxes = [text.get_window_extent(renderer) for text in legend.get_texts()]
+    assert [text.get_text().split(" (")[0] for text in legend.get_texts()] == names
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    assert not any(box.overlaps(axes.get_window_extent(renderer)) for box in boxes)  # beside the data, not on it
+    assert all(figure.bbox.contains(box.x1, box.y1) for box in boxes)  # inside the figure
+    colours = {line.get_label(): line.get_color() for line in axes.get_lines() if not line.get_label().startswith("_")}
+    assert len(set(colours.values())) == len(names)
+    last_stage_end = sum(lengths)
+    assert axes.get_xlim()[1] > last_stage_end  # the last point is not on the edge
+    assert "training" in axes.get_title() and "validation" in axes.get_title()  # it says what it draws
 
 
 def test_metrics_without_finite_losses_are_refused_naming_the_file(chain, tmp_path, capsys):

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from matplotlib import rc_context
-from matplotlib.transforms import blended_transform_factory
 
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json
@@ -49,6 +48,8 @@ LABEL_CHARS = 46
 # (0.9 up to 500 steps, 0.99 at 5,000), so the smoothed line is as calm at any length.
 EMA_FACTORS = (0.9, 0.95, 0.98, 0.99, 0.995, 0.998)
 EMA_WINDOWS_PER_RUN = 50
+# One colour a stage in the overview (a chain longer than this reuses them in turn).
+STAGE_COLORS = ("#2463a8", "#d66a2c", "#5a8a3a", "#8e44ad", "#b8860b", "#c0392b", "#16a085", "#555555")
 
 
 # ---------------------------------------------------------------- reading inputs
@@ -245,41 +246,60 @@ def stage_offsets(stages: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> lis
     return offsets
 
 
-def overview_svg(stages: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> bytes:
-    """The chain's validation loss on one step axis, each stage after the steps of those before it."""
+def draw_stage(axes, name: str, points: Sequence[dict[str, Any]], offset: float, color: str) -> None:
+    """One stage of the overview in its colour: its training loss (EMA, the raw faint under it) and
+    its validation loss (dots), after `offset` steps. The legend names the stage once."""
+    train, validation = loss_points(points, "train"), loss_points(points, "validation")
+    steps = max((p["step"] for p in loss_points(points)), default=0)
+    label = f"{name} ({steps:,.0f} steps)"
+    if train:
+        at, losses = [offset + p["step"] for p in train], [p["loss"] for p in train]
+        axes.plot(at, losses, color=color, alpha=0.2, linewidth=0.7)
+        axes.plot(at, ema(losses, ema_factor(len(losses))), color=color, linewidth=1.8, label=label)
+    if validation:
+        axes.plot(
+            [offset + p["step"] for p in validation],
+            [p["loss"] for p in validation],
+            color=color,
+            linestyle="none",
+            marker="o",
+            markersize=6,
+            markeredgecolor="white",
+            zorder=3,
+            clip_on=False,  # a point on the axis' edge is drawn whole
+            label=None if train else label,
+        )
+
+
+def overview_figure(stages: Sequence[tuple[str, Sequence[dict[str, Any]]]]):
+    """The chain on one step axis, each stage after the steps of those before it and in its own
+    colour; the stages are named in a legend beside the axes, where no two names can overlap."""
     offsets = stage_offsets(stages)
-    validation = [(name, offset, loss_points(points, "validation")) for (name, points), offset in zip(stages, offsets)]
-    losses = [p["loss"] for _, _, series in validation for p in series]
+    losses = [p["loss"] for _, points in stages for p in loss_points(points)]
     if not losses:
-        raise GptlineageError("overview: no run has a finite validation loss")
+        raise GptlineageError("overview: no run has a finite loss")
     end = offsets[-1] + max((p["step"] for p in loss_points(stages[-1][1])), default=0)
+    figure = new_figure(*LOSS_SIZE)
+    axes = figure.add_subplot()
+    for index, ((name, points), offset) in enumerate(zip(stages, offsets)):
+        draw_stage(axes, name, points, offset, STAGE_COLORS[index % len(STAGE_COLORS)])
+        if index > 0:
+            axes.axvline(offset, color=EDGE_COLOR, linestyle="--", linewidth=1)
+    axes.set_xlim(0, (end or 1) * 1.02)  # air after the last point
+    set_loss_limits(axes, losses)
+    axes.set_xlabel("step (stages laid end to end)")
+    axes.set_ylabel(loss_label(losses))
+    axes.set_title("every stage's loss: training (EMA, raw faint) and validation (dots)")
+    light_grid(axes)
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=11, title="stage")
+    figure.tight_layout()
+    return figure
+
+
+def overview_svg(stages: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> bytes:
+    """`overview_figure` as deterministic SVG."""
     with rc_context(DETERMINISTIC_RC):
-        figure = new_figure(*LOSS_SIZE)
-        axes = figure.add_subplot()
-        label_at = blended_transform_factory(axes.transData, axes.transAxes)
-        for index, (name, offset, series) in enumerate(validation):
-            if series:
-                axes.plot(
-                    [offset + p["step"] for p in series],
-                    [p["loss"] for p in series],
-                    color=VALIDATION_COLOR,
-                    marker="o",
-                    markersize=6,
-                    linewidth=1.6,
-                    label="validation loss" if index == 0 else None,
-                )
-            if index > 0:
-                axes.axvline(offset, color=EDGE_COLOR, linestyle="--", linewidth=1)
-            stop = offsets[index + 1] if index + 1 < len(offsets) else end
-            axes.text((offset + stop) / 2, 1.01, name, transform=label_at, ha="center", va="bottom", fontsize=11)
-        axes.set_xlim(0, end or 1)
-        set_loss_limits(axes, losses)
-        axes.set_xlabel("step (stages laid end to end)")
-        axes.set_ylabel(loss_label(losses, "validation loss"))
-        axes.set_title("validation loss across the chain", pad=24)
-        light_grid(axes)
-        figure.tight_layout()
-        return svg_bytes(figure)
+        return svg_bytes(overview_figure(stages))
 
 
 # ---------------------------------------------------------------- one training run

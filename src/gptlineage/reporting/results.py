@@ -276,7 +276,8 @@ def results_panel(parts: Mapping[str, Path], nodes: Sequence[Node], anchors: Map
     overview = figure(
         *found.get("plots", (None, None)),
         "overview.svg",
-        "The whole chain: every training stage's loss, the stages laid end to end.",
+        "The whole chain: each stage's training loss (its EMA, the raw faint under it) and validation loss"
+        " (dots) in the stage's colour, the stages laid end to end.",
     )
     return {
         "chain": [node.path.name for node in chain_order(nodes)],
