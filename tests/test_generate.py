@@ -216,26 +216,40 @@ def test_chat_loop_turns_and_quit_commands(chat_model, encoding):
         assert [t.message for t in turns] == ["Hi", "How are you?"]
         assert out.count("you> ") == 3
         assert out.count("Assistant: ") == 2
-    # Turn n samples with seed + n, from the transcript of the earlier turns.
+    # Turn n samples with seed + n; by default each message alone, as the model was trained.
     settings = SamplingConfig(generate=6, seed=100)
-    turns, _ = run_loop(chat_model, encoding, "Hi\nHow are you?\n:q\n", settings=settings)
-    second = complete(
-        CachedDecoder(chat_model),
-        encoding,
-        chat_prompt(encoding, "", turns[:1], "How are you?"),
-        settings.for_turn(1),
-        context=CHAT.context,
-    )
-    assert turns[1].answer == second.text.strip()
+    for history, earlier in ((0, 0), (1, 1)):
+        turns, _ = run_loop(chat_model, encoding, "Hi\nHow are you?\n:q\n", settings=settings, history=history)
+        second = complete(
+            CachedDecoder(chat_model),
+            encoding,
+            chat_prompt(encoding, "", turns[:earlier], "How are you?"),
+            settings.for_turn(1),
+            context=CHAT.context,
+        )
+        assert turns[1].answer == second.text.strip(), history
 
 
-def test_chat_loop_restarts_when_the_context_is_full(chat_model, encoding):
+def test_chat_loop_leaves_out_the_oldest_turns_that_do_not_fit(chat_model, encoding):
     messages = "".join(f"message number {i}\n" for i in range(6))
-    turns, out = run_loop(chat_model, encoding, messages + "word " * 60 + "\n:q\n")
+    turns, out = run_loop(chat_model, encoding, messages + "word " * 60 + "\n:q\n", history=6)
     assert len(turns) == 6  # every short message was answered
-    restarts = [line for line in out.splitlines() if "context full" in line]
-    assert restarts and all("starting a new conversation" in line for line in restarts)
-    assert "the model has 48 (context); message skipped" in out  # too long even for a fresh transcript
+    left_out = [line for line in out.splitlines() if "left out: context full" in line]
+    assert left_out and all("oldest of" in line for line in left_out)
+    assert "leaves no room for an answer; the model has 48 positions (context); message skipped" in out
+    _, alone = run_loop(chat_model, encoding, messages + ":q\n")  # history 0: nothing to leave out
+    assert "context full" not in alone
+
+
+def test_generate_cuts_the_new_tokens_to_what_fits_after_the_prompt(capsys):
+    """The documented --generate default (96) on a model of 48 positions: answered, with one note."""
+    assert cli.main(["generate", *TINY_FLAGS, "--message", "What is the capital of France?", "--top-k", "1"]) == 0
+    captured = capsys.readouterr()
+    assert "note: generate: at most" in captured.err and "not 96" in captured.err
+    assert captured.out.strip()
+    argv = ["generate", *TINY_FLAGS, "--message", "word " * 100]
+    assert cli.main(argv) == 1
+    assert "leaves no room for an answer" in capsys.readouterr().err
 
 
 def test_generate_command_chat_loop_on_stdin(monkeypatch, capsys, tmp_path):
@@ -282,7 +296,8 @@ def test_generate_from_a_training_artifact(capsys, tmp_path):
     assert "--run gives the model dimensions" in capsys.readouterr().err
     assert cli.main(["generate", "--run", str(run), "--prompt", "hello " * 60, "--generate", "4"]) == 1
     assert (
-        "--generate 4 with a 61-token prompt needs 65 positions; the model has 40 (context)" in capsys.readouterr().err
+        "a 61-token prompt leaves no room for an answer; the model has 40 positions (context)"
+        in capsys.readouterr().err
     )
 
 

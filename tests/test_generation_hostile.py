@@ -241,12 +241,14 @@ def test_the_full_prefix_decoder_slides_its_window_over_the_last_context_tokens(
     assert len(generate_tokens(FullPrefixDecoder(model), ids, greedy, context=8).tokens) == 20
 
 
-def test_default_generate_on_a_context_64_model_names_the_flag_and_the_limit(capsys):
+def test_default_generate_on_a_context_64_model_cuts_the_new_tokens_with_a_note(capsys):
     base = ["generate", "--random-init", "--preset", "quick", "--context", "64", "--prompt", "To be, or not to be"]
-    assert cli.main(base) == 1  # the default --generate 96 and the cached decoder
-    assert capsys.readouterr().err == (
-        "error: generate: --generate 96 with a 7-token prompt needs 103 positions; the model has 64 (context)\n"
+    assert cli.main([*base, "--top-k", "1"]) == 0  # the default --generate 96 and the cached decoder
+    captured = capsys.readouterr()
+    assert captured.err == (
+        "note: generate: at most 57 new tokens, not 96: what fits the model's 64 positions after a 7-token prompt\n"
     )
+    assert len(gpt2_encoding().encode_ordinary(captured.out.splitlines()[-1])) >= 50
     assert cli.main([*base, "--decoder", "full-prefix", "--top-k", "1"]) == 0
     assert len(gpt2_encoding().encode_ordinary(capsys.readouterr().out)) >= 90  # 96 tokens, through a window of 64
 

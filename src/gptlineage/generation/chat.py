@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
@@ -34,8 +35,8 @@ from gptlineage.generation.decoding import (
     Decoder,
     Generation,
     SamplingConfig,
-    check_fits,
     check_vocabulary,
+    fitted,
     generate_tokens,
     make_decoder,
 )
@@ -151,6 +152,18 @@ def answer_text(completion: Completion) -> str:
     return completion.text.strip(CONTENT_WHITESPACE)
 
 
+def fitting_prompt(
+    encoding: OrdinaryEncoder, system: str, earlier: Sequence[Turn], message: str, room: int
+) -> tuple[list[int], int]:
+    """The chat prompt with as many of the latest `earlier` turns as leave `room` positions for
+    the answer (all of them, or fewer, down to none), and how many turns it holds."""
+    for kept in range(len(earlier), -1, -1):
+        prompt = chat_prompt(encoding, system, earlier[len(earlier) - kept :], message)
+        if len(prompt) <= room or kept == 0:
+            return prompt, kept
+    raise AssertionError("unreachable: kept 0 returns")
+
+
 def chat_loop(
     decoder: Decoder,
     encoding: TextDecoder,
@@ -159,19 +172,19 @@ def chat_loop(
     context: int,
     vocab: int | None = None,
     system: str = DEFAULT_SYSTEM,
+    history: int = 0,
     stdin: TextIO,
     stdout: TextIO,
 ) -> list[Turn]:
     """Answer messages read from `stdin` until an empty line, ":q", ":quit" or end of input.
 
-    Each answer is printed as "Assistant: {answer}". The transcript grows turn by turn.
-    When the next message no longer fits (transcript + message + `generate` >
-    context), one line tells the user so and the conversation restarts from the System line
-    alone; a message too long even for a fresh transcript (or with token ids past `vocab`, or
-    not UTF-8 where it was read) is reported and skipped. Turn n
-    (counting from 0 over the whole session) samples with seed + n. Returns every turn.
+    Each answer is printed as "Assistant: {answer}". The model sees each message with the last
+    `history` turns before it (0: alone, as the default model was trained), fewer where they and
+    the answer's --generate tokens would not fit the context; --generate is cut to what fits
+    after a long message. A message too long for any answer (or with token ids past `vocab`, or
+    not UTF-8 where it was read) is reported and skipped. Turn n (counting from 0 over the whole
+    session) samples with seed + n. Returns every turn.
     """
-    transcript: list[Turn] = []  # the turns the model currently sees
     session: list[Turn] = []
     while True:
         stdout.write(CHAT_PROMPT)
@@ -186,27 +199,21 @@ def chat_loop(
         if problem is not None:  # it could not be kept in the session's record
             stdout.write(f"this message: {problem}; message skipped\n")
             continue
-        prompt = chat_prompt(encoding, system, transcript, message)
-        if len(prompt) + settings.generate > context and transcript:
-            stdout.write(
-                f"context full: the transcript plus this message ({len(prompt)} tokens) and "
-                f"{settings.generate} new tokens exceed context length {context}; "
-                "starting a new conversation\n"
-            )
-            transcript = []
-            prompt = chat_prompt(encoding, system, transcript, message)
+        earlier = session[len(session) - history :] if history else []
+        prompt, kept = fitting_prompt(encoding, system, earlier, message, context - settings.generate)
+        if kept < len(earlier):
+            stdout.write(f"(the {len(earlier) - kept} oldest of {len(earlier)} earlier turns left out: context full)\n")
         try:
-            check_fits(len(prompt), settings.generate, context)
+            turn_settings = fitted(settings.for_turn(len(session)), len(prompt), context)
             if vocab is not None:
                 check_vocabulary(prompt, vocab)
         except GptlineageError as error:
             stdout.write(f"{error}; message skipped\n")
             continue
-        completion = complete(decoder, encoding, prompt, settings.for_turn(len(session)), context=context)
+        completion = complete(decoder, encoding, prompt, turn_settings, context=context)
         turn = Turn(message.strip(CONTENT_WHITESPACE), answer_text(completion))
         stdout.write(f"Assistant: {terminal_text(turn.answer)}\n")
         stdout.flush()
-        transcript.append(turn)
         session.append(turn)
 
 
@@ -225,16 +232,23 @@ def answer_all(config: GenerateConfig, model: GPT, encoding: TextDecoder) -> lis
     else:
         mode, texts = "chat-message", config.message
         prompts = [chat_prompt(encoding, config.system, [], text) for text in texts]
-    context = model.config.context
+    context, settings = model.config.context, config.sampling
     for prompt in prompts:
         check_vocabulary(prompt, model.config.vocab)
-        if config.decoder == "cached":  # the full-prefix decoder slides a window over longer text
-            check_fits(len(prompt), config.sampling.generate, context)
+    if config.decoder == "cached":  # the full-prefix decoder slides a window over longer text
+        # --generate is an upper bound: cut to what fits after the longest prompt, said once.
+        settings = fitted(settings, max(map(len, prompts)), context)
+        if settings.generate < config.sampling.generate:
+            print(
+                f"note: generate: at most {settings.generate} new tokens, not {config.sampling.generate}:"
+                f" what fits the model's {context} positions after a {max(map(len, prompts))}-token prompt",
+                file=sys.stderr,
+            )
     if config.decoder == "cached" and len(prompts) > 1:
-        completions = complete_batch(model, encoding, prompts, config.sampling)
+        completions = complete_batch(model, encoding, prompts, settings)
     else:
         decoder = make_decoder(model, config.decoder)
-        completions = [complete(decoder, encoding, p, config.sampling, context=context) for p in prompts]
+        completions = [complete(decoder, encoding, p, settings, context=context) for p in prompts]
     return [
         {
             "mode": mode,
@@ -264,6 +278,7 @@ def generate_records(
         context=model.config.context,
         vocab=model.config.vocab,
         system=config.system,
+        history=config.history,
         stdin=stdin,
         stdout=stdout,
     )

@@ -35,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections import Counter
@@ -255,6 +256,16 @@ def check_fits(prompt_length: int, continuation: int, context: int, flag: str = 
         raise GptlineageError(
             f"{asked} needs {prompt_length + continuation} positions; the model has {context} (context)"
         )
+
+
+def fitted(settings: SamplingConfig, prompt_length: int, context: int) -> SamplingConfig:
+    """`settings` with --generate cut to what fits the context after the prompt (it is an upper
+    bound); the prompt itself must leave room for one new token."""
+    if prompt_length >= context:
+        raise GptlineageError(
+            f"a {prompt_length}-token prompt leaves no room for an answer; the model has {context} positions (context)"
+        )
+    return dataclasses.replace(settings, generate=min(settings.generate, context - prompt_length))
 
 
 def slides(decoder: Decoder) -> bool:

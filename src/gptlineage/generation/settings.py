@@ -186,6 +186,12 @@ class GenerateConfig:
         " prefix again per token, its last context tokens once it is longer (a sliding window, as nanoGPT)",
         choices=DECODERS,
     )
+    history: int = setting(
+        0,
+        "earlier turns the chat loop shows the model with each message (0: each message alone, as the"
+        " default model was trained on single-turn dialogues); the oldest are left out when they do not fit",
+        minimum=0,
+    )
     output: Path | None = setting(None, "also write the prompts and outputs to DIR/generation.json (an artifact)")
 
     def __post_init__(self) -> None:
