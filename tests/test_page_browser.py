@@ -7,6 +7,7 @@ them (`.ci/run` installs Debian's chromium when it is absent)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -117,3 +118,53 @@ def test_the_page_renders_to_a_screenshot(chromium, deliverable, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     header = shot.read_bytes()[:24]
     assert header[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(header[16:20], "big") == 1280
+
+
+# Clicks the filter's inputs (as a reader would) and records what stays visible after each.
+FILTER_PROBE = """<script>
+window.addEventListener("load", () => {
+  const shown = () => [...document.querySelectorAll("details.family")].filter((d) => d.offsetParent !== null)
+    .map((d) => d.id);
+  const rows = () => [...document.querySelectorAll("table.cases tbody tr")].filter((r) => r.offsetParent !== null)
+    .map((r) => r.className);
+  document.querySelectorAll("details").forEach((d) => { d.open = true; });
+  const all = { families: shown(), rows: rows() };
+  document.getElementById("case-family-1").click();
+  const first = { families: shown(), rows: rows() };
+  document.getElementById("case-family-all").click();
+  document.getElementById("case-wrong-only").click();
+  const wrong = { families: shown(), rows: rows() };
+  const out = document.createElement("output");
+  out.id = "measured";
+  out.textContent = JSON.stringify({ all, first, wrong });
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def test_the_cases_filter_by_family_and_by_wrong_answers_without_a_script_of_the_page(chromium, deliverable, tmp_path):
+    probe = tmp_path / "filter.html"
+    page = (deliverable / "index.html").read_text(encoding="utf-8")
+    assert "<script" not in page  # the page filters through CSS alone
+    probe.write_text(page.replace("</body>", FILTER_PROBE + "</body>"))
+    dom, console = browser_dom(chromium, probe, tmp_path)
+    assert not console, console
+    found = json.loads(unescape(re.search(r'<output id="measured">(.*?)</output>', dom, re.S).group(1)))
+    report = json.loads((deliverable.parent.parent / "prompt_suite/report.json").read_text())
+    families = list(dict.fromkeys(case["family"] for case in report["cases"]))
+    assert len(found["all"]["families"]) == len(families) and len(found["all"]["rows"]) == len(report["cases"])
+    assert found["first"]["families"] == ["family-1"]
+    assert len(found["first"]["rows"]) == sum(case["family"] == families[0] for case in report["cases"])
+    assert found["wrong"]["rows"] == ["wrong"] * sum(case["matches"] is False for case in report["cases"])
+
+
+def test_each_stage_offers_its_curves_as_csv(deliverable, tiny_chain):
+    page = (deliverable / "index.html").read_text(encoding="utf-8")
+    for name in ("stage1", "stage2"):
+        link = re.search(rf'<a download="{name}-curves.csv" href="data:text/csv;base64,([^"]+)">', page)
+        assert link, name
+        rows = base64.b64decode(link.group(1)).decode().splitlines()
+        points = json.loads((tiny_chain / name / "metrics.json").read_text())["points"]
+        assert rows[0] == "step,phase,loss,learning_rate" and len(rows) == len(points) + 1
+        step, phase, loss, _ = rows[-1].split(",")
+        assert (int(step), phase, float(loss)) == (points[-1]["step"], points[-1]["phase"], points[-1]["loss"])

@@ -13,6 +13,7 @@ Only files an artifact lists in its manifest are read (the lineage was verified 
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -115,8 +116,29 @@ def stage_row(node: Node, anchor: str | None) -> dict[str, Any]:
     return row
 
 
+CURVE_COLUMNS = ("step", "phase", "loss", "learning_rate")  # no timings: the same run, the same bytes
+
+
+def curve_csv(node: Node) -> str | None:
+    """A training run's loss curves (metrics.json's points) as a CSV data URI to download beside the
+    figures; None when the run lists no readable metrics.json."""
+    found = listed_file(node.path, node.manifest, "metrics.json")
+    try:
+        points = read_json(found).get("points") if found is not None else None
+    except (GptlineageError, AttributeError):
+        return None
+    if not isinstance(points, list):
+        return None
+    rows = [",".join(CURVE_COLUMNS)]
+    for point in points:
+        if isinstance(point, Mapping):
+            cells = [point.get(column) for column in CURVE_COLUMNS]
+            rows.append(",".join("" if cell is None else str(cell).replace(",", " ") for cell in cells))
+    return "data:text/csv;base64," + base64.b64encode(("\n".join(rows) + "\n").encode("utf-8")).decode("ascii")
+
+
 def training_stages(nodes: Sequence[Node], anchors: Mapping[str, str]) -> list[dict[str, Any]]:
-    return [stage_row(node, anchors.get(str(node.path))) for node in chain_order(nodes)]
+    return [{**stage_row(node, anchors.get(str(node.path))), "csv": curve_csv(node)} for node in chain_order(nodes)]
 
 
 # ---------------------------------------------------------------- evaluations
