@@ -15,7 +15,7 @@ has its control characters escaped (ESC as \\x1b); generation.json keeps the rea
 (cached decoder), each output as it would be alone, printed one per line in the order given.
 
 Example:
-    gptlineage generate --run results/sft_stage2 --system "" --message "What is two plus two?" --top-k 1 \\
+    gptlineage generate --run results/sft_stage2 --message "What is the capital of Japan?" --top-k 1 \\
         --generate 16
     gptlineage generate --run results/sft_stage2 --message "Hello!" --message "What is the capital of France?"
 """
@@ -38,7 +38,7 @@ from gptlineage.jsonio import write_json_atomic
 from gptlineage.settings import add_flags, from_args
 
 EXAMPLE = (
-    'gptlineage generate --run results/sft_stage2 --system "" --message "What is two plus two?" --top-k 1 --generate 16'
+    'gptlineage generate --run results/sft_stage2 --message "What is the capital of Japan?" --top-k 1 --generate 16'
 )
 
 

@@ -3,5 +3,5 @@ transcripts and the chat loop (chat), where the model comes from (source), and t
 them (cache_check, cache_bench, prompt_suite).
 
 Example:
-    gptlineage generate --run results/sft_stage2 --message "What is 7 + 5?"
+    gptlineage generate --run results/sft_stage2 --message "What is the capital of Japan?"
 """

@@ -9,10 +9,10 @@ contains a new "\\nUser:" line (the text is cut there), so a chat model does not
 user's next turn.
 
 Example:
-    gptlineage generate --run results/sft_stage2 --system "" --message "What is two plus two?" --top-k 1
+    gptlineage generate --run results/sft_stage2 --message "What is the capital of Japan?" --top-k 1
 
     enc = gpt2_encoding()
-    ids = chat_prompt(enc, "", [], "What is two plus two?")
+    ids = chat_prompt(enc, "", [], "What is the capital of Japan?")
     completion = complete(CachedDecoder(model), enc, ids, SamplingConfig(top_k=1))
     completion.text                                   # the answer, cut at EOT or "\\nUser:"
 """

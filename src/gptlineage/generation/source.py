@@ -12,7 +12,7 @@ The settings then hold that run, so the artifact's parameters and inputs name th
 read, not the report about it.
 
 Example:
-    gptlineage generate --run results/sft_stage2 --message "What is two plus two?" --top-k 1
+    gptlineage generate --run results/sft_stage2 --message "What is the capital of Japan?" --top-k 1
 
     source = ModelSource(run=Path("results/sft_stage2"))
     source.run                            # results/train/sft_stage2, the deliverable's model
