@@ -163,7 +163,7 @@ def test_the_prompt_suite_decodes_in_one_batch_with_unchanged_cases(tmp_path, mo
     assert cli.main(["prompt-suite", *MODEL, "--generate", "5", "--output", str(out)]) == 0
     report = json.loads((out / "report.json").read_text())
     assert calls == [9]  # the reference's nine prompts, together
-    keys = {"prompt", "family", "expected", "output", "matches", "prompt_tokens", "tokens", "stop"}
+    keys = {"prompt", "family", "expected", "output", "matches", "lenient_match", "prompt_tokens", "tokens", "stop"}
     assert all(set(case) == keys for case in report["cases"])
     # Each case as the cached decoder answers it alone.
     sampling = SamplingConfig(temperature=1.0, top_k=1, seed=0, generate=5)

