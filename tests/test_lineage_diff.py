@@ -56,13 +56,16 @@ def test_diff_names_the_changed_parameter_and_the_first_divergence(runs, capsys)
     assert main(["lineage", "diff", str(runs["a"]), str(runs["b"])]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert lines[1] == "first divergence: data_csv (.)"
+    assert lines[1].startswith("results: final_loss ") and lines[1].endswith(("(better)", "(worse)"))
+    assert lines[2] == "cause: data_csv (.): parameters: steps: 30 → 31"
+    assert lines[3] == "first divergence: data_csv (.)"
     assert "data_csv (., data-csv) differs:\n  parameters: steps: 30 → 31\n" in out
     # Only what differs: the unchanged source stage is counted, not listed.
     assert "small_data" not in out and "the same in A and B: 1 stage (--all lists every stage)" in out
-    assert out.index("quality metrics that changed:") < out.index("final_loss")
+    quality = out.index("quality metrics that changed:")
+    assert quality < out.index("final_loss", quality) < out.index("data_csv (., data-csv) differs:")
     if "timings (" in out:  # timings equal to the clock's resolution are not a difference
-        assert out.index("final_loss") < out.index("timings (")
+        assert out.index("final_loss", quality) < out.index("timings (")
 
 
 def test_diff_all_lists_every_stage_and_every_metric(runs, capsys):
@@ -198,15 +201,17 @@ def deliverables(tmp_path_factory) -> dict[str, Path]:
     return two_deliverables(tmp_path_factory.mktemp("deliverables"))
 
 
-def test_the_diff_of_two_deliverables_opens_with_the_changed_setting(deliverables, capsys):
+def test_the_diff_of_two_deliverables_opens_with_the_result_then_the_changed_setting(deliverables, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")
     assert main(["lineage", "diff", str(deliverables["a"]), str(deliverables["b"])]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[1] == "first divergence: sft_stage2 (model)"
-    assert lines[2:5] == [
-        "",
-        "sft_stage2 (model, train) differs:",
-        "  parameters: lr: 0.01 → 0.03 (settings.lr, resolved.lr)",  # one change, recorded under two keys
-    ]
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[1].startswith("results: final_val_loss ") and "(better)" in lines[1]  # lr 0.03 learns faster
+    assert lines[2].startswith("cause: sft_stage2 (model): parameters: lr: 0.01 → 0.03 (settings.lr, resolved.lr)")
+    assert lines[3] == "first divergence: sft_stage2 (model)"
+    block = out.index("sft_stage2 (model, train) differs:\n  parameters: lr: 0.01 → 0.03 (settings.lr, resolved.lr)")
+    assert out.index("quality metrics that changed:") < block  # results before their cause
+    assert "changed: |B − A| > 1e-09 × max(|A|, |B|)" in lines[-1]  # the tolerance, stated
     quality = lines.index("quality metrics that changed:")
     timings = next(i for i, line in enumerate(lines) if line.startswith("timings (measurements"))
     changed = [line.split() for line in lines[quality + 3 : timings] if line.strip()]

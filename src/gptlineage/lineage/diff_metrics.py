@@ -25,6 +25,11 @@ from gptlineage.lineage.declaration import Declaration, code_declaration, union
 from gptlineage.lineage.table import stage_metrics
 
 QUALITY, TIMING = "quality", "timing"
+# Two numbers closer than this, relative to the larger, are one value (float noise: a sum taken
+# in another order), not a change: |B − A| <= RELATIVE_TOLERANCE × max(|A|, |B|).
+RELATIVE_TOLERANCE = 1e-9
+LOWER_IS_BETTER = ("loss", "error", "perplexity")  # name parts: a metric of these is better when lower
+HIGHER_IS_BETTER = ("match", "accuracy", "rate", "score")
 
 # (stage name, role path, A's directory, A's manifest, B's directory, B's manifest)
 StagePair = tuple[str, str, Path, Mapping[str, Any], Path, Mapping[str, Any]]
@@ -38,6 +43,7 @@ def metric_row(stage: str, role_path: str, name: str, old: Any, new: Any, declar
     """One metric of one stage on both sides, with B − A when both are numbers; DECLARED: what the
     stage's commands declare a measurement."""
     numeric = is_plain_number(old) and is_plain_number(new)
+    noise = numeric and abs(new - old) <= RELATIVE_TOLERANCE * max(abs(old), abs(new))
     return {
         "stage": stage,
         "role_path": role_path,
@@ -46,8 +52,25 @@ def metric_row(stage: str, role_path: str, name: str, old: Any, new: Any, declar
         "a": old,
         "b": new,
         "change": new - old if numeric else None,
-        "changed": json.dumps(old) != json.dumps(new),
+        "changed": json.dumps(old) != json.dumps(new) and not noise,
     }
+
+
+def direction(metric: str) -> int:
+    """-1 when a lower value of METRIC is better (a loss), +1 when higher is (a match rate), 0 when
+    its name does not say; the last part of a dotted name decides (`by_family.capital.rate`)."""
+    last = metric.partition(":")[2].rsplit(".", 1)[-1] if ":" in metric else metric
+    if any(word in last for word in LOWER_IS_BETTER):
+        return -1
+    return 1 if any(word in last for word in HIGHER_IS_BETTER) else 0
+
+
+def judgement(row: Mapping[str, Any]) -> str:
+    """`better`, `worse` or empty: B against A in the metric's direction."""
+    sign = direction(row["metric"])
+    if not sign or not row["changed"] or row["change"] is None:
+        return ""
+    return "better" if row["change"] * sign > 0 else "worse"
 
 
 def metric_rows(pairs: Sequence[StagePair], same: Sequence[StagePair] = ()) -> list[dict[str, Any]]:

@@ -132,7 +132,7 @@ def render_columns(headers: Sequence[str], rows: Sequence[Sequence[str]], width:
         return (" " * GAP).join(placed).rstrip()
 
     lines = [line([column[at] for column in broken]) for at in range(height)]
-    lines.append((" " * GAP).join("─" * w for w in widths))
+    lines.append((" " * GAP).join("─" * w for w in widths).rstrip())
     lines += [line(row) for row in rows]
     return [text[:width] if len(text) > width else text for text in lines]
 
