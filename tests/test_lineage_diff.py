@@ -56,9 +56,10 @@ def test_diff_names_the_changed_parameter_and_the_first_divergence(runs, capsys)
     assert main(["lineage", "diff", str(runs["a"]), str(runs["b"])]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert lines[1].startswith("results: final_loss ") and lines[1].endswith(("(better)", "(worse)"))
-    assert lines[2] == "cause: data_csv (.): parameters: steps: 30 → 31"
-    assert lines[3] == "first divergence: data_csv (.)"
+    assert lines[0].startswith("results: final_loss ") and lines[0].endswith(("(better)", "(worse)"))
+    assert lines[1] == "cause: data_csv (.): parameters: steps: 30 → 31"
+    assert lines[2] == "first divergence: data_csv (.)"
+    assert lines[3:5] == [f"A = {runs['a']}", f"B = {runs['b']}"]
     assert "data_csv (., data-csv) differs:\n  parameters: steps: 30 → 31\n" in out
     # Only what differs: the unchanged source stage is counted, not listed.
     assert "small_data" not in out and "the same in A and B: 1 stage (--all lists every stage)" in out
@@ -206,9 +207,9 @@ def test_the_diff_of_two_deliverables_opens_with_the_result_then_the_changed_set
     assert main(["lineage", "diff", str(deliverables["a"]), str(deliverables["b"])]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert lines[1].startswith("results: final_val_loss ") and "(better)" in lines[1]  # lr 0.03 learns faster
-    assert lines[2].startswith("cause: sft_stage2 (model): parameters: lr: 0.01 → 0.03 (settings.lr, resolved.lr)")
-    assert lines[3] == "first divergence: sft_stage2 (model)"
+    assert lines[0].startswith("results: final_val_loss ") and "(better)" in lines[0]  # lr 0.03 learns faster
+    assert lines[1].startswith("cause: sft_stage2 (model): parameters: lr: 0.01 → 0.03 (settings.lr, resolved.lr)")
+    assert lines[2] == "first divergence: sft_stage2 (model)"
     block = out.index("sft_stage2 (model, train) differs:\n  parameters: lr: 0.01 → 0.03 (settings.lr, resolved.lr)")
     assert out.index("quality metrics that changed:") < block  # results before their cause
     assert "changed: |B − A| > 1e-09 × max(|A|, |B|)" in lines[-1]  # the tolerance, stated

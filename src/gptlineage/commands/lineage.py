@@ -73,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def show_action(settings: ShowSettings) -> int:
-    print("\n".join(show_lines(settings.path)))
+    from gptlineage.lineage.show_text import compact_lines
+
+    print("\n".join(show_lines(settings.path) if settings.full else compact_lines(settings.path)))
     return 0
 
 

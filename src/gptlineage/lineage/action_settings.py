@@ -34,9 +34,10 @@ def check_artifact_ids(settings: Any, *names: str) -> None:
 
 @dataclass(frozen=True)
 class ShowSettings:
-    """`lineage show`: the artifact whose tree to print."""
+    """`lineage show`: the artifact whose tree to print, compact or in full."""
 
     path: Path = setting(help=PATH_HELP, positional=True)
+    full: bool = setting(False, "every artifact's command line, parameters, code, run, files and inputs, unfolded")
 
     def __post_init__(self) -> None:
         check_settings(self)

@@ -203,10 +203,10 @@ def render_diff(
     if form == "json":
         return json.dumps(result, indent=2, ensure_ascii=False)
     md = form == "md"
-    head = f"lineage diff: A = {result['a']}, B = {result['b']}"
-    lines = [f"### {head}" if md else head, headline_line(result), cause_line(result), verdict_line(result)]
-    if md:
-        lines[1:4] = [f"**{line}**" for line in lines[1:4]]
+    sides = [f"A = {result['a']}", f"B = {result['b']}"]
+    opening = [headline_line(result), cause_line(result), verdict_line(result)]
+    md_opening = ["### lineage diff", *(f"**{line}**" for line in opening), "", *(f"- {side}" for side in sides)]
+    lines = md_opening if md else [*opening, *sides]
     lines += metric_sections(result, everything, md)
     if everything:
         lines += ["", (markdown if md else text)(stage_frame(result))]

@@ -13,6 +13,7 @@ Headers may break at a newline or at `_` / `.` (`final_val_` / `loss`). Numbers 
 from __future__ import annotations
 
 import shutil
+import textwrap
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 
@@ -115,7 +116,7 @@ def fit_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int 
             f"{len(dropped)} more column{'s' if len(dropped) != 1 else ''} not shown "
             "(choose with --columns, or set a wider COLUMNS)"
         )
-        lines.append(note if len(note) <= width else middle_cut(note, width))
+        lines += textwrap.wrap(note, width, break_long_words=False, break_on_hyphens=False)
     return lines
 
 
