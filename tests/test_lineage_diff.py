@@ -215,7 +215,9 @@ def test_the_diff_of_two_deliverables_opens_with_the_result_then_the_changed_set
     assert "changed: |B − A| > 1e-09 × max(|A|, |B|)" in lines[-1]  # the tolerance, stated
     quality = lines.index("quality metrics that changed:")
     timings = next(i for i, line in enumerate(lines) if line.startswith("timings (measurements"))
-    changed = [line.split() for line in lines[quality + 3 : timings] if line.strip()]
+    answers = next(i for i, line in enumerate(lines) if line.startswith("answers that changed"))
+    assert quality < answers < timings  # results: metrics, then answers
+    changed = [line.split() for line in lines[quality + 3 : answers] if line.strip()]
     assert [row[2] for row in changed] == ["final_val_loss", "best_val_loss"]  # the training stage's, nothing else
     assert all(row[:2] == ["sft_stage2", "(model)"] for row in changed)
     assert "tokens_per_s" in "\n".join(lines[timings:]) and "wall_s" not in "\n".join(lines[:timings])

@@ -88,6 +88,9 @@ def test_the_diff_fits_and_opens_with_a_changed_metric_and_the_changed_setting(
     assert "final_val_loss" in opening and "lr: 0.01 → 0.03" in opening
     result = as_json(capsys, "diff", *pair)
     values = {format_value(row[side]) for row in result["metrics"] for side in ("a", "b", "change")}
+    answers = lines.index("answers that changed (4):")  # a and b answer every prompt otherwise
+    assert lines.index("quality metrics that changed:") < answers < lines.index("sft_stage2 (model, train) differs:")
+    assert len(result["answers"]) == 4 and {row["family"] for row in result["answers"]} >= {"capital", "addition"}
     quality = lines.index("quality metrics that changed:")
     numbers_whole(rows_below_rule(lines[quality:])[:2], values)
     for side in pair:  # each path whole (or cut in the middle) on one line

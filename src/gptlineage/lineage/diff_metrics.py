@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gptlineage.lineage.declaration import Declaration, code_declaration, union
+from gptlineage.lineage.declaration import SUITE_ANSWERS, Declaration, code_declaration, holds, union
 from gptlineage.lineage.table import stage_metrics
 
 QUALITY, TIMING = "quality", "timing"
@@ -146,3 +146,34 @@ def without_copies(rows: list[dict[str, Any]], references: Sequence[dict[str, An
             kept.add(row)
             chosen.add(id(row))
     return [row for row in rows if id(row) in chosen]
+
+
+def suite_cases(artifact_dir: Path) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """A prompt-suite artifact's cases by (family, prompt), from its report.json; none if unreadable."""
+    try:
+        report = json.loads((artifact_dir / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    cases = report.get("cases") if isinstance(report, dict) else None
+    if not isinstance(cases, list):
+        return {}
+    return {(str(c.get("family")), str(c.get("prompt"))): c for c in cases if isinstance(c, dict)}
+
+
+def answer_rows(pairs: Sequence[StagePair]) -> list[dict[str, Any]]:
+    """The prompt-suite cases whose answer or verdict differs between A and B, in the suite's order."""
+    rows = []
+    for stage, role_path, path_a, manifest_a, path_b, manifest_b in pairs:
+        if not (holds(manifest_a, SUITE_ANSWERS) and holds(manifest_b, SUITE_ANSWERS)):
+            continue
+        left, right = suite_cases(path_a), suite_cases(path_b)
+        for key in dict.fromkeys([*left, *right]):
+            a, b = left.get(key, {}), right.get(key, {})
+            if (a.get("output"), a.get("matches")) != (b.get("output"), b.get("matches")):
+                expected = (a or b).get("expected")
+                rows.append(
+                    {"stage": stage, "role_path": role_path, "family": key[0], "prompt": key[1], "expected": expected}
+                    | {"a": a.get("output"), "a_matches": a.get("matches"), "b": b.get("output")}
+                    | {"b_matches": b.get("matches")}
+                )
+    return rows

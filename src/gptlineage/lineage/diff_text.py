@@ -170,6 +170,35 @@ def worse_than_best(result: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+ANSWERS_SHOWN = 10  # changed answers listed without --all
+
+
+def answer_section(answers: Sequence[Mapping[str, Any]], everything: bool, md: bool) -> list[str]:
+    """The prompt-suite answers that changed (output, ✓/✗), the first ANSWERS_SHOWN without EVERYTHING."""
+    if not answers:
+        return []
+    shown = answers if everything else answers[:ANSWERS_SHOWN]
+    marks = {True: " ✓", False: " ✗"}
+    frame = pd.DataFrame(
+        [
+            {
+                "family": row["family"],
+                "prompt": row["prompt"],
+                "expected": row["expected"],
+                "A": f"{row['a'] or ''}{marks.get(row['a_matches'], '')}",
+                "B": f"{row['b'] or ''}{marks.get(row['b_matches'], '')}",
+            }
+            for row in shown
+        ],
+        columns=["family", "prompt", "expected", "A", "B"],
+    )
+    title = f"answers that changed ({len(answers)})"
+    lines = ["", f"#### {title}" if md else f"{title}:", "" if md else None, (markdown if md else text)(frame)]
+    if len(answers) > len(shown):
+        lines.append(f"--all shows {len(answers) - len(shown)} more")
+    return [line for line in lines if line is not None]
+
+
 def metric_sections(result: Mapping[str, Any], everything: bool, md: bool) -> list[str]:
     """The quality metrics that changed, the families that changed, the stages whose final loss is
     worse than their best, then the changed key timings (EVERYTHING: every row)."""
@@ -187,8 +216,10 @@ def metric_sections(result: Mapping[str, Any], everything: bool, md: bool) -> li
     ):
         if part:
             lines += ["", f"#### {title}" if md else f"{title}:", "" if md else None, table(metric_frame(part, rows))]
-        if part is families and worse_than_best(result):
-            lines += ["", "final loss worse than the best:", *worse_than_best(result)]
+        if part is families:
+            lines += answer_section(result.get("answers", []), everything, md)
+            if worse_than_best(result):
+                lines += ["", "final loss worse than the best:", *worse_than_best(result)]
     hidden = len(rows) - len(quality) - len(families) - len(timings)
     if hidden:
         lines += ["", f"--all shows {hidden} more (the metrics that did not change, the timings reports record)"]
