@@ -302,3 +302,23 @@ def test_a_forged_declaration_does_not_change_what_diff_reports(runs, tmp_path, 
         reports.append((top["reasons"].get("outputs"), result["first_divergence"]))
     assert reports[0] == reports[1]
     assert any(line.startswith("trainlog.json: different") for line in reports[1][0]), reports[1]
+
+
+def test_float_noise_is_no_change_and_a_final_loss_worse_than_the_best_is_marked():
+    from gptlineage.lineage.declaration import Declaration
+    from gptlineage.lineage.diff_metrics import judgement, metric_row
+    from gptlineage.lineage.diff_text import worse_than_best
+
+    declared = Declaration()
+    assert not metric_row("s", "m", "final_val_loss", 0.1 + 0.2, 0.3, declared)["changed"]  # 5.6e-17 apart
+    worse = metric_row("s", "m", "final_val_loss", 0.2, 0.3, declared)
+    assert worse["changed"] and judgement(worse) == "worse"
+    assert judgement(metric_row("s", "m", "exact_match", 0.2, 0.3, declared)) == "better"
+    rows = [
+        metric_row("train", "model", "final_val_loss", 0.2572, 0.2, declared),
+        metric_row("train", "model", "best_val_loss", 0.2198, 0.2, declared),
+        metric_row("train", "model", "summary:validation_loss.best.step", 0, 5, declared),
+    ]
+    assert worse_than_best({"metrics": rows}) == [
+        "A: train (model): final 0.2572 (worse than best 0.2198 at step 0)"
+    ]
