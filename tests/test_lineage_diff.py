@@ -319,6 +319,4 @@ def test_float_noise_is_no_change_and_a_final_loss_worse_than_the_best_is_marked
         metric_row("train", "model", "best_val_loss", 0.2198, 0.2, declared),
         metric_row("train", "model", "summary:validation_loss.best.step", 0, 5, declared),
     ]
-    assert worse_than_best({"metrics": rows}) == [
-        "A: train (model): final 0.2572 (worse than best 0.2198 at step 0)"
-    ]
+    assert worse_than_best({"metrics": rows}) == ["A: train (model): final 0.2572 (worse than best 0.2198 at step 0)"]
