@@ -56,13 +56,17 @@ def test_diff_names_the_changed_parameter_and_the_first_divergence(runs, capsys)
     assert main(["lineage", "diff", str(runs["a"]), str(runs["b"])]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert lines[1] == "first divergence: data_csv (.)"
+    assert lines[0].startswith("results: final_loss ") and lines[0].endswith(("(better)", "(worse)"))
+    assert lines[1] == "cause: data_csv (.): parameters: steps: 30 → 31"
+    assert lines[2] == "first divergence: data_csv (.)"
+    assert lines[3:5] == [f"A = {runs['a']}", f"B = {runs['b']}"]
     assert "data_csv (., data-csv) differs:\n  parameters: steps: 30 → 31\n" in out
     # Only what differs: the unchanged source stage is counted, not listed.
     assert "small_data" not in out and "the same in A and B: 1 stage (--all lists every stage)" in out
-    assert out.index("quality metrics that changed:") < out.index("final_loss")
+    quality = out.index("quality metrics that changed:")
+    assert quality < out.index("final_loss", quality) < out.index("data_csv (., data-csv) differs:")
     if "timings (" in out:  # timings equal to the clock's resolution are not a difference
-        assert out.index("final_loss") < out.index("timings (")
+        assert out.index("final_loss", quality) < out.index("timings (")
 
 
 def test_diff_all_lists_every_stage_and_every_metric(runs, capsys):
@@ -198,18 +202,22 @@ def deliverables(tmp_path_factory) -> dict[str, Path]:
     return two_deliverables(tmp_path_factory.mktemp("deliverables"))
 
 
-def test_the_diff_of_two_deliverables_opens_with_the_changed_setting(deliverables, capsys):
+def test_the_diff_of_two_deliverables_opens_with_the_result_then_the_changed_setting(deliverables, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")
     assert main(["lineage", "diff", str(deliverables["a"]), str(deliverables["b"])]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[1] == "first divergence: sft_stage2 (model)"
-    assert lines[2:5] == [
-        "",
-        "sft_stage2 (model, train) differs:",
-        "  parameters: lr: 0.01 → 0.03 (settings.lr, resolved.lr)",  # one change, recorded under two keys
-    ]
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].startswith("results: final_val_loss ") and "(better)" in lines[0]  # lr 0.03 learns faster
+    assert lines[1].startswith("cause: sft_stage2 (model): parameters: lr: 0.01 → 0.03 (settings.lr, resolved.lr)")
+    assert lines[2] == "first divergence: sft_stage2 (model)"
+    block = out.index("sft_stage2 (model, train) differs:\n  parameters: lr: 0.01 → 0.03 (settings.lr, resolved.lr)")
+    assert out.index("quality metrics that changed:") < block  # results before their cause
+    assert "changed: |B − A| > 1e-09 × max(|A|, |B|)" in lines[-1]  # the tolerance, stated
     quality = lines.index("quality metrics that changed:")
     timings = next(i for i, line in enumerate(lines) if line.startswith("timings (measurements"))
-    changed = [line.split() for line in lines[quality + 3 : timings] if line.strip()]
+    answers = next(i for i, line in enumerate(lines) if line.startswith("answers that changed"))
+    assert quality < answers < timings  # results: metrics, then answers
+    changed = [line.split() for line in lines[quality + 3 : answers] if line.strip()]
     assert [row[2] for row in changed] == ["final_val_loss", "best_val_loss"]  # the training stage's, nothing else
     assert all(row[:2] == ["sft_stage2", "(model)"] for row in changed)
     assert "tokens_per_s" in "\n".join(lines[timings:]) and "wall_s" not in "\n".join(lines[:timings])
@@ -294,3 +302,21 @@ def test_a_forged_declaration_does_not_change_what_diff_reports(runs, tmp_path, 
         reports.append((top["reasons"].get("outputs"), result["first_divergence"]))
     assert reports[0] == reports[1]
     assert any(line.startswith("trainlog.json: different") for line in reports[1][0]), reports[1]
+
+
+def test_float_noise_is_no_change_and_a_final_loss_worse_than_the_best_is_marked():
+    from gptlineage.lineage.declaration import Declaration
+    from gptlineage.lineage.diff_metrics import judgement, metric_row
+    from gptlineage.lineage.diff_text import worse_than_best
+
+    declared = Declaration()
+    assert not metric_row("s", "m", "final_val_loss", 0.1 + 0.2, 0.3, declared)["changed"]  # 5.6e-17 apart
+    worse = metric_row("s", "m", "final_val_loss", 0.2, 0.3, declared)
+    assert worse["changed"] and judgement(worse) == "worse"
+    assert judgement(metric_row("s", "m", "exact_match", 0.2, 0.3, declared)) == "better"
+    rows = [
+        metric_row("train", "model", "final_val_loss", 0.2572, 0.2, declared),
+        metric_row("train", "model", "best_val_loss", 0.2198, 0.2, declared),
+        metric_row("train", "model", "summary:validation_loss.best.step", 0, 5, declared),
+    ]
+    assert worse_than_best({"metrics": rows}) == ["A: train (model): final 0.2572 (worse than best 0.2198 at step 0)"]

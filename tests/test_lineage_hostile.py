@@ -393,7 +393,7 @@ def test_control_characters_in_listed_names_are_escaped_by_show_and_verify(work,
     target = csv_of(work) / name
     target.write_text("note\n")
     edit(csv_of(work), lambda m: m["files"].append(file_entry(work, name, target)))
-    assert main(list(SHOW[:2]) + [str(csv_of(work))]) == 0
+    assert main(list(SHOW[:2]) + [str(csv_of(work)), "--full"]) == 0  # the compact view lists no files
     shown = capsys.readouterr().out
     assert "file: \\x1b[8mnote.txt (5 bytes)" in shown and "\x1b" not in shown
     assert main([*VERIFY[:2], str(csv_of(work))]) == 0

@@ -73,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def show_action(settings: ShowSettings) -> int:
-    print("\n".join(show_lines(settings.path)))
+    from gptlineage.lineage.show_text import compact_lines
+
+    print("\n".join(show_lines(settings.path) if settings.full else compact_lines(settings.path)))
     return 0
 
 
@@ -189,16 +191,19 @@ def reproduce_action(settings: ReproduceSettings) -> int:
 
 def table_action(settings: TableSettings) -> int:
     from gptlineage.lineage.runs import run_headers, run_table
-    from gptlineage.lineage.table import artifact_table, render
+    from gptlineage.lineage.table import artifact_table, choose_columns, render
 
+    columns = [name.strip() for name in settings.columns.split(",") if name.strip()]
     params = [name.strip() for name in settings.params.split(",") if name.strip()]
     sort = f"-{settings.sort}" if settings.sort and settings.descending else settings.sort
     options = {"params": params, "sort": sort, "only_changed": settings.only_changed}
     roots = list(settings.roots)
     if settings.stage is not None:
-        print(render(artifact_table(roots, stage=settings.stage, **options), settings.form))
+        table = artifact_table(roots, stage=settings.stage, **options)
+        print(render(choose_columns(table, columns) if columns else table, settings.form))
         return 0
     table = run_table(roots, **options)
+    table = choose_columns(table, columns) if columns else table
     print(render(table, settings.form, headers=run_headers(table)))
     return 0
 

@@ -34,9 +34,10 @@ def check_artifact_ids(settings: Any, *names: str) -> None:
 
 @dataclass(frozen=True)
 class ShowSettings:
-    """`lineage show`: the artifact whose tree to print."""
+    """`lineage show`: the artifact whose tree to print, compact or in full."""
 
     path: Path = setting(help=PATH_HELP, positional=True)
+    full: bool = setting(False, "every artifact's command line, parameters, code, run, files and inputs, unfolded")
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -139,6 +140,7 @@ class TableSettings:
     stage: str | None = setting(None, "one row per artifact in directories of this name instead (id, metrics, date)")
     params: str = setting("", "comma-separated parameters to show as well (dotted or last part)")
     only_changed: bool = setting(False, "only the columns whose values differ between rows")
+    columns: str = setting("", "comma-separated columns to show, in this order, named as in --csv (the first is kept)")
     sort: str | None = setting(None, "sort by this column, named as in --csv (empty cells last)", metavar="COLUMN")
     descending: bool = setting(False, "sort --sort's column from largest to smallest")
     form: str = setting("text", PRINT, choices=("text", "csv", "md", "json"), switches=True)

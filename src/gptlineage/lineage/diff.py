@@ -30,7 +30,7 @@ from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import INPUT_IDENTITY_KEYS, MANIFEST, content_sha256, read_manifest
 from gptlineage.lineage.compare import IDENTICAL, compare_outputs
 from gptlineage.lineage.declaration import code_declaration, union
-from gptlineage.lineage.diff_metrics import metric_rows
+from gptlineage.lineage.diff_metrics import answer_rows, metric_rows
 from gptlineage.lineage.diff_text import render_diff
 from gptlineage.lineage.identity import environment_class
 from gptlineage.lineage.results import run_artifact
@@ -297,6 +297,7 @@ def diff(path_a: str | Path, path_b: str | Path) -> dict[str, Any]:
             [sides[id(a)] for a, b in matched if not same_artifact(a, b)],
             [sides[id(a)] for a, b in matched if same_artifact(a, b)],
         ),
+        "answers": answer_rows([sides[id(a)] for a, b in matched if not same_artifact(a, b)]),
     }
 
 

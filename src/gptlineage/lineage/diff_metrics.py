@@ -21,10 +21,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gptlineage.lineage.declaration import Declaration, code_declaration, union
+from gptlineage.lineage.declaration import SUITE_ANSWERS, Declaration, code_declaration, holds, union
 from gptlineage.lineage.table import stage_metrics
 
 QUALITY, TIMING = "quality", "timing"
+# Two numbers closer than this, relative to the larger, are one value (float noise: a sum taken
+# in another order), not a change: |B − A| <= RELATIVE_TOLERANCE × max(|A|, |B|).
+RELATIVE_TOLERANCE = 1e-9
+LOWER_IS_BETTER = ("loss", "error", "perplexity")  # name parts: a metric of these is better when lower
+HIGHER_IS_BETTER = ("match", "accuracy", "rate", "score")
 
 # (stage name, role path, A's directory, A's manifest, B's directory, B's manifest)
 StagePair = tuple[str, str, Path, Mapping[str, Any], Path, Mapping[str, Any]]
@@ -38,6 +43,7 @@ def metric_row(stage: str, role_path: str, name: str, old: Any, new: Any, declar
     """One metric of one stage on both sides, with B − A when both are numbers; DECLARED: what the
     stage's commands declare a measurement."""
     numeric = is_plain_number(old) and is_plain_number(new)
+    noise = numeric and abs(new - old) <= RELATIVE_TOLERANCE * max(abs(old), abs(new))
     return {
         "stage": stage,
         "role_path": role_path,
@@ -46,8 +52,25 @@ def metric_row(stage: str, role_path: str, name: str, old: Any, new: Any, declar
         "a": old,
         "b": new,
         "change": new - old if numeric else None,
-        "changed": json.dumps(old) != json.dumps(new),
+        "changed": json.dumps(old) != json.dumps(new) and not noise,
     }
+
+
+def direction(metric: str) -> int:
+    """-1 when a lower value of METRIC is better (a loss), +1 when higher is (a match rate), 0 when
+    its name does not say; the last part of a dotted name decides (`by_family.capital.rate`)."""
+    last = metric.partition(":")[2].rsplit(".", 1)[-1] if ":" in metric else metric
+    if any(word in last for word in LOWER_IS_BETTER):
+        return -1
+    return 1 if any(word in last for word in HIGHER_IS_BETTER) else 0
+
+
+def judgement(row: Mapping[str, Any]) -> str:
+    """`better`, `worse` or empty: B against A in the metric's direction."""
+    sign = direction(row["metric"])
+    if not sign or not row["changed"] or row["change"] is None:
+        return ""
+    return "better" if row["change"] * sign > 0 else "worse"
 
 
 def metric_rows(pairs: Sequence[StagePair], same: Sequence[StagePair] = ()) -> list[dict[str, Any]]:
@@ -123,3 +146,34 @@ def without_copies(rows: list[dict[str, Any]], references: Sequence[dict[str, An
             kept.add(row)
             chosen.add(id(row))
     return [row for row in rows if id(row) in chosen]
+
+
+def suite_cases(artifact_dir: Path) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """A prompt-suite artifact's cases by (family, prompt), from its report.json; none if unreadable."""
+    try:
+        report = json.loads((artifact_dir / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    cases = report.get("cases") if isinstance(report, dict) else None
+    if not isinstance(cases, list):
+        return {}
+    return {(str(c.get("family")), str(c.get("prompt"))): c for c in cases if isinstance(c, dict)}
+
+
+def answer_rows(pairs: Sequence[StagePair]) -> list[dict[str, Any]]:
+    """The prompt-suite cases whose answer or verdict differs between A and B, in the suite's order."""
+    rows = []
+    for stage, role_path, path_a, manifest_a, path_b, manifest_b in pairs:
+        if not (holds(manifest_a, SUITE_ANSWERS) and holds(manifest_b, SUITE_ANSWERS)):
+            continue
+        left, right = suite_cases(path_a), suite_cases(path_b)
+        for key in dict.fromkeys([*left, *right]):
+            a, b = left.get(key, {}), right.get(key, {})
+            if (a.get("output"), a.get("matches")) != (b.get("output"), b.get("matches")):
+                expected = (a or b).get("expected")
+                rows.append(
+                    {"stage": stage, "role_path": role_path, "family": key[0], "prompt": key[1], "expected": expected}
+                    | {"a": a.get("output"), "a_matches": a.get("matches"), "b": b.get("output")}
+                    | {"b_matches": b.get("matches")}
+                )
+    return rows

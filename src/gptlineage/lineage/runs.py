@@ -18,6 +18,7 @@ by column, each column where it first comes upstream.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,8 @@ from typing import Any
 import pandas as pd
 
 from gptlineage.errors import GptlineageError
-from gptlineage.lineage.artifact import is_artifact_dir
+from gptlineage.lineage.artifact import is_artifact_dir, read_manifest
+from gptlineage.lineage.checks import printable
 from gptlineage.lineage.declaration import declaration_of
 from gptlineage.lineage.diff import Stage, stages
 from gptlineage.lineage.results import results_of
@@ -65,16 +67,32 @@ def union(found: Sequence[Path]) -> list[Stage]:
     return list(merged.values())
 
 
+def is_deliverable(root: Path) -> bool:
+    return is_artifact_dir(root) and declaration_of(read_manifest(root)).deliverable
+
+
 def find_runs(roots: Sequence[Path]) -> list[ComparedRun]:
-    """One run per artifact given, per deliverable in a tree given, or per other tree given."""
+    """One run per artifact given, per deliverable in a tree given, or per other tree given.
+
+    Of several ROOTS (a shell glob, `results/*/sft_stage2`), a directory that holds no artifact
+    (`results/plots/sft_stage2`, the figures) is skipped with one line on stderr, and so is an
+    artifact that is no deliverable (`results/train/sft_stage2`) when another root is one; a
+    single bad root is an error."""
     runs: list[ComparedRun] = []
+    compares_deliverables = len(roots) > 1 and any(map(is_deliverable, roots))
     for root in roots:
         if not root.is_dir():
             raise GptlineageError(f"{root}: no such results directory")
+        if compares_deliverables and is_artifact_dir(root) and not is_deliverable(root):
+            print(printable(f"skipped {root}: an artifact, not a deliverable like the others"), file=sys.stderr)
+            continue
         if is_artifact_dir(root):
             runs.append(ComparedRun(str(root), named_stages(stages(root))))
             continue
         deliverables, results = results_of(root)
+        if not results and len(roots) > 1:
+            print(printable(f"skipped {root}: no artifacts (not a deliverable or results tree)"), file=sys.stderr)
+            continue
         if not results:
             raise GptlineageError(f"{root}: no artifacts")
         if len(deliverables) == 1:
@@ -86,6 +104,8 @@ def find_runs(roots: Sequence[Path]) -> list[ComparedRun]:
             ]
         else:
             runs.append(ComparedRun(str(root), named_stages(union(results))))
+    if not runs:
+        raise GptlineageError(f"{', '.join(map(str, roots))}: no artifacts")
     return runs
 
 

@@ -13,11 +13,9 @@ duration is the wall time between the run's recorded start and finish.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import os
-import shutil
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -25,20 +23,15 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import is_artifact_dir, read_manifest
 from gptlineage.lineage.checks import encodable, printable, utf8_shown
 from gptlineage.lineage.declaration import WALL_TIME, declaration_of, path_keys
+from gptlineage.lineage.text_table import fit_table, short_date, short_labels
 
 REPORT_MAX_BYTES = 1 << 20  # larger JSON files are data, not reports: not read for metrics
 FORMATS = ("text", "csv", "md", "json")
-SHORT_CELL = 12  # columns of numbers, ids and names this short give way only after columns of text
-WRAPPED_MIN, FOLDED_MIN = 10, 4  # the narrowest a column of text, then any column, is made to fit
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -266,89 +259,30 @@ def markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def is_numeric_text(cell: str) -> bool:
-    """A number as a table shows it ("+0.5", "1e-06"), or an empty cell: aligned right."""
-    try:
-        return cell == "" or (float(cell) == float(cell) and cell.lower() not in ("true", "false"))
-    except ValueError:
-        return False
-
-
-def terminal_width() -> int:
-    """The terminal's columns (COLUMNS first); 120 when the output is no terminal."""
-    return shutil.get_terminal_size((120, 24)).columns
-
-
-def break_header(line: str) -> list[str]:
-    """LINE broken after the `_` or `.` nearest its middle (`final_val_` / `loss`), or kept whole."""
-    cuts = [i + 1 for i, char in enumerate(line[:-1]) if char in "_."]
-    if not cuts:
-        return [line]
-    cut = min(cuts, key=lambda i: abs(len(line) / 2 - i))
-    return [line[:cut], line[cut:]]
-
-
-def fitted_headers(headers: Sequence[str], cells: Sequence[int], width: int, gap: int = 2) -> list[str]:
-    """HEADERS (a newline breaks one) broken at `_` or `.`, the one widest beyond its cells first,
-    until columns as wide as their cells (CELLS) and headers fit WIDTH."""
-    lines = [header.split("\n") for header in headers]
-    fixed: set[int] = set()
-    while True:
-        widths = [max(cell, *map(len, parts)) for cell, parts in zip(cells, lines)]
-        if sum(widths) + gap * (len(widths) - 1) <= width:
-            break
-        excess = [
-            (max(map(len, parts)) - cell, i) for i, (cell, parts) in enumerate(zip(cells, lines)) if i not in fixed
-        ]
-        over, index = max(excess, default=(0, 0))
-        longest = max(lines[index], key=len)
-        if over <= 0:
-            break  # no header is wider than its cells: the cells must give way
-        at = lines[index].index(longest)
-        lines[index][at : at + 1] = break_header(longest)
-        if len(break_header(longest)) == 1:
-            fixed.add(index)  # no place to break: the next widest header
-    return ["\n".join(parts) for parts in lines]
-
-
-def column_widths(natural: Sequence[int], tokens: Sequence[bool], width: int, gap: int = 2) -> list[int]:
-    """Widths that fit WIDTH: the widest column of text gives way first (down to WRAPPED_MIN), then
-    the widest of any (numbers and ids, down to FOLDED_MIN); natural widths when they fit."""
-    widths = list(natural)
-    for shrinkable, floor in (([not t for t in tokens]), WRAPPED_MIN), ([True] * len(widths), FOLDED_MIN):
-        while sum(widths) + gap * (len(widths) - 1) > width:
-            candidates = [(w, i) for i, w in enumerate(widths) if shrinkable[i] and w > floor]
-            if not candidates:
-                break
-            widths[max(candidates)[1]] -= 1
-    return widths
-
-
 def text(table: pd.DataFrame, headers: Mapping[str, str] | None = None, width: int | None = None) -> str:
-    """An aligned table for the terminal that fits WIDTH (the terminal's): long headers break at
-    `_` or `.`, then text cells wrap, and numbers or ids fold only as a last resort. HEADERS maps
-    a column to the header shown (a newline breaks it). Numbers align right; every cell is
-    printable text (no markup, no control character)."""
-    width = width or terminal_width()
+    """An aligned table for the terminal that fits WIDTH (the terminal's) and never breaks a cell
+    (`gptlineage.lineage.text_table`): run and tree names shortened to what tells them apart,
+    dates to the minute, long text cut in the middle, the columns that do not fit dropped and
+    counted. HEADERS maps a column to the header shown (a newline breaks it)."""
     cells = [[printable(format_value(value)) for value in row] for row in table.itertuples(index=False)]
+    for index, column in enumerate(table.columns):
+        if column in ("run", "tree"):
+            for row, label in zip(cells, short_labels([row[index] for row in cells])):
+                row[index] = label
+        elif column == "date":
+            for row in cells:
+                row[index] = short_date(row[index])
     names = ["\n".join(map(printable, str((headers or {}).get(c, c)).split("\n"))) for c in table.columns]
-    cell_widths = [max((len(row[i]) for row in cells), default=0) for i in range(len(names))]
-    shown = fitted_headers(names, cell_widths, width)
-    natural = [max(cell, *map(len, header.split("\n"))) for cell, header in zip(cell_widths, shown)]
-    tokens = [all(len(row[i]) <= SHORT_CELL and " " not in row[i] for row in cells) for i in range(len(names))]
-    grid = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
-    for index, column_width in enumerate(column_widths(natural, tokens, width)):
-        numeric = bool(cells) and all(is_numeric_text(row[index]) for row in cells)
-        # rich counts one padding cell into an edge column's maximum, which pad_edge=False then gives to the text
-        edges = (index == 0) + (index == len(names) - 1)
-        justify = "right" if numeric else "left"
-        grid.add_column(Text(shown[index]), justify=justify, overflow="fold", max_width=max(1, column_width - edges))
-    for row in cells:
-        grid.add_row(*(Text(value) for value in row))
-    console = Console(width=max(width, 1), file=io.StringIO(), color_system=None, highlight=False)
-    with console.capture() as captured:
-        console.print(grid)
-    return "\n".join(line.rstrip() for line in captured.get().splitlines())
+    return "\n".join(fit_table(names, cells, width))
+
+
+def choose_columns(table: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """`--columns a,b`: those columns in that order (the first, run or tree, always kept)."""
+    unknown = [name for name in columns if name not in table.columns]
+    if unknown:
+        raise GptlineageError(f"--columns {','.join(unknown)}: no such column (columns: {', '.join(table.columns)})")
+    first = str(table.columns[0])
+    return table[[first, *(name for name in columns if name != first)]]
 
 
 def records(table: pd.DataFrame) -> list[dict[str, Any]]:

@@ -1,0 +1,144 @@
+"""`lineage table`, `diff` and `show` at 80 and 120 columns: no line wider, no cell broken.
+
+On the two tiny deliverables of tests/tiny_runs.py (a and b differ in the training run's lr).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from tiny_runs import two_deliverables
+
+from gptlineage.cli import main
+from gptlineage.lineage.table import format_value
+from gptlineage.lineage.text_table import fit_table, middle_cut, short_labels
+
+WIDTHS = (80, 120)
+NUMBER = re.compile(r"(?<![\w.])[+-]?\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w.])")
+
+
+@pytest.fixture(scope="module")
+def deliverables(tmp_path_factory) -> dict[str, Path]:
+    return two_deliverables(tmp_path_factory.mktemp("width"))
+
+
+def printed(capsys, monkeypatch, width: int, *args: str) -> list[str]:
+    monkeypatch.setenv("COLUMNS", str(width))
+    assert main(["lineage", *args]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def as_json(capsys, *args: str) -> list[dict]:
+    assert main(["lineage", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def rows_below_rule(lines: list[str]) -> list[str]:
+    """The table's rows: from below its rule to the dropped-columns note or an empty line."""
+    rule = next(i for i, line in enumerate(lines) if line.startswith("─"))
+    rows = []
+    for line in lines[rule + 1 :]:
+        if not line or re.match(r"\d+ more column", line):
+            break
+        rows.append(line)
+    return rows
+
+
+def numbers_whole(lines: list[str], values: set[str]) -> None:
+    """Every number on LINES is one whole value of VALUES: none cut in two."""
+    for line in lines:
+        for token in NUMBER.findall(line):
+            assert token.lstrip("+") in values or token in values, (token, line)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_run_table_fits_and_keeps_each_cell_whole(deliverables, capsys, monkeypatch, width):
+    tops = [str(deliverables["a"]), str(deliverables["b"])]
+    lines = printed(capsys, monkeypatch, width, "table", *tops)
+    assert max(map(len, lines)) <= width
+    found = as_json(capsys, "table", *tops)
+    assert [line.split()[0] for line in rows_below_rule(lines)] == ["a", "b"]  # names shortened to what differs
+    numbers_whole(rows_below_rule(lines), {format_value(v) for row in found for v in row.values()})
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_stage_table_fits_with_whole_ids_paths_and_short_dates(deliverables, capsys, monkeypatch, width):
+    tree = str(deliverables["a"].parent.parent)
+    lines = printed(capsys, monkeypatch, width, "table", tree, "--stage", "sft_stage2")
+    assert max(map(len, lines)) <= width
+    found = as_json(capsys, "table", tree, "--stage", "sft_stage2")
+    body = "\n".join(rows_below_rule(lines))
+    for row in found:
+        assert re.search(rf"(?m)^\S+\s+sft_stage2\s+\S+\s+{row['id']}\b", body), row["id"]  # tree, stage, command, id
+    if "date" in lines[0]:
+        assert found[0]["date"][:16] in body and found[0]["date"] not in body  # to the minute
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_diff_fits_and_opens_with_a_changed_metric_and_the_changed_setting(
+    deliverables, capsys, monkeypatch, width
+):
+    pair = [str(deliverables["a"]), str(deliverables["b"])]
+    lines = printed(capsys, monkeypatch, width, "diff", *pair)
+    assert max(map(len, lines)) <= width
+    opening = "\n".join(lines[:5])
+    assert "final_val_loss" in opening and "lr: 0.01 → 0.03" in opening
+    result = as_json(capsys, "diff", *pair)
+    values = {format_value(row[side]) for row in result["metrics"] for side in ("a", "b", "change")}
+    answers = lines.index("answers that changed (4):")  # a and b answer every prompt otherwise
+    assert lines.index("quality metrics that changed:") < answers < lines.index("sft_stage2 (model, train) differs:")
+    assert len(result["answers"]) == 4 and {row["family"] for row in result["answers"]} >= {"capital", "addition"}
+    quality = lines.index("quality metrics that changed:")
+    numbers_whole(rows_below_rule(lines[quality:])[:2], values)
+    for side in pair:  # each path whole (or cut in the middle) on one line
+        assert any(side in line or middle_cut(side, width - 4) in line for line in lines)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_show_fits_folds_a_repeated_artifact_and_full_keeps_the_old_view(deliverables, capsys, monkeypatch, width):
+    lines = printed(capsys, monkeypatch, width, "show", str(deliverables["a"]))
+    assert max(map(len, lines)) <= width
+    text = "\n".join(lines)
+    train = json.loads((deliverables["a"].parent / "train" / "sft_stage2" / "manifest.json").read_text())
+    assert text.count(train["id"][:12]) == 1 and "sft_stage2  train  … (shown above)" in text  # the suite's model
+    assert "checkpoints: 1 (step-5)" in text and "compile: false" in text and "context: null" in text
+    assert "{'" not in text and "None" not in text and "checkpoints/step-5/" not in text
+    full = printed(capsys, monkeypatch, width, "show", str(deliverables["a"]), "--full")
+    assert f"id {train['id']}" in "\n".join(full) and "file: checkpoints/step-5/parameters.safetensors" in "\n".join(
+        full
+    )
+
+
+def test_only_changed_columns_and_the_dropped_columns_line(deliverables, capsys, monkeypatch):
+    tree = str(deliverables["a"].parent.parent)
+    every = as_json(capsys, "table", tree, "--stage", "sft_stage2")
+    changed = as_json(capsys, "table", tree, "--stage", "sft_stage2", "--only-changed")
+    assert set(changed[0]) < set(every[0]) and "stage" not in changed[0] and "id" in changed[0]
+    chosen = as_json(capsys, "table", tree, "--stage", "sft_stage2", "--columns", "id,stage")
+    assert [list(row) for row in chosen] == [["tree", "id", "stage"]] * len(every)
+    narrow = printed(capsys, monkeypatch, 40, "table", tree, "--stage", "sft_stage2")
+    note = " ".join(narrow[narrow.index(next(line for line in narrow if "more columns not" in line)) :])
+    assert re.fullmatch(r"\d+ more columns not shown \(choose with --columns, or set a wider COLUMNS\)", note)
+    assert max(map(len, narrow)) <= 40
+    assert main(["lineage", "table", tree, "--columns", "nope"]) == 1
+    assert "error: lineage: --columns nope: no such column" in capsys.readouterr().err
+
+
+def test_a_sweep_glob_skips_the_figures_and_the_training_run(deliverables, tmp_path, capsys):
+    results = deliverables["a"].parent.parent
+    (results / "plots" / "sft_stage2").mkdir(parents=True)
+    roots = [deliverables["a"], deliverables["b"], results / "plots" / "sft_stage2", results / "a" / "train"]
+    found = as_json(capsys, "table", *map(str, roots[:3]), str(deliverables["a"].parent / "train" / "sft_stage2"))
+    assert [row["run"] for row in found] == [str(deliverables["a"]), str(deliverables["b"])]
+    assert main(["lineage", "table", str(results / "plots" / "sft_stage2")]) == 1  # alone: still an error
+    assert "no artifacts" in capsys.readouterr().err
+
+
+def test_layout_helpers():
+    assert short_labels(["results/sft_stage2", "results/lr_high/sft_stage2"]) == ["default", "lr_high"]
+    assert middle_cut("results/lr_high/sft_stage2", 22) == "results/…/sft_stage2"
+    lines = fit_table(["run", "path"], [["a", "x" * 200]], width=30)
+    assert max(map(len, lines)) <= 30 and "…" in lines[-1]
