@@ -4,7 +4,8 @@ They run from the root of a copy of the workflow's tiny chain (conftest's `workf
 bash, so a documented glob (`results/*/sft_stage2`) expands as it does for a reader. Before them
 the tree gets what the documents' examples assume beside `results/`: `before/` and `after/`,
 copies of it as earlier and later runs, `before/results` and `after/results` as whole trees, and
-`a/`, a renamed copy. Outputs the documents write to /tmp/ go to this test's own folder instead, so
+`a/`, a renamed copy; a command naming `results/a/` or `results/b/` (two experiments of a sweep)
+runs in a copy of the tree that has them. Outputs the documents write to /tmp/ go to this test's own folder instead, so
 two runs never share them. The interactive chat reads an empty standard input and ends.
 
 Example:
@@ -70,8 +71,22 @@ def tree(workflow_copy, tmp_path_factory) -> Path:
     return workflow_copy
 
 
+@pytest.fixture(scope="module")
+def sweep_tree(tree, tmp_path_factory) -> Path:
+    """The tree again with two experiments' trees, results/a and results/b, as a sweep leaves them."""
+    sweep = tmp_path_factory.mktemp("sweep") / "tree"
+    linked_copy(tree, sweep)
+    for experiment in ("a", "b"):
+        linked_copy(tree / "results", sweep / f"experiment_{experiment}")
+    for experiment in ("a", "b"):
+        (sweep / f"experiment_{experiment}").rename(sweep / "results" / experiment)
+    return sweep
+
+
 @pytest.mark.parametrize(("document", "line"), COMMANDS, ids=[f"{name}:{line[:60]}" for name, line in COMMANDS])
-def test_the_documented_command_runs_as_written(tree, tmp_path, document, line):
+def test_the_documented_command_runs_as_written(request, tmp_path, document, line):
+    sweep = re.search(r"\bresults/[ab]/", line) is not None
+    tree = request.getfixturevalue("sweep_tree" if sweep else "tree")
     line = line.replace("/tmp/", f"{tmp_path}/")
     runnable = shlex.quote(sys.executable) + " -m gptlineage" + line.removeprefix("gptlineage")
     env = {**os.environ, **OFFLINE}

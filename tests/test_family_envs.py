@@ -215,7 +215,7 @@ def test_corpus_stand_in_lacks_torch_and_tabular_lacks_the_tokenizer():
     """The stand-ins are what the env files say: the check above is no check with everything installed."""
     assert "torch" in left_out(family_packages("corpus")) and "torch" in left_out(family_packages("lineage"))
     assert "tiktoken" in left_out(family_packages("tabular"))
-    assert {"transformers", "matplotlib", "rich"} <= set(left_out(family_packages("training")))
+    assert {"transformers", "matplotlib"} <= set(left_out(family_packages("training")))
     # every family of the rules runs here: three in `built`, generation and reporting below
     assert set(FAMILY_OUTPUTS) | {"generation", "reporting"} == set(FAMILIES)
 
