@@ -320,3 +320,16 @@ def test_float_noise_is_no_change_and_a_final_loss_worse_than_the_best_is_marked
         metric_row("train", "model", "summary:validation_loss.best.step", 0, 5, declared),
     ]
     assert worse_than_best({"metrics": rows}) == ["A: train (model): final 0.2572 (worse than best 0.2198 at step 0)"]
+
+
+def test_better_and_worse_follow_the_declared_direction_before_the_name():
+    from gptlineage.lineage.declaration import Declaration, Metric, declaration_of
+    from gptlineage.lineage.diff_metrics import judgement, metric_row
+
+    declared = Declaration(metrics=(Metric("odd_loss", "summary", "x", better="higher"),))
+    recorded = declaration_of({"command": {"declaration": declared.as_json()}})
+    assert recorded.better_of("odd_loss") == "higher" and recorded.better_of("other") is None
+    # declared: higher is better, whatever the name says
+    assert judgement(metric_row("s", ".", "odd_loss", 0.2, 0.3, recorded)) == "better"
+    # not declared: the name decides (a loss is better lower)
+    assert judgement(metric_row("s", ".", "plain_loss", 0.2, 0.3, recorded)) == "worse"

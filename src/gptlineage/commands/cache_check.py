@@ -24,7 +24,7 @@ EXAMPLE = (
     'gptlineage cache-check --run results/sft_stage2 --system "" --rollout 8 --output results/examples/cache_check'
 )
 DECLARATION = Declaration(
-    metrics=(Metric("cache_max_abs", "summary", "max_abs"),),
+    metrics=(Metric("cache_max_abs", "summary", "max_abs", better="lower"),),
     timing_keys=("full_ms", "cached_ms"),
     reports=("report.json",),
 )

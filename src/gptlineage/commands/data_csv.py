@@ -23,7 +23,9 @@ EXAMPLE = (
     "gptlineage data-csv --csv results/small_data/small_regression.csv --seed 2026 --steps 5 "
     "--output results/examples/data_csv"
 )
-DECLARATION = Declaration(metrics=(Metric("final_loss", "trainlog.json", "loss.last", column="final_loss"),))
+DECLARATION = Declaration(
+    metrics=(Metric("final_loss", "trainlog.json", "loss.last", column="final_loss", better="lower"),)
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

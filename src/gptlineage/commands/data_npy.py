@@ -23,7 +23,9 @@ EXAMPLE = (
     "--y results/small_data/small_regression_y.npy --seed 2026 --steps 5 "
     "--output results/examples/data_npy"
 )
-DECLARATION = Declaration(metrics=(Metric("final_loss", "trainlog.json", "loss.last", column="final_loss"),))
+DECLARATION = Declaration(
+    metrics=(Metric("final_loss", "trainlog.json", "loss.last", column="final_loss", better="lower"),)
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -25,7 +25,15 @@ EXAMPLE = (
     "--eval-every 1 --output results/examples/matched_compare"
 )
 DECLARATION = Declaration(
-    metrics=(Metric("matched_max_diff", "summary", "max_absolute_train_loss_difference", column="matched_max_diff"),),
+    metrics=(
+        Metric(
+            "matched_max_diff",
+            "summary",
+            "max_absolute_train_loss_difference",
+            column="matched_max_diff",
+            better="lower",
+        ),
+    ),
     timing_keys=("duration_ms", "tokens_per_second", "median_tokens_per_second", "throughput_ratio"),
     reports=("comparison.json",),
 )

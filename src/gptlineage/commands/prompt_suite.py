@@ -26,8 +26,8 @@ EXAMPLE = (
 )
 DECLARATION = Declaration(
     metrics=(
-        Metric("exact_match", "summary", "exact_match.rate", column="exact_match"),
-        Metric("lenient_match", "summary", "lenient_match.rate", column="lenient_match"),
+        Metric("exact_match", "summary", "exact_match.rate", column="exact_match", better="higher"),
+        Metric("lenient_match", "summary", "lenient_match.rate", column="lenient_match", better="higher"),
     ),
     reports=("report.json",),
     holds=SUITE_ANSWERS,

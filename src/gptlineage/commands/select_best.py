@@ -29,7 +29,9 @@ from gptlineage.training.layout import PARAMETERS_FILE, PASSPORT_FILE, TrainingR
 from gptlineage.training.metrics import best_checkpoint
 
 EXAMPLE = "gptlineage select-best --run results/train/pretrain --output results/examples/best_pretrain"
-DECLARATION = Declaration(metrics=(Metric("best_val_loss", "summary", "validation_loss"),), holds=CHECKPOINT)
+DECLARATION = Declaration(
+    metrics=(Metric("best_val_loss", "summary", "validation_loss", better="lower"),), holds=CHECKPOINT
+)
 SELECTION = "lowest validation loss among saved checkpoints after step 0"
 SELECTED_SCHEMA = "gptlineage.selected-checkpoint-passport.v1"
 # A training passport's fields that describe the run to its end (or its process), not the weights

@@ -52,8 +52,8 @@ EXAMPLE = (
 DECLARATION = Declaration(
     side_outputs={"--save-params": DROP, "--metrics": DROP, "--passport": DROP, "--checkpoint-dir": SCRATCH},
     metrics=(
-        Metric("final_val_loss", "summary", "validation_loss.last.loss", column="val_loss"),
-        Metric("best_val_loss", "summary", "validation_loss.best.loss"),
+        Metric("final_val_loss", "summary", "validation_loss.last.loss", column="val_loss", better="lower"),
+        Metric("best_val_loss", "summary", "validation_loss.best.loss", better="lower"),
         Metric("tokens_per_s", "summary", "median_tokens_per_second", timing=True),
     ),
     timing_keys=("duration_ms", "tokens_per_second", "median_tokens_per_second", "total_ns", "wall_ns", "pid"),

@@ -7,7 +7,7 @@ declaration of the module it runs. Example:
 
     DECLARATION = Declaration(
         side_outputs={"--metrics": DROP, "--checkpoint-dir": SCRATCH},
-        metrics=(Metric("final_val_loss", "summary", "validation_loss.last.loss", column="val_loss"),),
+        metrics=(Metric("final_val_loss", "summary", "validation_loss.last.loss", column="val_loss", better="lower"),),
         timing_keys=("duration_ms", "tokens_per_second"),
         timing_files=("trace.json",),
     )
@@ -46,13 +46,15 @@ COMMAND_MODULE = re.compile(r"gptlineage\.commands\.[a-z][a-z0-9_]*")
 class Metric:
     """A headline metric: NAME, found under the dotted KEY of SOURCE ("summary": the manifest's
     summary; else one of the artifact's JSON reports by file name). COLUMN: its column in the
-    run table of `lineage table`, when it is shown there; TIMING: a measurement, not a result."""
+    run table of `lineage table`, when it is shown there; TIMING: a measurement, not a result;
+    BETTER: "lower" (a loss) or "higher" (a match rate), what `lineage diff` calls better."""
 
     name: str
     source: str
     key: str
     column: str | None = None
     timing: bool = False
+    better: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         found: dict[str, Any] = {"name": self.name, "source": self.source, "key": self.key}
@@ -60,6 +62,8 @@ class Metric:
             found["column"] = self.column
         if self.timing:
             found["timing"] = True
+        if self.better is not None:
+            found["better"] = self.better
         return found
 
 
@@ -120,6 +124,10 @@ class Declaration:
     def is_timing_file(self, relative: str) -> bool:
         return matches(relative, self.timing_files)
 
+    def better_of(self, metric: str) -> str | None:
+        """The declared direction ("lower", "higher") of the headline metric named METRIC, or None."""
+        return next((m.better for m in self.metrics if m.name == metric), None)
+
     def is_measurement(self, metric: str) -> bool:
         """A metric of `stage_metrics` (`wall_s`, a headline name, `report.json:full_prefix_ms.median`)
         that is a timing or memory measurement: what a rerun of the same work measures otherwise."""
@@ -153,7 +161,7 @@ def declaration_of(manifest: Mapping[str, Any]) -> Declaration:
     if not isinstance(recorded, Mapping):
         return NOTHING
     metrics = tuple(
-        Metric(m["name"], m["source"], m["key"], m.get("column"), bool(m.get("timing", False)))
+        Metric(m["name"], m["source"], m["key"], m.get("column"), bool(m.get("timing", False)), m.get("better"))
         for m in recorded.get("metrics", [])
     )
     return Declaration(

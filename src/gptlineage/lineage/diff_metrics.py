@@ -53,6 +53,7 @@ def metric_row(stage: str, role_path: str, name: str, old: Any, new: Any, declar
         "b": new,
         "change": new - old if numeric else None,
         "changed": json.dumps(old) != json.dumps(new) and not noise,
+        "better": declared.better_of(name),
     }
 
 
@@ -66,8 +67,10 @@ def direction(metric: str) -> int:
 
 
 def judgement(row: Mapping[str, Any]) -> str:
-    """`better`, `worse` or empty: B against A in the metric's direction."""
-    sign = direction(row["metric"])
+    """`better`, `worse` or empty: B against A in the metric's declared direction; a number no
+    declaration names (a family's rate in a report) by its name (`direction`)."""
+    declared = {"lower": -1, "higher": 1}.get(row.get("better") or "")
+    sign = declared if declared is not None else direction(row["metric"])
     if not sign or not row["changed"] or row["change"] is None:
         return ""
     return "better" if row["change"] * sign > 0 else "worse"

@@ -65,6 +65,7 @@ METRIC = record(
         "key": TEXT,
         "column": TEXT_OR_NULL,
         "timing": {"type": "boolean", "x-is": "true or false"},
+        "better": {"enum": ["lower", "higher"], "x-is": "lower or higher"},
     },
     ["name", "source", "key"],
 )
