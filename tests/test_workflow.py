@@ -187,7 +187,7 @@ def test_each_stage_starts_where_its_config_says(workflow_copy, capsys):
         "corpus_sft_stage2",
         "synth_chat",
     ):
-        assert f"{name}  [" in shown, name
+        assert re.search(rf"\b{name}  [a-z-]+  [0-9a-f]{{12}}\b", shown), name  # name, command, short id
 
 
 def test_the_generation_checks_report_on_the_stage_two_model(workflow_copy):
