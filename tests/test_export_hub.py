@@ -52,8 +52,11 @@ def test_the_export_holds_tokenizer_generation_config_chat_template_and_card(exp
     assert {"tokenizer.json", "tokenizer_config.json", "generation_config.json", "README.md"} <= names
     run_id = json.loads((exported / "run" / "manifest.json").read_text())["id"]
     card = (export / "README.md").read_text()
-    assert run_id in card and "pipeline_tag: text-generation" in card
+    assert run_id in card and "pipeline_tag: text-generation" in card and "\nlicense: mit\n" in card
+    last = json.loads((exported / "run" / "manifest.json").read_text())["summary"]["validation_loss"]["last"]
+    assert f"| validation loss (final) | {last['loss']:.4f} at step {last['step']} |" in card
     config = transformers.GenerationConfig.from_pretrained(export)
+    assert config.max_new_tokens == 16  # half the context of 32: a prompt keeps the other half
     assert (config.eos_token_id, config.pad_token_id, config.top_k, config.temperature) == (50256, 50256, 40, 0.8)
     summary = json.loads((export / "manifest.json").read_text())["summary"]
     assert summary["tokenizer"] is True and summary["model_card"] is True
@@ -98,3 +101,5 @@ def test_pipeline_greedy_gives_generates_tokens(exported, capsys):
     prompt_ids = gpt2_encoding().encode_ordinary(prompt)
     assert tokens[: len(prompt_ids)] == prompt_ids
     assert tokens[len(prompt_ids) :] == expected and len(expected) > 0
+    # the export's own max_new_tokens fits its 32 positions: no index past the position embedding
+    assert len(generate(prompt, do_sample=False, return_tensors=True)[0]["generated_token_ids"]) <= 32

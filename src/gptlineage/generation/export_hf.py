@@ -63,6 +63,11 @@ def lineage_of(source: ModelSource, parameters: int) -> dict[str, Any]:
     summary = manifest.get("summary") or {}
     scalars = [(k, v) for k, v in summary.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)]
     facts.update((key, str(value)) for key, value in scalars[:CARD_FACTS])
+    validation = summary.get("validation_loss")
+    for which, label in (("last", "final"), ("best", "best")):  # a training run's; select-best's is a scalar
+        point = validation.get(which) if isinstance(validation, dict) else None
+        if isinstance(point, dict) and isinstance(point.get("loss"), float):
+            facts[f"validation loss ({label})"] = f"{point['loss']:.4f} at step {point.get('step')}"
     inputs = [
         f"{entry['role']}: {entry.get('artifact_id') or entry.get('sha256') or entry.get('tree_sha256')}"
         for entry in manifest["inputs"]

@@ -41,8 +41,10 @@ GENERATION_CONFIG = "generation_config.json"
 MODEL_CARD = "README.md"
 
 
-def generation_config(sampling: SamplingConfig) -> dict[str, Any]:
-    """transformers' generation_config.json from our decoding defaults; our penalty recorded beside it."""
+def generation_config(sampling: SamplingConfig, context: int) -> dict[str, Any]:
+    """transformers' generation_config.json from our decoding defaults; our penalty recorded beside it.
+    `max_new_tokens` leaves half the model's `context` positions to the prompt: a pipeline that asks
+    for more positions than the model has fails on the position embedding."""
     return {
         "bos_token_id": EOT_ID,
         "eos_token_id": EOT_ID,
@@ -50,7 +52,7 @@ def generation_config(sampling: SamplingConfig) -> dict[str, Any]:
         "do_sample": sampling.top_k != 1,
         "temperature": sampling.temperature,
         "top_k": sampling.top_k,
-        "max_new_tokens": sampling.generate,
+        "max_new_tokens": min(sampling.generate, max(context // 2, 1)),
         "repetition_penalty": 1.0,
         "gptlineage_sampling": {
             **dataclasses.asdict(sampling),
@@ -76,6 +78,7 @@ def card_text(lineage: dict[str, Any], tokenizer: bool) -> str:
         else "No tokenizer: the model's vocabulary is not GPT-2's 50,257 tokens."
     )
     return f"""---
+license: mit
 library_name: transformers
 pipeline_tag: text-generation
 tags: [gpt2, gptlineage]
@@ -113,6 +116,6 @@ def write_hub_files(model: GPT, directory: Path, lineage: dict[str, Any]) -> dic
     tokenizer = has_gpt2_vocabulary(model)
     if tokenizer:
         hf_tokenizer(model.config.context, CHAT_TEMPLATE).save_pretrained(str(directory))
-    write_json_atomic(directory / GENERATION_CONFIG, generation_config(SamplingConfig()))
+    write_json_atomic(directory / GENERATION_CONFIG, generation_config(SamplingConfig(), model.config.context))
     (directory / MODEL_CARD).write_text(card_text(lineage, tokenizer), encoding="utf-8")
     return {"tokenizer": tokenizer, "chat_template": tokenizer, "generation_config": True, "model_card": True}
