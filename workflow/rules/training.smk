@@ -8,6 +8,20 @@
 # checkpoint belongs to the same command; so the profile's retries lose at most checkpoint_every
 # updates. With `processes` > 1 in the stage's config, `gptlineage train` itself starts torchrun,
 # one process per GPU of the job's allocation.
+# Each training job also writes live TensorBoard curves to results/train/tensorboard/<stage>
+# (tensorboard_flag): beside the artifacts, never inside one, and no part of any id, so
+# `tensorboard --logdir results/train` shows the chain's stages as runs while they train.
+
+
+def tensorboard_flag(stage):
+    """A params function: --tensorboard results/[<experiment>/]train/tensorboard/<stage>, the
+    folder beside the stage's artifact directory that its TensorBoard event files go to."""
+
+    def flag(wildcards):
+        run = Path(f"results/{wildcards.prefix}{job(stage.train).directory}")
+        return f"--tensorboard {run.parent / 'tensorboard' / stage.name}"
+
+    return flag
 
 
 for stage in TRAINING_STAGES:
@@ -32,8 +46,9 @@ for stage in TRAINING_STAGES:
         params:
             cli=cli(stage.name),
             start=start_flag,
+            tensorboard=tensorboard_flag(stage),
         shell:
-            "gptlineage train {params.cli} {params.start} --data {input.data} --output {output} > {log} 2>&1"
+            "gptlineage train {params.cli} {params.start} {params.tensorboard} --data {input.data} --output {output} > {log} 2>&1"
 
     rule:
         name:

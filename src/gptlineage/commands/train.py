@@ -9,6 +9,11 @@ A run that would not fit in memory is refused before it allocates anything (--ma
 overrides what the machine reports), and a second `train` of the same output is refused while
 the first holds the work directory's lock.
 
+With --tensorboard DIR, rank 0 also writes TensorBoard event files into DIR as it trains (the
+losses, learning rate, tokens/s and gradient norm, and the end-of-training sample as text); a
+rerun that continues from a checkpoint appends to them. DIR lies outside the artifact and changes
+neither its id nor its content (the workflow passes results/train/tensorboard/<stage>).
+
 With --generate N (> 0) the trained model then continues --prompt by N sampled tokens, as the
 reference experiment's trainer does: temperature and top-k sampling with the reference's
 repetition penalty, seeded with the run's --seed, not stopping at <|endoftext|>. The text
@@ -50,7 +55,13 @@ EXAMPLE = (
 # What the lineage code reads from train's manifests: the copies and the work folder a rerun
 # must not write where this run did, its headline metrics and its measurements.
 DECLARATION = Declaration(
-    side_outputs={"--save-params": DROP, "--metrics": DROP, "--passport": DROP, "--checkpoint-dir": SCRATCH},
+    side_outputs={
+        "--save-params": DROP,
+        "--metrics": DROP,
+        "--passport": DROP,
+        "--tensorboard": DROP,
+        "--checkpoint-dir": SCRATCH,
+    },
     metrics=(
         Metric("final_val_loss", "summary", "validation_loss.last.loss", column="val_loss", better="lower"),
         Metric("best_val_loss", "summary", "validation_loss.best.loss", better="lower"),

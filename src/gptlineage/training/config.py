@@ -290,12 +290,18 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class TrainOutputs:
-    """Where a training run writes: the artifact, and optional copies of three of its files."""
+    """Where a training run writes: the artifact, optional copies of three of its files, and live
+    TensorBoard event files (training.tensorboard_log); none of these changes the artifact's id."""
 
     output: Path = output_setting(group="outputs")
     save_params: Path | None = setting(None, "also copy the final parameters here", group="outputs")
     metrics: Path | None = setting(None, "also copy metrics.json here", group="outputs")
     passport: Path | None = setting(None, "also copy passport.json here", group="outputs")
+    tensorboard: Path | None = setting(
+        None,
+        "write live TensorBoard curves into this directory (outside the artifact; needs gptlineage[tensorboard])",
+        group="outputs",
+    )
 
     def __post_init__(self) -> None:
         check_settings(self)

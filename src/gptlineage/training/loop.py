@@ -6,7 +6,9 @@ update t and batch t of the seed's stream; a point is logged as step t+1; valida
 checkpoints happen when the completed step is a multiple of their period or the last one
 (validation at the last one even with period 0). Metrics are appended to a JSONL file as
 training goes, so a crash keeps what was measured, and resumable checkpoints go to a work
-directory that survives the crash. Under data parallelism every rank runs this; only rank 0 writes.
+directory that survives the crash; with --tensorboard the same points (and each update's gradient
+norm) go to TensorBoard event files too (training.tensorboard_log). Under data parallelism every
+rank runs this; only rank 0 writes.
 
 Rank 0 prints what a person follows, on a terminal or in a log file alike (each line flushed):
 the header, `eval step N/T val loss L` at every validation, and `step N/T (p%) loss L lr R tok/s S,
@@ -50,6 +52,7 @@ from gptlineage.training.layout import TrainingRunFiles, checkpoint_name, live_s
 from gptlineage.training.memory import check_training_memory
 from gptlineage.training.metrics import Metrics, best_checkpoint, validation_point
 from gptlineage.training.step import Updater, build_optimizer, evaluate, on_device, timed_update, training_objective
+from gptlineage.training.tensorboard_log import NO_TENSORBOARD, TensorBoardLog
 from gptlineage.training.trace import Tracer
 
 
@@ -82,6 +85,7 @@ class TrainingState:
     identity: dict[str, Any]  # what a resume must match
     checkpoints: Path | None  # rank 0's checkpoint root
     updater: Updater | None = None  # set by `wrap`, after a resume has loaded the parameters
+    board: TensorBoardLog = NO_TENSORBOARD  # rank 0's live TensorBoard curves (--tensorboard)
 
     def say(self, line: str) -> None:
         if self.dist.is_main:
@@ -223,6 +227,7 @@ def checkpoint(state: TrainingState, completed: int) -> None:
                 prune_checkpoints(
                     state.checkpoints, settings.keep_last, protect={checkpoint_name(best)} if best else set()
                 )
+        state.board.flush()  # a resume from this checkpoint purges only the steps after it
         state.say(f"wrote checkpoint: {path}")
     state.dist.barrier()  # no rank runs ahead of a checkpoint it might be asked to resume from
 
@@ -230,7 +235,9 @@ def checkpoint(state: TrainingState, completed: int) -> None:
 def validate(state: TrainingState, step: int) -> float:
     with state.tracer.phase("evaluation", step=step):
         loss = evaluate(state.updater, state.val, state.config.evaluation.eval_batches, state.model)
-    state.metrics.add(validation_point(step, loss))
+    point = validation_point(step, loss)
+    state.metrics.add(point)
+    state.board.add(point)
     state.say(f"eval step {step}/{state.plan.steps} val loss {loss:.6f}")
     return loss
 
@@ -270,6 +277,7 @@ def train_steps(state: TrainingState, first: int) -> None:
         with state.tracer.phase("training steps", step=t + 1):
             point = timed_update(state.updater, state.train, t)
         state.metrics.add(point)
+        state.board.add(point, state.model)
         completed = t + 1
         bar.update(1)
         progress.advance(detail=step_detail(point))
@@ -281,16 +289,26 @@ def train_steps(state: TrainingState, first: int) -> None:
 
 
 def train_model(
-    config: TrainConfig, plan: Plan, output: Path | None, work: Path | None, tracer: Tracer, dist: Distributed = SINGLE
+    config: TrainConfig,
+    plan: Plan,
+    output: Path | None,
+    work: Path | None,
+    tracer: Tracer,
+    dist: Distributed = SINGLE,
+    board: TensorBoardLog = NO_TENSORBOARD,
 ) -> TrainingResult:
-    """Train into `output` (the artifact being built); checkpoints and live metrics go to `work`.
+    """Train into `output` (the artifact being built); checkpoints and live metrics go to `work`,
+    and the curves to `board` (rank 0's TensorBoard event files, opened here after the resume).
 
-    Ranks other than 0 pass None for `output` and `work`.
+    Ranks other than 0 pass None for `output` and `work`, and no board.
     """
     check_batch_split(plan.batch, dist.world, config.runtime.accumulate)  # the world torchrun gave, before any work
     prepare_process(config, dist)
     state = start(config, plan, work, tracer, dist)
     first = resume(state)
+    if dist.is_main:
+        state.board = board
+        board.begin(first, state.metrics.points)
     wrap(state)
     parameters = count_parameters(state.model)
     for line in header_lines(state, parameters):

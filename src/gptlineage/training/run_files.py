@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from gptlineage.training.layout import TrainingRunFiles, work_directory
 from gptlineage.training.loop import train_model
 from gptlineage.training.metrics import write_log
 from gptlineage.training.passport import passport, training_summary
+from gptlineage.training.tensorboard_log import TensorBoardLog, check_place
 from gptlineage.training.trace import Tracer
 from gptlineage.training.workdir import link_checkpoints, prepare_work, resumes_from
 
@@ -68,10 +70,14 @@ def write_run(
     parameters = {"settings": work_parameters(given), "resolved": training_plan.resolved()}
     tracer = Tracer()
     sampled = sample is not None and bool(training_plan.prompt_ids)
-    with ArtifactWriter(
-        outputs.output, command=command, parameters=parameters, inputs=inputs, device=config.runtime.device
-    ) as artifact:
-        result = train_model(config, training_plan, artifact.path, work, tracer, dist)
+    board = TensorBoardLog(outputs.tensorboard)
+    with (
+        ArtifactWriter(
+            outputs.output, command=command, parameters=parameters, inputs=inputs, device=config.runtime.device
+        ) as artifact,
+        closing(board),
+    ):
+        result = train_model(config, training_plan, artifact.path, work, tracer, dist, board)
         built = TrainingRunFiles(artifact.path)
         write_json_atomic(built.metrics, result.metrics.document())
         write_log(built.metrics_log, result.metrics.points)  # the whole history, a resumed run's too
@@ -81,6 +87,7 @@ def write_run(
             with tracer.phase("generation", tokens=config.sample.generate):
                 samples = sample(config, training_plan, result.model)
             write_json_atomic(artifact.path / SAMPLES_FILE, samples)
+            board.samples(samples, training_plan.steps)
         tracer.write(built.trace, built.trace_summary)  # after the sample: its phase is traced
         link_checkpoints(checkpoints, artifact.path)
         artifact.summary = training_summary(result)
@@ -122,9 +129,14 @@ def check_outputs(config: TrainConfig, outputs: TrainOutputs, work: Path) -> Non
     or lies inside one of the run's inputs: the copy would overwrite the training data (E12)."""
     inputs = run_inputs(config)
     check_apart(outputs.output, inputs)
-    side = {**dict(copies(outputs)), "--checkpoint-dir": config.checkpoints.checkpoint_dir}
+    side = {
+        **dict(copies(outputs)),
+        "--checkpoint-dir": config.checkpoints.checkpoint_dir,
+        "--tensorboard": outputs.tensorboard,
+    }
     check_side_outputs(side, inputs)
     check_copies(outputs, work)
+    check_place(outputs.tensorboard, outputs.output, work)
 
 
 def check_copies(outputs: TrainOutputs, work: Path) -> None:
