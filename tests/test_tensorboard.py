@@ -23,8 +23,8 @@ from gptlineage.cli import main
 from gptlineage.lineage.artifact import SCHEMA
 from gptlineage.training import loop
 
-TAGS = {"loss/train": ("train", "loss"), "learning_rate": ("train", "learning_rate")}
-TAGS |= {"tokens_per_second": ("train", "tokens_per_second"), "loss/validation": ("validation", "loss")}
+TAGS = {"train/loss": ("train", "loss"), "train/learning_rate": ("train", "learning_rate")}
+TAGS |= {"train/tokens_per_second": ("train", "tokens_per_second"), "validation/loss": ("validation", "loss")}
 
 
 def train(corpus: Path, output: Path, *extra: str) -> int:
@@ -49,8 +49,8 @@ def assert_curves_are_the_metrics(board: Path, output: Path) -> dict[str, list[t
     for tag, (phase, key) in TAGS.items():
         assert found[tag] == logged(output, phase, key), tag
     train_steps = [step for step, _ in logged(output, "train", "loss")]
-    assert [step for step, _ in found["gradient_norm"]] == train_steps
-    assert all(math.isfinite(norm) and norm > 0 for _, norm in found["gradient_norm"])
+    assert [step for step, _ in found["train/gradient_norm"]] == train_steps
+    assert all(math.isfinite(norm) and norm > 0 for _, norm in found["train/gradient_norm"])
     return found
 
 
@@ -58,8 +58,8 @@ def test_the_curves_are_metrics_json_and_leave_the_artifact_alone(corpus, tmp_pa
     board = tmp_path / "tensorboard/pretrain"
     assert train(corpus, tmp_path / "with", "--steps", "6", "--eval-every", "3", "--tensorboard", str(board)) == 0
     found = assert_curves_are_the_metrics(board, tmp_path / "with")
-    assert [step for step, _ in found["loss/train"]] == [1, 2, 3, 4, 5, 6]
-    assert [step for step, _ in found["loss/validation"]] == [0, 3, 6]
+    assert [step for step, _ in found["train/loss"]] == [1, 2, 3, 4, 5, 6]
+    assert [step for step, _ in found["validation/loss"]] == [0, 3, 6]
     assert train(corpus, tmp_path / "without", "--steps", "6", "--eval-every", "3") == 0
     with_flag, without = (json.loads((tmp_path / run / "manifest.json").read_text()) for run in ("with", "without"))
     assert with_flag["id"] == without["id"]
@@ -90,8 +90,8 @@ def test_a_stopped_run_continues_its_curves_without_a_step_twice(corpus, tmp_pat
     assert "resuming from" in capsys.readouterr().out
     assert len(list(board.iterdir())) == 2  # appended: the first run's file stays
     found = assert_curves_are_the_metrics(board, output)
-    assert [step for step, _ in found["loss/train"]] == list(range(1, 9))
-    assert [step for step, _ in found["loss/validation"]] == [0, 2, 4, 6, 8]
+    assert [step for step, _ in found["train/loss"]] == list(range(1, 9))
+    assert [step for step, _ in found["validation/loss"]] == [0, 2, 4, 6, 8]
 
 
 def test_without_tensorboard_the_run_trains_on_after_one_note(corpus, tmp_path, monkeypatch, capsys):
@@ -140,3 +140,18 @@ def test_event_files_are_refused_where_they_would_change_an_artifact(corpus, tmp
     error = capsys.readouterr().err
     assert error.startswith("error: train: --tensorboard ") and says in error and error.count("\n") == 1, error
     assert not (tmp_path / "run").exists() and not list(tmp_path.rglob("events.out.tfevents.*"))
+
+
+def test_the_end_of_training_sample_is_text_at_the_last_step(tmp_path):
+    """samples.json's texts, each shown verbatim (a Markdown code block) on TensorBoard's text page."""
+    from gptlineage.training.tensorboard_log import TensorBoardLog
+
+    board = TensorBoardLog(tmp_path / "board")
+    board.begin(0)
+    board.samples({"samples": [{"text": "To be, or\nnot *to* be"}]}, 20)
+    board.close()
+    events = EventAccumulator(str(tmp_path / "board"))
+    events.Reload()
+    [shown] = events.Tensors("sample/0/text_summary")
+    assert shown.step == 20
+    assert shown.tensor_proto.string_val == [b"    To be, or\n    not *to* be"]

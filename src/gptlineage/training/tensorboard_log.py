@@ -38,9 +38,14 @@ from gptlineage.lineage.artifact import find_artifact_dir
 
 INSTALL = "pip install 'gptlineage[tensorboard]'"
 FLUSH_SECONDS = 5  # how stale a live curve may get between validations (they flush at once)
-# The scalar tags: one card each on TensorBoard's scalars page, both losses in one section.
-TRAIN_LOSS, VALIDATION_LOSS = "loss/train", "loss/validation"
-LEARNING_RATE, TOKENS_PER_SECOND, GRADIENT_NORM = "learning_rate", "tokens_per_second", "gradient_norm"
+# The scalar tags: one card each on TensorBoard's scalars page, in two sections (train, validation),
+# the two it opens by default.
+TRAIN_LOSS, VALIDATION_LOSS = "train/loss", "validation/loss"
+LEARNING_RATE, TOKENS_PER_SECOND, GRADIENT_NORM = (
+    "train/learning_rate",
+    "train/tokens_per_second",
+    "train/gradient_norm",
+)
 TRAIN_SCALARS = {TRAIN_LOSS: "loss", LEARNING_RATE: "learning_rate", TOKENS_PER_SECOND: "tokens_per_second"}
 EVENT_FILES = "events.out.tfevents.*"  # what a SummaryWriter names its files
 
