@@ -1,7 +1,8 @@
 """`gptlineage train --tensorboard DIR`: live TensorBoard curves, read back with TensorBoard's own reader.
 
 The event files hold metrics.json's steps and values (training and validation loss, learning rate,
-tokens/s) and each update's gradient norm; a run stopped after a checkpoint and continued appends to
+tokens/s) and each update's gradient norm, and the workflow's tiny chain shows its stages as the
+runs of `tensorboard --logdir results/train`; a run stopped after a checkpoint and continued appends to
 them without a step twice; they change neither the artifact's id nor its files; without the
 tensorboard package, or with a writer that fails mid-run, the run trains on after one note line.
 """
@@ -18,9 +19,11 @@ import pytest
 from conftest import TINY_TRAIN
 from tensorboard.backend.event_processing import event_file_loader
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.backend.event_processing.plugin_event_multiplexer import EventMultiplexer
 
 from gptlineage.cli import main
 from gptlineage.lineage.artifact import SCHEMA
+from gptlineage.registry import STAGE_NAMES
 from gptlineage.training import loop
 
 TAGS = {"train/loss": ("train", "loss"), "train/learning_rate": ("train", "learning_rate")}
@@ -65,6 +68,17 @@ def test_the_curves_are_metrics_json_and_leave_the_artifact_alone(corpus, tmp_pa
     assert with_flag["id"] == without["id"]
     assert [f["path"] for f in with_flag["files"]] == [f["path"] for f in without["files"]]
     assert with_flag["command"]["declaration"]["side_outputs"]["--tensorboard"] == "drop"
+
+
+def test_the_workflow_shows_each_stage_as_a_run_of_results_train(tiny_workflow):
+    """`tensorboard --logdir results/train` of the tiny chain: one run per stage, each its metrics.json."""
+    runs = EventMultiplexer().AddRunsFromDirectory(str(tiny_workflow / "results/train")).Runs()
+    assert set(runs) == {f"tensorboard/{stage}" for stage in STAGE_NAMES}
+    for stage in STAGE_NAMES:
+        output = tiny_workflow / "results/train" / stage
+        assert_curves_are_the_metrics(tiny_workflow / "results/train/tensorboard" / stage, output)
+        argv = json.loads((output / "manifest.json").read_text())["command"]["argv"]
+        assert argv[argv.index("--tensorboard") + 1] == f"results/train/tensorboard/{stage}"
 
 
 def test_a_stopped_run_continues_its_curves_without_a_step_twice(corpus, tmp_path, monkeypatch, capsys):
