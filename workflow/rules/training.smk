@@ -9,17 +9,17 @@
 # updates. With `processes` > 1 in the stage's config, `gptlineage train` itself starts torchrun,
 # one process per GPU of the job's allocation.
 # Each training job also writes live TensorBoard curves to results/train/tensorboard/<stage>
-# (tensorboard_flag): beside the artifacts, never inside one, and no part of any id, so
-# `tensorboard --logdir results/train` shows the chain's stages as runs while they train.
+# (tensorboard_flag): beside the artifacts, never inside one, no output of the rule and no part
+# of any id, so `tensorboard --logdir results/train` shows the stages as runs while they train.
 
 
 def tensorboard_flag(stage):
     """A params function: --tensorboard results/[<experiment>/]train/tensorboard/<stage>, the
-    folder beside the stage's artifact directory that its TensorBoard event files go to."""
+    folder beside the stage's output directory that its TensorBoard event files go to (beside the
+    job's local copy of it under a default storage provider: the store receives artifacts only)."""
 
-    def flag(wildcards):
-        run = Path(f"results/{wildcards.prefix}{job(stage.train).directory}")
-        return f"--tensorboard {run.parent / 'tensorboard' / stage.name}"
+    def flag(wildcards, output):
+        return f"--tensorboard {Path(str(output[0])).parent / 'tensorboard' / stage.name}"
 
     return flag
 
