@@ -71,7 +71,7 @@ def test_auto_tokenizer_encodes_as_tiktoken_offline(exported):
     assert len(tokenizer) == 50257 and tokenizer.eos_token_id == 50256
 
 
-def test_the_chat_template_renders_our_transcript(exported):
+def test_the_chat_template_renders_our_transcript_and_gives_its_training_ids(exported):
     tokenizer = transformers.AutoTokenizer.from_pretrained(exported / "export")
     encoding = gpt2_encoding()
     system, turns, message = "Be brief.", [Turn(" Hi there\t", "Hello!")], "What is 2+2? "
@@ -81,11 +81,18 @@ def test_the_chat_template_renders_our_transcript(exported):
         {"role": "assistant", "content": turns[0].answer},
         {"role": "user", "content": message},
     ]
-    asked = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    assert asked == encoding.decode(chat_prompt(encoding, system, turns, message))
+    asked = chat_prompt(encoding, system, turns, message)
+    assert tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False) == encoding.decode(asked)
+    assert tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=False) == asked
+    # A whole dialogue: the training ids, the closing end-of-text id appended by id as training does.
     dialogue = [*messages, {"role": "assistant", "content": "4"}]
     trained, _mask = encode_dialogue(dialogue, encoding, index=0)
-    assert tokenizer.apply_chat_template(dialogue, tokenize=False) == encoding.decode(trained.tolist())
+    rendered = tokenizer.apply_chat_template(dialogue, tokenize=False)
+    assert rendered + "<|endoftext|>" == encoding.decode(trained.tolist())
+    ids = tokenizer.apply_chat_template(dialogue, return_dict=False)
+    assert [*ids, tokenizer.eos_token_id] == trained.tolist()
+    # The rendered text whole gives other ids ("User: What" joins " What"): the seams are what differ.
+    assert encoding.encode_ordinary(rendered) != ids
 
 
 def test_pipeline_greedy_gives_generates_tokens(exported, capsys):
