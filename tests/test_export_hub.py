@@ -4,8 +4,10 @@ a generation config, a chat template rendering our transcript, and a model card 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+from types import SimpleNamespace
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers reads these when imported: never the network
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -18,6 +20,10 @@ from gptlineage.corpus.dialogue import encode_dialogue
 from gptlineage.corpus.shards import ShardWriter
 from gptlineage.corpus.tokenizer import gpt2_encoding
 from gptlineage.generation.chat import Turn, chat_prompt
+from gptlineage.generation.prompt_suite import answer_cases
+from gptlineage.generation.report_settings import SUITE_SAMPLING
+from gptlineage.generation.settings import ModelSource
+from gptlineage.generation.source import load_model
 from tests.conftest import TINY_TRAIN
 
 transformers = pytest.importorskip("transformers")
@@ -110,3 +116,29 @@ def test_pipeline_greedy_gives_generates_tokens(exported, capsys):
     assert tokens[len(prompt_ids) :] == expected and len(expected) > 0
     # the export's own max_new_tokens fits its 32 positions: no index past the position embedding
     assert len(generate(prompt, do_sample=False, return_tensors=True)[0]["generated_token_ids"]) <= 32
+
+
+def test_pipeline_with_messages_answers_as_prompt_suite_greedy(exported):
+    """pipeline(messages), greedy, asks with prompt-suite's ids and gives its tokens and answers (its
+    penalty off: transformers has none like it). This model's greedy answers vary, unlike the tiny chain's."""
+    cases = [
+        {"prompt": "What is the capital of Japan?", "expected": "Tokyo", "family": "capital"},
+        {"prompt": "Reply with guitar twice and nothing else.", "expected": "guitar guitar", "family": "repeat"},
+        {"prompt": " Spell  cat\tbackwards. ", "expected": "tac", "family": "echo"},
+    ]
+    model = load_model(ModelSource(run=exported / "run"))
+    greedy = dataclasses.replace(SUITE_SAMPLING, generate=8, repetition_penalty=0.0)
+    ours = answer_cases(SimpleNamespace(sampling=greedy), model, cases)  # prompt-suite's own answering
+    chat = transformers.pipeline("text-generation", model=str(exported / "export"), device="cpu")
+    encoding, tokens = gpt2_encoding(), []
+    for case, scored in zip(cases, ours):
+        messages = [{"role": "user", "content": case["prompt"]}]
+        [result] = chat(messages, do_sample=False, max_new_tokens=8, return_tensors=True)
+        prompt = chat_prompt(encoding, "", [], case["prompt"])
+        ids = [int(t) for t in result["generated_token_ids"]]
+        assert ids[: len(prompt)] == prompt and len(prompt) == scored["prompt_tokens"]
+        assert ids[len(prompt) :] == scored["tokens"] and len(scored["tokens"]) == 8
+        [result] = chat(messages, do_sample=False, max_new_tokens=8)
+        assert result["generated_text"][-1]["content"] == scored["output"]
+        tokens += scored["tokens"]
+    assert len(set(tokens)) > 4  # answers that vary: equal tokens are not one repeated id
