@@ -13,8 +13,8 @@ a vocabulary of printable strings and the merge list. Both come from the ranks:
 The pre-tokenizer first cuts a transcript at its seams (`TRANSCRIPT_SEAMS`): a role marker
 ("System: ", "User: ", "Assistant: ") at the start of a line, and the newline just before one,
 each become a piece of their own. Then GPT-2's byte-level split (the pattern tiktoken's r50k
-uses, no prefix space) runs inside each piece. So "User: What is 2+2?\nAssistant: " gives the ids
-of "User: ", "What is 2+2?", "\n" and "Assistant: " encoded one by one, as `encode_dialogue`
+uses, no prefix space) runs inside each piece. So "User: What is 2+2?\\nAssistant: " gives the ids
+of "User: ", "What is 2+2?", "\\n" and "Assistant: " encoded one by one, as `encode_dialogue`
 and `chat_prompt` encode them (" What" whole would be one token; here it is " " then "What").
 A text with no role marker at a line start is never cut: it gives tiktoken's ids.
 
@@ -28,7 +28,7 @@ The files name the generic `PreTrainedTokenizerFast` class: it loads tokenizer.j
 Example:
     tokenizer = hf_tokenizer(context=1024)             # a transformers PreTrainedTokenizerFast
     tokenizer("Hello world")["input_ids"]              # [15496, 995], as tiktoken gives
-    tokenizer("User: Hi\nAssistant: ")["input_ids"]    # the ids of "User: ", "Hi", "\n", "Assistant: "
+    tokenizer("User: Hi\\nAssistant: ")["input_ids"]    # the ids of "User: ", "Hi", "\\n", "Assistant: "
     save_tokenizer(tokenizer, Path("results/export_hf"))   # tokenizer.json, tokenizer_config.json
 """
 
