@@ -23,6 +23,7 @@ E2E_FILES = {
     "test_ddp.py",
     "test_envs.py",
     "test_experiment.py",
+    "test_export_hf_chat.py",
     "test_family_envs.py",
     "test_file_modes.py",
     "test_gpu_paths.py",

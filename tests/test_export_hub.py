@@ -4,8 +4,10 @@ a generation config, a chat template rendering our transcript, and a model card 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+from types import SimpleNamespace
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers reads these when imported: never the network
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -18,6 +20,10 @@ from gptlineage.corpus.dialogue import encode_dialogue
 from gptlineage.corpus.shards import ShardWriter
 from gptlineage.corpus.tokenizer import gpt2_encoding
 from gptlineage.generation.chat import Turn, chat_prompt
+from gptlineage.generation.prompt_suite import answer_cases
+from gptlineage.generation.report_settings import SUITE_SAMPLING
+from gptlineage.generation.settings import ModelSource
+from gptlineage.generation.source import load_model
 from tests.conftest import TINY_TRAIN
 
 transformers = pytest.importorskip("transformers")
@@ -71,7 +77,7 @@ def test_auto_tokenizer_encodes_as_tiktoken_offline(exported):
     assert len(tokenizer) == 50257 and tokenizer.eos_token_id == 50256
 
 
-def test_the_chat_template_renders_our_transcript(exported):
+def test_the_chat_template_renders_our_transcript_and_gives_its_training_ids(exported):
     tokenizer = transformers.AutoTokenizer.from_pretrained(exported / "export")
     encoding = gpt2_encoding()
     system, turns, message = "Be brief.", [Turn(" Hi there\t", "Hello!")], "What is 2+2? "
@@ -81,11 +87,18 @@ def test_the_chat_template_renders_our_transcript(exported):
         {"role": "assistant", "content": turns[0].answer},
         {"role": "user", "content": message},
     ]
-    asked = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    assert asked == encoding.decode(chat_prompt(encoding, system, turns, message))
+    asked = chat_prompt(encoding, system, turns, message)
+    assert tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False) == encoding.decode(asked)
+    assert tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=False) == asked
+    # A whole dialogue: the training ids, the closing end-of-text id appended by id as training does.
     dialogue = [*messages, {"role": "assistant", "content": "4"}]
     trained, _mask = encode_dialogue(dialogue, encoding, index=0)
-    assert tokenizer.apply_chat_template(dialogue, tokenize=False) == encoding.decode(trained.tolist())
+    rendered = tokenizer.apply_chat_template(dialogue, tokenize=False)
+    assert rendered + "<|endoftext|>" == encoding.decode(trained.tolist())
+    ids = tokenizer.apply_chat_template(dialogue, return_dict=False)
+    assert [*ids, tokenizer.eos_token_id] == trained.tolist()
+    # The rendered text whole gives other ids ("User: What" joins " What"): the seams are what differ.
+    assert encoding.encode_ordinary(rendered) != ids
 
 
 def test_pipeline_greedy_gives_generates_tokens(exported, capsys):
@@ -103,3 +116,29 @@ def test_pipeline_greedy_gives_generates_tokens(exported, capsys):
     assert tokens[len(prompt_ids) :] == expected and len(expected) > 0
     # the export's own max_new_tokens fits its 32 positions: no index past the position embedding
     assert len(generate(prompt, do_sample=False, return_tensors=True)[0]["generated_token_ids"]) <= 32
+
+
+def test_pipeline_with_messages_answers_as_prompt_suite_greedy(exported):
+    """pipeline(messages), greedy, asks with prompt-suite's ids and gives its tokens and answers (its
+    penalty off: transformers has none like it). This model's greedy answers vary, unlike the tiny chain's."""
+    cases = [
+        {"prompt": "What is the capital of Japan?", "expected": "Tokyo", "family": "capital"},
+        {"prompt": "Reply with guitar twice and nothing else.", "expected": "guitar guitar", "family": "repeat"},
+        {"prompt": " Spell  cat\tbackwards. ", "expected": "tac", "family": "echo"},
+    ]
+    model = load_model(ModelSource(run=exported / "run"))
+    greedy = dataclasses.replace(SUITE_SAMPLING, generate=8, repetition_penalty=0.0)
+    ours = answer_cases(SimpleNamespace(sampling=greedy), model, cases)  # prompt-suite's own answering
+    chat = transformers.pipeline("text-generation", model=str(exported / "export"), device="cpu")
+    encoding, tokens = gpt2_encoding(), []
+    for case, scored in zip(cases, ours):
+        messages = [{"role": "user", "content": case["prompt"]}]
+        [result] = chat(messages, do_sample=False, max_new_tokens=8, return_tensors=True)
+        prompt = chat_prompt(encoding, "", [], case["prompt"])
+        ids = [int(t) for t in result["generated_token_ids"]]
+        assert ids[: len(prompt)] == prompt and len(prompt) == scored["prompt_tokens"]
+        assert ids[len(prompt) :] == scored["tokens"] and len(scored["tokens"]) == 8
+        [result] = chat(messages, do_sample=False, max_new_tokens=8)
+        assert result["generated_text"][-1]["content"] == scored["output"]
+        tokens += scored["tokens"]
+    assert len(set(tokens)) > 4  # answers that vary: equal tokens are not one repeated id

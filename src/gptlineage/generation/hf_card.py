@@ -3,10 +3,11 @@ template that renders our transcript, and a model card carrying the lineage.
 
 The chat template renders exactly the text our SFT stages train on and `generate --message` asks
 with: each message as "<Role>: <content, stripped of ASCII whitespace>\\n", then "Assistant: "
-when a generation prompt is wanted, or <|endoftext|> after a whole dialogue (as text: the tokenizer
-reads it as ordinary text, so the end-of-text id is appended by id, as training does). (We encode the
-pieces separately, so at a seam such as "User: " + "Hi" our ids keep the space apart; a tokenizer
-given the rendered text whole may join them. The card says so.)
+when a generation prompt is wanted. The tokenizer cuts that text at its seams (see
+`gptlineage.generation.hf_tokenizer`), so `apply_chat_template(tokenize=True)` and
+`pipeline("text-generation")` given messages get the ids training and `prompt-suite` use. A whole
+dialogue renders without the closing <|endoftext|>: the tokenizer reads that text as seven ordinary
+tokens, so its id (50256) is appended by id (`eos_token_id`), as training does.
 
 Our repetition penalty subtracts a fixed amount per occurrence in a window of recent tokens;
 transformers' `repetition_penalty` divides instead, so the generation config leaves it at 1.0
@@ -23,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from gptlineage.corpus.tokenizer import EOT_ID, VOCAB_SIZE
+from gptlineage.generation.chat import USER_TURN
 from gptlineage.generation.decoding import SamplingConfig
-from gptlineage.generation.hf_tokenizer import hf_tokenizer
+from gptlineage.generation.hf_tokenizer import hf_tokenizer, save_tokenizer
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.model.gpt import GPT
 
@@ -35,7 +37,7 @@ CHAT_TEMPLATE = (
     "{%- endif -%}"
     "{{ message['role'] | capitalize }}: {{ message['content'] | trim(' \\t\\n\\r\\v\\f') }}{{ '\\n' }}"
     "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{ 'Assistant: ' }}{%- else -%}{{ eos_token }}{%- endif -%}"
+    "{%- if add_generation_prompt -%}{{ 'Assistant: ' }}{%- endif -%}"
 )
 GENERATION_CONFIG = "generation_config.json"
 MODEL_CARD = "README.md"
@@ -44,7 +46,8 @@ MODEL_CARD = "README.md"
 def generation_config(sampling: SamplingConfig, context: int) -> dict[str, Any]:
     """transformers' generation_config.json from our decoding defaults; our penalty recorded beside it.
     `max_new_tokens` leaves half the model's `context` positions to the prompt: a pipeline that asks
-    for more positions than the model has fails on the position embedding."""
+    for more positions than the model has fails on the position embedding (IndexError), and half
+    fits a one-question prompt (the synthetic suite's are 10 to 25 tokens) in a 64-position model."""
     return {
         "bos_token_id": EOT_ID,
         "eos_token_id": EOT_ID,
@@ -66,17 +69,23 @@ def has_gpt2_vocabulary(model: GPT) -> bool:
     return model.config.vocab >= VOCAB_SIZE
 
 
+USAGE = f"""```python
+from transformers import pipeline
+
+chat = pipeline("text-generation", model="PATH")
+messages = [{{"role": "user", "content": "What is the capital of Japan?"}}]
+# greedy, as gptlineage's prompt-suite asks; the answer ends where the model starts a new user turn
+reply = chat(messages, do_sample=False, stop_sequence={USER_TURN!r})
+print(reply[0]["generated_text"][-1]["content"].split({USER_TURN!r})[0].strip())
+```"""
+NO_TOKENIZER = "No tokenizer: the model's vocabulary is not GPT-2's 50,257 tokens."
+
+
 def card_text(lineage: dict[str, Any], tokenizer: bool) -> str:
     """The model card: what the model is, how to load it, and where it came from."""
     rows = "\n".join(f"| {key} | {value} |" for key, value in lineage["facts"].items())
     inputs = "\n".join(f"- {entry}" for entry in lineage["inputs"]) or "- (none recorded)"
-    usage = (
-        "```python\nfrom transformers import pipeline\n"
-        'generate = pipeline("text-generation", model="PATH")\n'
-        'generate("User: Hi\\nAssistant: ", do_sample=False, max_new_tokens=32)\n```'
-        if tokenizer
-        else "No tokenizer: the model's vocabulary is not GPT-2's 50,257 tokens."
-    )
+    usage = USAGE.replace("PATH", "path/to/this/directory") if tokenizer else NO_TOKENIZER
     return f"""---
 license: mit
 library_name: transformers
@@ -99,15 +108,18 @@ Inputs of the training run (by artifact id):
 
 {usage}
 
-Chat: `tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)` renders
-the transcript the model was tuned on ("User: ...\\nAssistant: "). The training ids encode the role
-prefix, the content and the newline separately; for exactly those ids encode the pieces one by one.
-The tokenizer reads "<|endoftext|>" in any text (a message too) as ordinary text, as gptlineage does;
-the end-of-text id ({EOT_ID}) that ends a whole training dialogue is appended by id (`eos_token_id`).
+`pipeline` and `tokenizer.apply_chat_template(messages, add_generation_prompt=True)` render the
+transcript the model was tuned on ("User: ...\\nAssistant: ") and give the token ids gptlineage trained
+and scored it with: the tokenizer cuts the transcript at each role marker and message-ending newline
+(each piece is encoded alone, as in training). Text with no role marker at a line start encodes as
+tiktoken's GPT-2 does. The tokenizer reads "<|endoftext|>" in any text (a message too) as ordinary
+text, as gptlineage does; the end-of-text id ({EOT_ID}) that ends a whole training dialogue is
+appended by id (`eos_token_id`): the template renders a whole dialogue without it.
 
 Decoding defaults are in `{GENERATION_CONFIG}`. gptlineage's repetition penalty subtracts from
 the logits (see `gptlineage_sampling` there); transformers' divides, so it is left at 1.0 and
-greedy decoding with no penalty gives gptlineage's tokens.
+greedy decoding (`do_sample=False`) with no penalty gives gptlineage's tokens (`gptlineage generate
+--top-k 1 --repetition-penalty 0`). `max_new_tokens` there leaves half the context to the prompt.
 """
 
 
@@ -115,7 +127,7 @@ def write_hub_files(model: GPT, directory: Path, lineage: dict[str, Any]) -> dic
     """The tokenizer (when GPT-2's fits), generation_config.json and README.md; what was written."""
     tokenizer = has_gpt2_vocabulary(model)
     if tokenizer:
-        hf_tokenizer(model.config.context, CHAT_TEMPLATE).save_pretrained(str(directory))
+        save_tokenizer(hf_tokenizer(model.config.context, CHAT_TEMPLATE), directory)
     write_json_atomic(directory / GENERATION_CONFIG, generation_config(SamplingConfig(), model.config.context))
     (directory / MODEL_CARD).write_text(card_text(lineage, tokenizer), encoding="utf-8")
     return {"tokenizer": tokenizer, "chat_template": tokenizer, "generation_config": True, "model_card": True}

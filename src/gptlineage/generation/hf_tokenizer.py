@@ -1,5 +1,5 @@
 """GPT-2's tokenizer for Hugging Face, built offline from the ranks file we ship: `AutoTokenizer` loads it
-and encodes exactly as tiktoken does.
+and encodes plain text exactly as tiktoken does, and a chat transcript exactly as training does.
 
 tiktoken stores GPT-2's byte-pair encoding as ranks (token bytes -> id); Hugging Face's BPE wants
 a vocabulary of printable strings and the merge list. Both come from the ranks:
@@ -10,24 +10,42 @@ a vocabulary of printable strings and the merge list. Both come from the ranks:
     merges       for each multi-byte token, in rank order, the two tokens it is made of: running
                  BPE on its bytes with only the lower-ranked merges stops at exactly two pieces
 
-The pre-tokenizer is byte-level with GPT-2's split pattern (the one tiktoken's r50k uses), no
-prefix space, so every text gives tiktoken's ids. Every text is ordinary text, as gptlineage
-encodes it (`encode_ordinary`): "<|endoftext|>" inside a text or a chat message is its seven
-ordinary tokens, never the end-of-text id 50256, which only ever comes as an id (eos_token_id).
+The pre-tokenizer first cuts a transcript at its seams (`TRANSCRIPT_SEAMS`): a role marker
+("System: ", "User: ", "Assistant: ") at the start of a line, and the newline just before one,
+each become a piece of their own. Then GPT-2's byte-level split (the pattern tiktoken's r50k
+uses, no prefix space) runs inside each piece. So "User: What is 2+2?\\nAssistant: " gives the ids
+of "User: ", "What is 2+2?", "\\n" and "Assistant: " encoded one by one, as `encode_dialogue`
+and `chat_prompt` encode them (" What" whole would be one token; here it is " " then "What").
+A text with no role marker at a line start is never cut: it gives tiktoken's ids.
+
+Every text is ordinary text, as gptlineage encodes it (`encode_ordinary`): "<|endoftext|>" inside a
+text or a chat message is its seven ordinary tokens, never the end-of-text id 50256, which only
+ever comes as an id (eos_token_id).
+
+The files name the generic `PreTrainedTokenizerFast` class: it loads tokenizer.json as written
+(transformers 5's GPT2Tokenizer would rebuild a plain byte-level pre-tokenizer, without the seams).
 
 Example:
-    tokenizer = hf_tokenizer(context=1024)             # a transformers GPT2TokenizerFast
+    tokenizer = hf_tokenizer(context=1024)             # a transformers PreTrainedTokenizerFast
     tokenizer("Hello world")["input_ids"]              # [15496, 995], as tiktoken gives
-    tokenizer.save_pretrained("results/export_hf")     # tokenizer.json, tokenizer_config.json
+    tokenizer("User: Hi\\nAssistant: ")["input_ids"]    # the ids of "User: ", "Hi", "\\n", "Assistant: "
+    save_tokenizer(tokenizer, Path("results/export_hf"))   # tokenizer.json, tokenizer_config.json
 """
 
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 
+from gptlineage.corpus.dialogue import ROLE_PREFIXES
 from gptlineage.corpus.tokenizer import EOT_ID, load_mergeable_ranks
+from gptlineage.jsonio import read_json, write_json_atomic
 
 EOT_TEXT = "<|endoftext|>"
+_ROLE_MARKER = "(?:" + "|".join(prefix for prefix in ROLE_PREFIXES.values()) + ")"
+# Oniguruma syntax (tokenizers' Regex): a role marker at the start of the text or of a line, or the
+# newline that ends a message (the one before such a marker). Each is cut out as a piece of its own.
+TRANSCRIPT_SEAMS = rf"(?:\A|(?<=\n)){_ROLE_MARKER}|\n(?={_ROLE_MARKER})"
 
 
 @cache
@@ -82,23 +100,27 @@ def vocabulary_and_merges() -> tuple[dict[str, int], list[tuple[str, str]]]:
 
 
 def hf_tokenizer(context: int, chat_template: str | None = None):
-    """A `transformers.GPT2TokenizerFast` equal to tiktoken's GPT-2 encoding, end-of-text as bos, eos
-    and pad, `model_max_length` the model's context."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import GPT2TokenizerFast
+    """A `transformers.PreTrainedTokenizerFast` that encodes as gptlineage does (tiktoken's GPT-2 ids, a
+    transcript piece by piece), end-of-text as bos, eos and pad, `model_max_length` the model's context."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
 
     vocabulary, merges = vocabulary_and_merges()
     core = Tokenizer(models.BPE(vocab=vocabulary, merges=merges, fuse_unk=False))
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    core.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(TRANSCRIPT_SEAMS), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
     core.decoder = decoders.ByteLevel()
-    tokenizer = GPT2TokenizerFast(
+    tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core,
         bos_token=EOT_TEXT,
         eos_token=EOT_TEXT,
         unk_token=EOT_TEXT,
         pad_token=EOT_TEXT,
         model_max_length=context,
-        add_prefix_space=False,
         # Saved in tokenizer_config.json: special-token text in the input is ordinary text, as our
         # encode_ordinary reads it, so a chat message cannot end the document (an injected 50256).
         split_special_tokens=True,
@@ -106,3 +128,15 @@ def hf_tokenizer(context: int, chat_template: str | None = None):
     if chat_template is not None:
         tokenizer.chat_template = chat_template
     return tokenizer
+
+
+# The class tokenizer_config.json names: transformers 4 and 5 both load tokenizer.json as written for it
+# (transformers 5 saves "TokenizersBackend", a name transformers 4 does not know).
+TOKENIZER_CLASS = "PreTrainedTokenizerFast"
+
+
+def save_tokenizer(tokenizer, directory: Path) -> None:
+    """tokenizer.json, tokenizer_config.json (naming TOKENIZER_CLASS) and the chat template in `directory`."""
+    tokenizer.save_pretrained(str(directory))
+    settings = read_json(directory / "tokenizer_config.json")
+    write_json_atomic(directory / "tokenizer_config.json", {**settings, "tokenizer_class": TOKENIZER_CLASS})
