@@ -31,7 +31,7 @@ from gptlineage.reporting.figures import (
     wants_log_scale,
 )
 
-PANEL_SIZE = (330, 330)  # one panel's width and the figure's height, in SVG units
+PANEL_SIZE = (440, 380)  # one panel's width and the figure's height, in SVG units
 MAX_PANELS = 4
 X_AIR = 0.08  # the x axis runs 8 % of the swept range past the first and last value
 
