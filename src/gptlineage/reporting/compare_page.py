@@ -64,8 +64,9 @@ def asked(run: ComparedRun, key: str) -> str | None:
     or None where the stage records no settings apart from what it resolved them to."""
     for name, stage in run.stages.items():
         parameters = stage.manifest.get("parameters")
-        if key.startswith(f"{name}.") and isinstance(parameters, dict) and isinstance(parameters.get("settings"), dict):
-            return json.dumps(parameters["settings"].get(key.removeprefix(f"{name}.")))
+        settings = parameters.get("settings") if isinstance(parameters, dict) else None
+        if key.startswith(f"{name}.") and isinstance(settings, dict) and key.removeprefix(f"{name}.") in settings:
+            return json.dumps(settings[key.removeprefix(f"{name}.")])
     return None
 
 
