@@ -14,6 +14,8 @@ Example:
     ('results/lr_high/train/sft_stage2', 'results/train/sft_stage1')
     >>> sweep[""].path("sft_stage2"), sweep["lr_high"].path("sft_stage2")
     ('results/sft_stage2', 'results/lr_high/sft_stage2')
+    >>> overridden(sweep[""].config, sweep["lr_high"].config)
+    ['sft_stage2.lr=0.0005']
 
 The jobs, their directories and their input edges are declared in gptlineage.workflow_graph.
 """
@@ -21,6 +23,7 @@ The jobs, their directories and their input edges are declared in gptlineage.wor
 from __future__ import annotations
 
 import copy
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +64,18 @@ def merged(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     for name, values in overrides.items():
         config[name] = {**(config.get(name) or {}), **(values or {})}
     return config
+
+
+def overridden(default: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """SLICE.KEY=VALUE for each setting CONFIG (a named experiment's) sets otherwise than DEFAULT,
+    the default experiment's: what its page says it overrides. VALUE is JSON unless a string."""
+    changed = []
+    for name in SLICES:
+        mine, theirs = config.get(name) or {}, default.get(name) or {}
+        for key, value in mine.items():
+            if key not in theirs or theirs[key] != value:
+                changed.append(f"{name}.{key}={value if isinstance(value, str) else json.dumps(value)}")
+    return changed
 
 
 def own_jobs(default: dict[str, Any], config: dict[str, Any]) -> frozenset[str]:

@@ -9,6 +9,7 @@
 # function gives a job the artifacts of its own experiment, and the default's where the work is
 # shared (gptlineage.workflow_jobs), so a sweep builds each distinct job once.
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from gptlineage.workflow_support import (  # noqa: E402
     typed_config,
 )
 from gptlineage.workflow_graph import DELIVERABLE_PARTS, JOB_NAMES, graph_error, job  # noqa: E402
-from gptlineage.workflow_jobs import experiments, prefix_pattern, sweep_error  # noqa: E402
+from gptlineage.workflow_jobs import experiments, overridden, prefix_pattern, sweep_error  # noqa: E402
 from gptlineage.workflow_schema import stale_error  # noqa: E402
 from gptlineage.corpus.synth_chat import SUITE_FILE  # noqa: E402
 
@@ -205,9 +206,13 @@ def parts_flags(wildcards, input):
 
 
 def experiment_name(wildcards):
-    """--name for a named experiment's deliverable (the default's page takes its directory's name)."""
-    name = experiment_of(wildcards).name
-    return f"--name {name}" if name else ""
+    """--name and an --override SLICE.KEY=VALUE per setting it changes, for a named experiment's
+    deliverable (the default's page takes its directory's name)."""
+    experiment = experiment_of(wildcards)
+    if not experiment.name:
+        return ""
+    changed = overridden(SWEEP[""].config, experiment.config)
+    return " ".join([f"--name {experiment.name}", *(f"--override {shlex.quote(text)}" for text in changed)])
 
 
 def plot_runs(wildcards, input):

@@ -2,7 +2,8 @@
 # transformers' GPT-2, the figures, and the experiment's deliverable results/<final stage>: the
 # experiment page (index.html) and key metrics (summary.json) of the final model and every result,
 # so asking for it builds the whole experiment. `snakemake --report report.zip` holds the page and
-# every figure, with the captions in workflow/report/.
+# every figure, with the captions in workflow/report/: one per figure kind (plots.rst picks the loss
+# curve's, the time profile's, the overview's or the comparison's by the figure's file name).
 
 
 rule export_hf:

@@ -3,11 +3,15 @@
 Example:
     gptlineage lineage compare before/results/sft_stage2 results/sft_stage2 --output results/compare
 
-The page (index.html, `templates/compare.html.j2`) says what differs and why (the first
-divergence and every stage with a reason of its own, from `lineage diff`), the headline metrics
-A | B | Δ with the parameters that differ (`lineage table`'s columns), the other results and the
-timings that changed, the loss curves of each training stage that differs with every run overlaid
-(`compare_plots.overlay_svg`, an SVG data URI) and the prompt-suite answers that changed. A
+The page (index.html, `templates/compare.html.j2`) opens with what changed in the results: the
+headline metrics A | B | Δ, judged in each metric's declared direction, with every stage whose
+final validation loss is worse than its best marked in each run (`compare_sections`); then the
+prompt-suite families and the answers that changed. Then the cause: the first divergence and
+every stage with settings of its own (from `lineage diff`) and the parameters that differ
+(`lineage table`'s columns). Then the loss curves of each training stage that differs, every run
+overlaid (`compare_plots`), and, where a parameter that takes numbers differs, the sweep figure:
+each headline metric against it (`sweep_figure`). The consequences (changed input ids, stages
+that differ only through their inputs, every other result, the timings) come last, folded. A
 run is an artifact (a deliverable, a training run) or a results tree with one deliverable; the
 first is A, the baseline every other is compared with. Every lineage must verify; the page
 directory is an artifact whose inputs are the runs (roles a, b, c...), and the same runs give
@@ -16,6 +20,7 @@ the same bytes.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,14 +30,25 @@ from gptlineage.jsonio import read_json
 from gptlineage.lineage.artifact import ArtifactWriter, content_sha256, read_manifest
 from gptlineage.lineage.declaration import SUITE_ANSWERS, TRAINING_RUN, holds
 from gptlineage.lineage.diff import diff, stages
-from gptlineage.lineage.diff_text import named, verdict_line
+from gptlineage.lineage.diff_metrics import judgement
+from gptlineage.lineage.diff_text import is_consequence, named, verdict_line
 from gptlineage.lineage.results import run_artifact
 from gptlineage.lineage.runs import ComparedRun, named_stages, runs_side_by_side
 from gptlineage.lineage.table import format_value
 from gptlineage.lineage.walk import refuse_inside, verified_lineage
-from gptlineage.reporting.compare_plots import overlay_svg
+from gptlineage.reporting.compare_plots import overlay_caption, overlay_svg
+from gptlineage.reporting.compare_sections import (
+    TOLERANCE_NOTE,
+    family_rows,
+    headline_rows,
+    is_noise,
+    number,
+    signed,
+    worse_than_best,
+)
 from gptlineage.reporting.html import render, svg_data_uri
 from gptlineage.reporting.plots import read_metrics
+from gptlineage.reporting.sweep_figure import MAX_PANELS, SweepPoint, sweep_svg
 from gptlineage.training.layout import TrainingRunFiles
 
 PAGE = "index.html"
@@ -40,62 +56,88 @@ PAGE = "index.html"
 # reporting/page.py (tests/test_lineage_compare_page.py checks the name against the registry).
 LINEAGE_COMMAND = "lineage"
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
-# Headline metrics where less is better (losses, the matched comparison's gap); exact match: more.
-LOWER_IS_BETTER = ("val_loss", "final_loss", "matched_max_diff")
+MAX_SWEEP_FIGURES = 3  # parameters that take numbers and differ: one figure each, at most this many
 
 
-def number(value: Any) -> float | None:
-    """VALUE as a float when it is a finite number (pandas' NaN for a missing cell is not)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-        return None
-    return float(value)
+def asked(run: ComparedRun, key: str) -> str | None:
+    """What the command line asked for the parameter KEY (`stage.name`) of a training run, as JSON,
+    or None where the stage records no settings apart from what it resolved them to."""
+    for name, stage in run.stages.items():
+        parameters = stage.manifest.get("parameters")
+        settings = parameters.get("settings") if isinstance(parameters, dict) else None
+        if key.startswith(f"{name}.") and isinstance(settings, dict) and key.removeprefix(f"{name}.") in settings:
+            return json.dumps(settings[key.removeprefix(f"{name}.")])
+    return None
 
 
-def delta(metric: str, old: Any, new: Any) -> dict[str, str]:
-    """NEW − OLD as text, with the class that colours it: better, worse or the same."""
-    a, b = number(old), number(new)
-    if a is None or b is None:
-        return {"text": "", "class": ""}
-    change = b - a
-    if change == 0:
-        return {"text": "0", "class": "muted"}
-    lower = metric.rsplit(".", 1)[-1] in LOWER_IS_BETTER
-    better = (change < 0) == lower
-    return {"text": ("+" if change > 0 else "") + format_value(change), "class": "good" if better else "bad"}
+def swept(runs: Sequence[ComparedRun], rows: Sequence[Mapping[str, Any]], key: str) -> bool:
+    """KEY takes a number in every run, not the same one, and was asked so (not only resolved from
+    another setting: `min_lr` follows `lr`)."""
+    values = [number(row[key]) for row in rows]
+    said = [asked(run, key) for run in runs]
+    derived = None not in said and len(set(said)) == 1
+    return None not in values and len(set(values)) > 1 and not derived
 
 
-def side_by_side(runs: Sequence[ComparedRun]) -> dict[str, list[dict[str, Any]]]:
-    """The parameters that differ and the headline metrics, a row each, a value per run and Δs against A."""
+def sweeps(runs: Sequence[ComparedRun], headline: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A figure per parameter swept (`swept`): each headline metric that differs between the runs
+    against it (`sweep_figure`), a dot per run; the caption names the metrics that did not differ."""
     table = runs_side_by_side(runs)
     rows = table.frame.to_dict("records")
-    parameters = [{"name": key, "values": [format_value(row[key]) for row in rows]} for key in table.parameters]
-    metrics = [
-        {
-            "name": key,
-            "values": [format_value(number(row[key])) for row in rows],
-            "deltas": [delta(key, rows[0][key], row[key]) for row in rows[1:]],
-        }
-        for key in table.metrics
-    ]
-    return {"parameters": parameters, "metrics": metrics}
+    better, same = {}, []
+    for row in headline:
+        found = [value for r in rows if (value := number(r[row["name"]])) is not None]
+        if len(found) > 1 and not all(is_noise(found[0], value) for value in found):
+            better[row["name"]] = row["better"]
+        elif found:
+            same.append(f"{row['name']} {format_value(found[0])}")
+    figures = []
+    for parameter in [key for key in table.parameters if swept(runs, rows, key)][:MAX_SWEEP_FIGURES] if better else []:
+        points = [
+            SweepPoint(run.label.upper(), value, {name: number(row[name]) for name in better})
+            for run, row in zip(runs, rows)
+            if (value := number(row[parameter])) is not None
+        ]
+        values = ", ".join(f"{p.label} {format_value(p.value)}" for p in points)
+        unchanged = f"; the same in every run: {', '.join(same)}" if same else ""
+        figures.append(
+            {
+                "parameter": parameter,
+                "uri": svg_data_uri(sweep_svg(parameter, points, better)),
+                "caption": f"{', '.join(list(better)[:MAX_PANELS])} against {parameter} ({values}), a dot per "
+                f"run{unchanged}.",
+            }
+        )
+    return figures
 
 
 def difference(letter: str, result: Mapping[str, Any]) -> dict[str, Any]:
-    """One run against A: the verdict, the stages with reasons of their own, the others in a line."""
+    """One run against A: the verdict, the settings of the stages with reasons of their own (the
+    cause); their consequences (changed input ids and paths, the stages that differ only through
+    their inputs, every result and timing that changed) apart, for the folded part of the page."""
     rows = [row for row in result["stages"] if not row["same"]]
     own = sorted((row for row in rows if row["own_cause"]), key=lambda row: not row["first_divergence"])
     metrics = result["metrics"]
+
+    def reasons(row: Mapping[str, Any], consequences: bool) -> list[tuple[str, str]]:
+        found = [(kind, reason) for kind, reasons in row["reasons"].items() for reason in reasons]
+        return [(kind, reason) for kind, reason in found if is_consequence(kind, reason) == consequences]
+
     return {
         "versus": f"{letter.upper()} against A",
+        "letter": letter.upper(),
         "verdict": verdict_line(result),
         "causes": [
             {
                 "stage": row["stage"],
                 "where": f"{row['role_path']}, {row['command']}",
                 "first": row["first_divergence"],
-                "reasons": [(kind, reason) for kind, reasons in row["reasons"].items() for reason in reasons],
+                "reasons": reasons(row, consequences=False),
             }
             for row in own
+        ],
+        "consequences": [
+            {"stage": named(row), "reasons": reasons(row, consequences=True)} for row in own if reasons(row, True)
         ],
         "through_inputs": [named(row) for row in rows if not row["own_cause"]],
         "same": sum(row["same"] for row in result["stages"]),
@@ -105,13 +147,14 @@ def difference(letter: str, result: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def metric_view(row: Mapping[str, Any]) -> dict[str, str]:
-    change = "" if row["change"] is None else ("+" if row["change"] > 0 else "") + format_value(row["change"])
+    change = "" if row["change"] is None else signed(row["change"])
     return {
         "stage": named(row),  # with its role path: the deliverable and the last training stage share a name
         "metric": row["metric"],
         "a": format_value(row["a"]),
         "b": format_value(row["b"]),
         "change": change,
+        "word": judgement(row),
     }
 
 
@@ -137,7 +180,8 @@ def curves(runs: Sequence[ComparedRun]) -> dict[str, Any]:
             notes.append(f"{name}: no loss curves ({error})")
             continue
         finals = [(label, [p for p in points if p.get("phase") == "validation"]) for label, points in series]
-        caption = ", ".join(f"{label} {format_value(v[-1]['loss'])}" for label, v in finals if v)
+        final = ", ".join(f"{label} {format_value(v[-1]['loss'])}" for label, v in finals if v)
+        caption = f"{overlay_caption([label for label, _ in series])}; final validation loss {final}"
         figures.append({"stage": name, "uri": svg_data_uri(figure), "caption": caption})
     return {"figures": figures, "same": same, "notes": notes}
 
@@ -209,18 +253,32 @@ def identity(manifest: Mapping[str, Any]) -> dict[str, str]:
 
 
 def page_values(arguments: Sequence[Path], paths: Sequence[Path]) -> dict[str, Any]:
-    """Everything the template shows, for the runs' artifact directories PATHS (A first)."""
+    """Everything the template shows, for the runs' artifact directories PATHS (A first): the
+    results that changed, then their cause, then the curves, then the consequences."""
     runs = [ComparedRun(letter, named_stages(stages(path))) for letter, path in zip(LETTERS, paths)]
     results = [diff(paths[0], path) for path in paths[1:]]
     more = f" and {len(paths) - 2} more" if len(paths) > 2 else ""
+    headline = headline_rows(runs)
     return {
         "title": f"Comparing {' and '.join(str(argument) for argument in arguments[:2])}{more}",
+        "tolerance": TOLERANCE_NOTE,
         "runs": run_rows(runs, arguments, paths),
-        "differences": [difference(letter, result) for letter, result in zip(LETTERS[1:], results)],
-        **side_by_side(runs),
-        "curves": curves(runs),
+        "metrics": headline,
+        "worse": worse_than_best(runs),
+        "families": family_rows(results, len(runs)),
         "suites": changed_answers(runs),
+        "differences": [difference(letter, result) for letter, result in zip(LETTERS[1:], results)],
+        "parameters": side_by_side_parameters(runs),
+        "curves": curves(runs),
+        "sweeps": sweeps(runs, headline),
     }
+
+
+def side_by_side_parameters(runs: Sequence[ComparedRun]) -> list[dict[str, Any]]:
+    """The parameters that differ between the runs (`lineage table`'s columns), a value per run."""
+    table = runs_side_by_side(runs)
+    rows = table.frame.to_dict("records")
+    return [{"name": key, "values": [format_value(row[key]) for row in rows]} for key in table.parameters]
 
 
 def write_compare(arguments: Sequence[Path], output: str | Path) -> Path:

@@ -4,11 +4,16 @@ Example:
     >>> points = [{"phase": "validation", "step": 0, "loss": 3.0}, {"phase": "validation", "step": 4, "loss": 2.5}]
     >>> overlay_svg("sft_stage2", [("A", points), ("B", points)]).startswith(b"<?xml")
     True
+    >>> overlay_caption(["A", "B"])[:60]
+    'colour: the run (A blue, B orange); line: the split (trainin'
 
-Each run has one colour: its training loss a thin line, its validation loss a thicker dashed
-line with dots, so that B's curve drawn over A's where they coincide stays visible (A's line is
-the wider one). The drawing conventions (fixed hash salt, text as text, no date) are those of
-`gptlineage.reporting.figures`, so the same points give the same bytes.
+One colour per run, one line style per split: the training loss is the run's EMA, smoothed as
+the stage plots smooth it (`plots.ema`, `plots.ema_factor`), solid, with the raw per-step loss
+faint underneath; the validation loss is dashed with dots. `overlay_caption` says exactly that,
+from the same constants the drawing uses. The legend stands beside the axes, never on the data;
+the x axis runs past the last step and the dots are never clipped. The drawing conventions (fixed
+hash salt, text as text, no date) are those of `gptlineage.reporting.figures`, so the same points
+give the same bytes.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from matplotlib import rc_context
+from matplotlib.figure import Figure
 
 from gptlineage.errors import GptlineageError
 from gptlineage.reporting.figures import (
@@ -29,54 +35,91 @@ from gptlineage.reporting.figures import (
     set_loss_limits,
     svg_bytes,
 )
+from gptlineage.reporting.plots import ema, ema_factor
 
 OVERLAY_SIZE = (1000, 440)
-# Run colours: blue, orange, green, purple, red, grey (A, B, C...), then again.
+# Run colours (A, B, C...), then again; their names for the caption.
 RUN_COLORS = ("#2463a8", "#d66a2c", "#3a8a3a", "#7a4cab", "#a83a5a", "#555555")
+COLOR_NAMES = ("blue", "orange", "green", "purple", "red", "grey")
+# One line style per split, and the word the caption uses for it.
+SPLIT_STYLES = {"train": "-", "validation": "--"}
+STYLE_WORDS = {"-": "solid", "--": "dashed"}
+RAW_ALPHA = 0.25  # the raw per-step loss: visible, but under the smoothed line
+X_AIR = 1.03  # the x axis runs 3 % past the last step
 
 
-def overlay_svg(stage: str, runs: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> bytes:
+def run_color(index: int) -> str:
+    return RUN_COLORS[index % len(RUN_COLORS)]
+
+
+def overlay_caption(labels: Sequence[str]) -> str:
+    """What `overlay_figure` draws, in words: the run of each colour, the split of each line style."""
+    runs = ", ".join(f"{label} {COLOR_NAMES[i % len(COLOR_NAMES)]}" for i, label in enumerate(labels))
+    train, validation = STYLE_WORDS[SPLIT_STYLES["train"]], STYLE_WORDS[SPLIT_STYLES["validation"]]
+    return (
+        f"colour: the run ({runs}); line: the split (training loss {train}, smoothed by the stage plots' "
+        f"bias-corrected EMA with the raw per-step loss faint underneath; validation loss {validation}, with dots)"
+    )
+
+
+def draw_run(axes, label: str, points: Sequence[dict[str, Any]], color: str, width: float) -> None:
+    """One run in its colour: raw training loss faint, its EMA solid over it, validation dashed with dots."""
+    train, validation = loss_points(points, "train"), loss_points(points, "validation")
+    if train:
+        steps, losses = [p["step"] for p in train], [p["loss"] for p in train]
+        factor = ema_factor(len(losses))
+        axes.plot(steps, losses, color=color, alpha=RAW_ALPHA, linewidth=0.7, label=f"_{label} train raw")
+        axes.plot(
+            steps,
+            ema(losses, factor),
+            color=color,
+            linestyle=SPLIT_STYLES["train"],
+            linewidth=width,
+            label=f"{label} train (EMA {factor:g})",
+        )
+    if validation:
+        axes.plot(
+            [p["step"] for p in validation],
+            [p["loss"] for p in validation],
+            color=color,
+            linestyle=SPLIT_STYLES["validation"],
+            linewidth=width,
+            marker="o",
+            markersize=5,
+            markeredgecolor="white",
+            zorder=3,
+            clip_on=False,  # a dot on the frame is drawn whole
+            label=f"{label} validation",
+        )
+
+
+def overlay_figure(stage: str, runs: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> Figure:
     """Train and validation loss against step for each (label, points) of RUNS, on one axis."""
     series = [(label, loss_points(points)) for label, points in runs]
     losses = [p["loss"] for _, points in series for p in points]
     if not losses:
         raise GptlineageError(f"{stage}: no run has a finite loss point")
+    figure = new_figure(*OVERLAY_SIZE)
+    axes = figure.add_subplot()
+    for index, (label, points) in enumerate(series):
+        # A is drawn widest, later runs thinner on top: where two curves coincide both stay visible.
+        width = 1.4 + 1.2 * (len(series) - 1 - index) / max(len(series) - 1, 1)
+        draw_run(axes, label, points, run_color(index), width)
+    last = max(p["step"] for _, points in series for p in points)
+    axes.set_xlim(0, (last or 1) * X_AIR)
+    set_loss_limits(axes, losses)
+    axes.set_xlabel("step")
+    axes.set_ylabel(loss_label(losses))
+    integer_steps(axes)
+    styles = ", ".join(f"{split} {STYLE_WORDS[style]}" for split, style in SPLIT_STYLES.items())
+    axes.set_title(f"{stage}: loss of {', '.join(label for label, _ in series)} ({styles})")
+    light_grid(axes)
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=11, title="run, split")
+    figure.tight_layout()
+    return figure
+
+
+def overlay_svg(stage: str, runs: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> bytes:
+    """`overlay_figure` as deterministic SVG."""
     with rc_context(DETERMINISTIC_RC):
-        figure = new_figure(*OVERLAY_SIZE)
-        axes = figure.add_subplot()
-        for index, (label, points) in enumerate(series):
-            color = RUN_COLORS[index % len(RUN_COLORS)]
-            wider = 1.0 + 1.6 * (len(series) - 1 - index) / max(len(series) - 1, 1)  # later runs drawn thinner, on top
-            train = [p for p in points if p.get("phase") == "train"]
-            validation = [p for p in points if p.get("phase") == "validation"]
-            if train:
-                axes.plot(
-                    [p["step"] for p in train],
-                    [p["loss"] for p in train],
-                    color=color,
-                    alpha=0.55,
-                    linewidth=wider,
-                    label=f"{label} train",
-                )
-            if validation:
-                axes.plot(
-                    [p["step"] for p in validation],
-                    [p["loss"] for p in validation],
-                    color=color,
-                    linestyle="--",
-                    marker="o",
-                    markersize=3 + 2 * wider,
-                    linewidth=wider + 0.6,
-                    label=f"{label} validation",
-                )
-        last = max(p["step"] for _, points in series for p in points) or 1
-        axes.set_xlim(0, last * 1.02)  # a little air: the last dots are not cut by the frame
-        set_loss_limits(axes, losses)
-        axes.set_xlabel("step")
-        axes.set_ylabel(loss_label(losses))
-        integer_steps(axes)
-        axes.set_title(f"{stage}: loss of {', '.join(label for label, _ in series)}")
-        light_grid(axes)
-        axes.legend(loc="best", frameon=True, framealpha=0.9, edgecolor="#dddddd", ncols=len(series))
-        figure.tight_layout()
-        return svg_bytes(figure)
+        return svg_bytes(overlay_figure(stage, runs))

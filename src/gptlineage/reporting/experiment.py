@@ -96,6 +96,8 @@ def write_experiment(config: ExperimentConfig) -> Path:
     # A name given is recorded (it is on the page); the default, the headline part's folder name
     # (train/sft_stage2 -> sft_stage2), is a path and is not: a rerun elsewhere writes the same page.
     parameters: dict[str, Any] = {"roles": list(parts), **({"name": config.name} if config.name else {})}
+    if config.override:  # a named experiment's settings apart from the default's (the workflow's sweep)
+        parameters["overrides"] = list(config.override)
     with ArtifactWriter(config.output, command=NAME, parameters=parameters, inputs=dict(parts)) as artifact:
         name = config.name or lexical(next(iter(parts.values()))).name
         page = render_page(
@@ -104,6 +106,7 @@ def write_experiment(config: ExperimentConfig) -> Path:
             name=name,
             id=artifact.planned_id(),
             panel=panel,
+            overrides=[text.partition("=")[::2] for text in config.override],
             **lineage,
         )
         artifact.summary = summary

@@ -8,6 +8,7 @@ Example:
     ExperimentConfig(part=("model=results/train/sft_stage2",), output=Path("results/sft_stage2")).parts()
     # {'model': PosixPath('results/train/sft_stage2')}
     ExperimentConfig(part=("Model=x",), output=Path("o"))   # SettingError: --part must be ROLE=PATH with a lowercase role, ...
+    ExperimentConfig(part=("model=m",), output=Path("o"), name="lr_high", override=("sft_stage2.lr=0.0004",))
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from gptlineage.settings import SettingError, check_settings, output_setting, setting
 
 ROLE = re.compile(r"[a-z][a-z0-9_]{0,63}")  # a part's role: it names an input in the manifest
+OVERRIDE = re.compile(r"[a-z][a-z0-9_]*\.[a-z][a-z0-9_.]*=.*", re.S)  # SLICE.KEY=VALUE
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,6 +33,11 @@ class ExperimentConfig:
     output: Path = output_setting("index.html, summary.json")
     name: str | None = setting(
         None, "the experiment's name on its page (default: the first part's folder name; a sweep's is its own)"
+    )
+    override: tuple[str, ...] = setting(
+        (),
+        "SLICE.KEY=VALUE: a setting this named experiment changes from the default experiment's, shown on "
+        "its page (repeatable; the workflow passes each of a sweep's)",
     )
 
     def __post_init__(self) -> None:
@@ -45,6 +52,9 @@ class ExperimentConfig:
             raise SettingError("part", f"names a role twice: {', '.join(sorted(roles))}")
         if self.name is not None and not self.name.strip():
             raise SettingError("name", "must not be empty")
+        for text in self.override:
+            if not OVERRIDE.fullmatch(text):
+                raise SettingError("override", f"must be SLICE.KEY=VALUE (sft_stage2.lr=0.0004), got {text!r}")
 
     def parts(self) -> dict[str, Path]:
         return {text.partition("=")[0]: Path(text.partition("=")[2]) for text in self.part}
