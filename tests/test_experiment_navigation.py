@@ -83,12 +83,12 @@ def test_the_workflow_passes_what_a_named_experiment_sets_otherwise_than_the_def
     config["experiments"] = {
         "lr_high": {"sft_stage2": {"lr": lr * 4}},
         "same": {"sft_stage2": {"lr": lr}},  # an override to the default's value changes nothing
-        "two": {"sft_stage1": {"steps": 7}, "sft_stage2": {"lr": lr * 2, "start": "final"}},
+        "two": {"synth_chat": {"suite_prompts": 70}, "sft_stage2": {"lr": lr * 2, "start": "final"}},
     }
     sweep = experiments(config)
     default = sweep[""].config
     assert overridden(default, sweep["lr_high"].config) == [f"sft_stage2.lr={json.dumps(lr * 4)}"]
     assert overridden(default, sweep["same"].config) == []
     changed = overridden(default, sweep["two"].config)
-    assert "sft_stage1.steps=7" in changed and f"sft_stage2.lr={json.dumps(lr * 2)}" in changed
+    assert "synth_chat.suite_prompts=70" in changed and f"sft_stage2.lr={json.dumps(lr * 2)}" in changed
     assert ("sft_stage2.start=final" in changed) == (config["sft_stage2"].get("start") != "final")
