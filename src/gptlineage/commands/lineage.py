@@ -5,6 +5,7 @@ Example:
     gptlineage lineage verify results/data_csv --expect-id <the 64-hex id you pinned>
     gptlineage lineage verify /elsewhere/results/sft_stage2 --sources data    # a copied tree, its sources here
     gptlineage lineage export results/sft_stage2 --format ro-crate --output results/sft_stage2.crate [--no-sources]
+    gptlineage lineage export mlflow results --tracking-uri file:mlruns    # one MLflow run per artifact
     gptlineage lineage report results/sft_stage2 --output results/lineage_report
     gptlineage lineage compare before/sft_stage2 results/sft_stage2 --output results/compare
 """
@@ -107,6 +108,8 @@ def report_action(settings: ReportSettings) -> int:
 
 
 def export_action(settings: ExportSettings) -> int:
+    if settings.mlflow_tree is not None:
+        return export_to_mlflow(settings)
     if settings.format == "ro-crate":
         return export_crate(settings)
     if settings.output is None:
@@ -115,6 +118,19 @@ def export_action(settings: ExportSettings) -> int:
     else:
         clean_stale_json(settings.output)
         print(printable(f"wrote {write_prov_json(settings.path, settings.output)}"))
+    return 0
+
+
+def export_to_mlflow(settings: ExportSettings) -> int:
+    from gptlineage.lineage.mlflow_export import export_mlflow
+
+    counts = export_mlflow(settings.mlflow_tree, settings.tracking_uri, settings.experiment)
+    print(
+        printable(
+            f"{settings.tracking_uri}: experiment {settings.experiment}: {counts['artifacts']} artifacts, "
+            f"{counts['added']} runs added, {counts['found']} already there"
+        )
+    )
     return 0
 
 

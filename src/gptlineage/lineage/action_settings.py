@@ -17,7 +17,8 @@ from typing import Any
 from gptlineage.lineage.checks import is_hex64, printable
 from gptlineage.settings import SettingError, check_settings, output_setting, setting
 
-FORMATS = ("prov-json", "ro-crate")
+FORMATS = ("prov-json", "ro-crate", "mlflow")
+MLFLOW = "mlflow"  # `lineage export mlflow RESULTS`: the word before the tree names the format
 PATH_HELP = "an artifact directory, or a file inside one"
 PAGE = "holds index.html"
 # How a result is printed: text, or another form, each its own flag (`--json`, `--md`: "print JSON").
@@ -82,7 +83,8 @@ class ExportSettings:
     path: Path = setting(help=PATH_HELP, positional=True)
     format: str = setting(
         "prov-json",
-        "prov-json (W3C PROV-JSON, one file) or ro-crate (a Workflow Run RO-Crate directory)",
+        "prov-json (W3C PROV-JSON, one file), ro-crate (a Workflow Run RO-Crate directory) or mlflow "
+        "(a run per artifact of the tree PATH, at --tracking-uri; also spelled `export mlflow RESULTS`)",
         choices=FORMATS,
     )
     output: Path | None = setting(
@@ -94,9 +96,35 @@ class ExportSettings:
         "the crate names them by sha256",
     )
     zip: bool = setting(False, "ro-crate: write the crate as one zip file at --output (FILE.zip), to hand over")
+    results: tuple[Path, ...] = setting(
+        (), "after the word mlflow: the results tree to export (`export mlflow RESULTS`)", positional=True
+    )
+    tracking_uri: str | None = setting(
+        None, "mlflow: the MLflow tracking store (sqlite:///FILE, http://HOST:PORT)", metavar="URI"
+    )
+    experiment: str = setting("gptlineage", "mlflow: the experiment the runs go into")
+
+    @property
+    def mlflow_tree(self) -> Path | None:
+        """The results tree to put into MLflow (`export mlflow RESULTS` or `export RESULTS --format mlflow`)."""
+        if self.results:
+            return self.results[0]
+        return self.path if self.format == MLFLOW else None
 
     def __post_init__(self) -> None:
         check_settings(self)
+        if self.results and (str(self.path) != MLFLOW or len(self.results) != 1):
+            raise SettingError("results", "one results tree, after the word mlflow: export mlflow RESULTS", whole=True)
+        if self.results and self.format not in ("prov-json", MLFLOW):
+            raise SettingError("format", "export mlflow RESULTS writes to MLflow; leave --format out", whole=True)
+        if (self.mlflow_tree is None) != (self.tracking_uri is None):
+            raise SettingError(
+                "tracking_uri", "--tracking-uri URI goes with (and only with) export mlflow RESULTS", whole=True
+            )
+        if self.mlflow_tree is None and self.experiment != "gptlineage":
+            raise SettingError("experiment", "goes with export mlflow RESULTS")
+        if self.mlflow_tree is not None and self.output is not None:
+            raise SettingError("output", "goes with prov-json and ro-crate; mlflow writes to --tracking-uri")
         for flag, given in (("--no-sources", not self.sources), ("--zip", self.zip)):
             if given and self.format != "ro-crate":
                 raise SettingError("format", f"{flag} applies to --format ro-crate only", whole=True)
