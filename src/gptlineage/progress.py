@@ -19,7 +19,7 @@ it as it starts (`milestones_to`, from cli.py) and every progress line that is a
 there too, named after the artifact: the first, then one each 10% more of the task or at least
 60 s after the last milestone (MILESTONE_EVERY_S), and the last:
 
-    [train/sft_stage1] step 2500/5000 (50%) loss 0.310000 lr 3.0e-04 tok/s 9,512, elapsed 3m02s, ETA 3m10s
+    [train/sft_stage1] step 2500/5000 (50%) loss 0.310417 lr 0.0003 tok/s 9512, elapsed 3m02s, ETA 3m10s
 
 The channel is no part of the command (no flag, not in argv): it changes no artifact or id.
 

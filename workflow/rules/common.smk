@@ -243,8 +243,8 @@ shell.prefix(f"set -euo pipefail; exec 3>&2; export {MILESTONES_VARIABLE}=3; ")
 def start_note():
     """What the terminal says as the jobs start: where their output goes, how to follow training."""
     return (
-        "gptlineage: each job's whole output goes to logs/<rule>.log and its progress milestones"
-        " come here; `gptlineage watch results/train/<stage>` follows a training stage line by line"
+        "gptlineage: each job's whole output goes to logs/<rule>.log, its progress milestones come"
+        " here; while a training stage runs, `gptlineage watch results/train/<stage>` follows it"
         " (step N/T, loss, tokens/s, ETA)"
     )
 
