@@ -49,6 +49,9 @@ onsuccess:
     print(success_note(SWEEP))
 
 
+note_when_up_to_date(SWEEP)  # the pages also after a run with nothing to do (no onsuccess then)
+
+
 rule all:
     default_target: True
     input:

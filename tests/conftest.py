@@ -47,6 +47,7 @@ E2E_FILES = {
     "test_slurm.py",
     "test_synth_chat.py",
     "test_tensorboard.py",
+    "test_terminal_progress.py",
     "test_train.py",
     "test_train_hostile.py",
     "test_watch.py",

@@ -25,6 +25,7 @@ from gptlineage.lineage.checks import not_utf8_path, printable
 from gptlineage.lineage.hashing import hash_session
 from gptlineage.lineage.identity import invocation
 from gptlineage.parser import build_parser
+from gptlineage.progress import milestone_label, milestones_to
 
 
 def os_error_line(error: OSError) -> str | None:
@@ -84,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         # Artifacts record these words as their argv and this command module's code closure; one
         # hash session a command: a file that several of its walks meet (the experiment's parts
         # share the training chain) is hashed once.
-        with invocation(registry.command(args.command).module, argv), hash_session():
+        # Under the workflow, progress milestones go to the terminal too (gptlineage.progress).
+        label = milestone_label(args.command, getattr(args, "output", None))
+        with invocation(registry.command(args.command).module, argv), hash_session(), milestones_to(label):
             code = int(args.command_handler(args) or 0)
         flush_output()
         return code

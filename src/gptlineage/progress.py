@@ -12,6 +12,17 @@ hundred lines however fast or slow its steps are, and a loop of 300 quick steps 
 three. A task whose total is unknown (None) prints `label N detail` lines at the same pace.
 The clock and the writer are parameters, so tests step time by hand.
 
+Milestones: under Snakemake a job's whole output goes to its log, and the terminal would hear
+nothing while a stage trains. The workflow's shell keeps Snakemake's stderr open as a file
+descriptor and names it in GPTLINEAGE_MILESTONES (workflow/rules/common.smk); `gptlineage` claims
+it as it starts (`milestones_to`, from cli.py) and every progress line that is a milestone goes
+there too, named after the artifact: the first, then one each 10% more of the task or at least
+60 s after the last milestone (MILESTONE_EVERY_S), and the last:
+
+    [train/sft_stage1] step 2500/5000 (50%) loss 0.310417 lr 0.0003 tok/s 9512, elapsed 3m02s, ETA 3m10s
+
+The channel is no part of the command (no flag, not in argv): it changes no artifact or id.
+
 Example:
     progress = Progress(len(cases), "answered")
     for case in cases:
@@ -21,18 +32,98 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 EVERY_S = 10.0  # seconds between two progress lines at the least (a fixed policy, never a setting)
 MAX_LINES = 100  # about this many lines for a whole task, the first and the last included
 LONGEST_S = 9999 * 86400  # a duration beyond this (a clock gone wrong) reads ">9999d"
+MILESTONES_VARIABLE = "GPTLINEAGE_MILESTONES"  # the file descriptor number milestones go to
+MILESTONE_EVERY_S = 60.0  # seconds after the last milestone when any progress line is one again
+MILESTONE_PERCENT = 10  # a progress line that reaches another 10% of the task is a milestone
 
 
 def print_flushed(line: str) -> None:
     print(line, flush=True)
+
+
+class Milestones:
+    """The process's milestone channel: `[label] line` written to a file descriptor of its own
+    (a duplicate, closed by `close`); a failed write (the terminal went away) ends it quietly,
+    since the job goes on and its log keeps every line."""
+
+    def __init__(self, descriptor: int | None = None, label: str = "") -> None:
+        self.descriptor, self.label = descriptor, label
+
+    def write(self, line: str) -> None:
+        if self.descriptor is None:
+            return
+        try:
+            os.write(self.descriptor, f"[{self.label}] {line}\n".encode())  # one short write: whole lines
+        except OSError:
+            self.close()
+
+    def close(self) -> None:
+        if self.descriptor is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.descriptor)
+        self.descriptor = None
+
+
+NO_MILESTONES = Milestones()
+_channel = NO_MILESTONES  # this process's, while a command runs (milestones_to)
+
+
+def milestone(line: str) -> None:
+    """Write LINE to this process's milestone channel, if it has one."""
+    _channel.write(line)
+
+
+def milestone_label(command: str, output: object) -> str:
+    """What a command's milestones are named after: its output below `results/` (train/sft_stage1,
+    lr_high/corpus_pretrain), the output as given elsewhere, the command without one."""
+    if output is None:
+        return command
+    parts = Path(str(output)).parts
+    results = [index for index, part in enumerate(parts[:-1]) if part == "results"]
+    return str(Path(*parts[results[-1] + 1 :])) if results else str(output)
+
+
+def claim_descriptor(environment: Mapping[str, str]) -> int | None:
+    """A duplicate of the descriptor ENVIRONMENT names for milestones (not inherited by the
+    command's own children), or None: none named, or one not open (a note goes to stderr)."""
+    named = environment.get(MILESTONES_VARIABLE, "").strip()
+    if not named:
+        return None
+    try:
+        return os.dup(int(named))
+    except (ValueError, OSError):
+        print(f"note: {MILESTONES_VARIABLE}={named!r} is no open file descriptor; no milestones", file=sys.stderr)
+        return None
+
+
+@contextlib.contextmanager
+def milestones_to(label: str, environment: dict[str, str] | None = None) -> Iterator[Milestones]:
+    """While the block runs, milestones go to the descriptor ENVIRONMENT (os.environ) names, named
+    LABEL. The variable is taken out of the environment, so a process the command starts (torchrun's
+    ranks) never writes to a descriptor it did not inherit."""
+    global _channel
+    environment = os.environ if environment is None else environment
+    descriptor = claim_descriptor(environment)
+    environment.pop(MILESTONES_VARIABLE, None)
+    channel = Milestones(descriptor, label) if descriptor is not None else NO_MILESTONES
+    previous, _channel = _channel, channel
+    try:
+        yield channel
+    finally:
+        _channel = previous
+        channel.close()
 
 
 def duration(seconds: float) -> str:
@@ -97,7 +188,9 @@ class Progress:
     every_s: float = EVERY_S
     clock: Callable[[], float] = time.monotonic
     write: Callable[[str], None] = print_flushed
+    milestones: Callable[[str], None] = milestone  # where the milestone lines go as well
     lines: int = field(default=0, init=False)  # lines written so far
+    _milestone: tuple[float, int] | None = field(default=None, init=False)  # (time, done) at the last one
     _start: int = field(default=0, init=False)
     _started: float = field(default=0.0, init=False)
     _last_time: float | None = field(default=None, init=False)
@@ -132,7 +225,22 @@ class Progress:
         self.lines += 1
         line = self.line(now, detail)
         self.write(line)
+        if self.milestone_due(now):
+            self._milestone = (now, self.done)
+            self.milestones(line)
         return line
+
+    def milestone_due(self, now: float) -> bool:
+        """Whether the line printed now is a milestone: the first, the last, the first line
+        MILESTONE_EVERY_S after the last milestone, or one that reaches another MILESTONE_PERCENT."""
+        if self._milestone is None or (self.total is not None and self.done >= self.total):
+            return True
+        since, then = self._milestone
+        if now - since >= MILESTONE_EVERY_S:
+            return True
+        if self.total is None or self.total <= 0:
+            return False
+        return 100 * self.done // self.total // MILESTONE_PERCENT > 100 * then // self.total // MILESTONE_PERCENT
 
     def finish(self, detail: str = "") -> str | None:
         """The last line, for a task that ended short of its total or had none: printed unless

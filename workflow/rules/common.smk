@@ -9,12 +9,14 @@
 # function gives a job the artifacts of its own experiment, and the default's where the work is
 # shared (gptlineage.workflow_jobs), so a sweep builds each distinct job once.
 
+import logging
 import shlex
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # the top-level Snakefile's folder
 from gptlineage.lineage.codedeps import module_files  # noqa: E402  (needs the path above)
+from gptlineage.progress import MILESTONES_VARIABLE  # noqa: E402
 from gptlineage.registry import DELIVERABLE, TRAINING_STAGES, command  # noqa: E402
 from gptlineage.tabular.layout import CSV_FILE, X_FILE, Y_FILE  # noqa: E402
 from gptlineage.workflow_support import (  # noqa: E402
@@ -229,11 +231,21 @@ def stage_resources(stage):
     return resources
 
 
+# Each job's shell keeps Snakemake's stderr (the terminal, or CI's pipe) as descriptor 3 and names it
+# in GPTLINEAGE_MILESTONES before the rule's one line sends the command's whole output to its log:
+# the command writes its progress milestones there as well (`[train/sft_stage1] step 2500/5000
+# (50%) ...`, gptlineage.progress). A prefix, not words of each line: `snakemake -n -p` shows the
+# lines as they are, Snakemake's code rerun trigger sees no change, and in a cluster job the
+# milestones go to the job's own output file. `set -euo pipefail` is Snakemake's default prefix, kept.
+shell.prefix(f"set -euo pipefail; exec 3>&2; export {MILESTONES_VARIABLE}=3; ")
+
+
 def start_note():
     """What the terminal says as the jobs start: where their output goes, how to follow training."""
     return (
-        "gptlineage: each job's whole output goes to logs/<rule>.log; while a training stage runs,"
-        " `gptlineage watch results/train/<stage>` follows it (step N/T, loss, tokens/s, ETA)"
+        "gptlineage: each job's whole output goes to logs/<rule>.log, its progress milestones come"
+        " here; while a training stage runs, `gptlineage watch results/train/<stage>` follows it"
+        " (step N/T, loss, tokens/s, ETA)"
     )
 
 
@@ -241,3 +253,23 @@ def success_note(sweep):
     """What the terminal says when the jobs are done: the page of each deliverable built here."""
     pages = [Path(experiment.path(DELIVERABLE)) / "index.html" for experiment in sweep.values()]
     return "\n".join(f"gptlineage: the experiment's page: {page}" for page in pages if page.is_file())
+
+
+class UpToDateNote(logging.Handler):
+    """Says `success_note` after Snakemake's "Nothing to be done" in a real run: Snakemake calls
+    onsuccess only after jobs ran, and a run with everything up to date names the pages too."""
+
+    def __init__(self, sweep):
+        super().__init__(logging.INFO)
+        self.sweep = sweep
+
+    def emit(self, record):
+        if not workflow.dryrun and str(record.msg).startswith("Nothing to be done"):
+            note = success_note(self.sweep)
+            if note:
+                print(note, flush=True)
+
+
+def note_when_up_to_date(sweep):
+    """Attach UpToDateNote to Snakemake's logger (set up before the Snakefile is read)."""
+    logging.getLogger("snakemake.logging").addHandler(UpToDateNote(sweep))
