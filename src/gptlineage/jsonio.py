@@ -73,6 +73,11 @@ def write_json_atomic(path: Path, value: Any) -> None:
     os.replace(temporary, path)
 
 
+def is_finite_number(value: Any) -> bool:
+    """Whether VALUE is an int or float (not a bool) that JSON can hold: neither NaN nor infinite."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def finite_or_none(value: float) -> float | None:
     """A float for JSON: NaN and infinities (which JSON cannot hold) become null."""
     return value if math.isfinite(value) else None

@@ -39,11 +39,16 @@ def is_plain_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def is_noise(old: float, new: float) -> bool:
+    """Whether two numbers are one value up to float noise (RELATIVE_TOLERANCE of the larger)."""
+    return abs(new - old) <= RELATIVE_TOLERANCE * max(abs(old), abs(new))
+
+
 def metric_row(stage: str, role_path: str, name: str, old: Any, new: Any, declared: Declaration) -> dict[str, Any]:
     """One metric of one stage on both sides, with B − A when both are numbers; DECLARED: what the
     stage's commands declare a measurement."""
     numeric = is_plain_number(old) and is_plain_number(new)
-    noise = numeric and abs(new - old) <= RELATIVE_TOLERANCE * max(abs(old), abs(new))
+    noise = numeric and is_noise(old, new)
     return {
         "stage": stage,
         "role_path": role_path,

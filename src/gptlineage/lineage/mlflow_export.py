@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Iterator, Mapping
 from datetime import datetime
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gptlineage.errors import GptlineageError
+from gptlineage.jsonio import is_finite_number
 from gptlineage.lineage.artifact import content_sha256
 from gptlineage.lineage.declaration import TRAINING_RUN, holds
 from gptlineage.lineage.table import find_artifacts, flatten, stage_metrics
@@ -88,10 +88,6 @@ def run_params(manifest: Mapping[str, Any]) -> dict[str, str]:
     return {safe_key(key): param_value(value) for key, value in flatten(manifest.get("parameters") or {}).items()}
 
 
-def finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def curve_points(node: Node) -> Iterator[tuple[str, int, float]]:
     """(series, step, value) of a training run's metrics.json, in its order; nothing for other artifacts."""
     listed = {entry["path"] for entry in node.manifest["files"]}
@@ -103,7 +99,7 @@ def curve_points(node: Node) -> Iterator[tuple[str, int, float]]:
         raise GptlineageError(f"{node.path / 'metrics.json'}: unreadable training metrics ({error})") from None
     for point in points:
         for name, series in CURVES.get(point.get("phase"), {}).items():
-            if finite(point.get(name)) and isinstance(point.get("step"), int):
+            if is_finite_number(point.get(name)) and isinstance(point.get("step"), int):
                 yield series, point["step"], float(point[name])
 
 
@@ -185,7 +181,7 @@ def log_run(client: Any, run_id: str, node: Node) -> None:
         client.log_batch(run_id, params=params[start : start + BATCH])
     stamp = started_ms(node.manifest)
     headline = stage_metrics(node.path, node.manifest)
-    metrics = [Metric(safe_key(k), float(v), stamp, 0) for k, v in headline.items() if finite(v)]
+    metrics = [Metric(safe_key(k), float(v), stamp, 0) for k, v in headline.items() if is_finite_number(v)]
     metrics += [Metric(series, value, stamp, step) for series, step, value in curve_points(node)]
     for start in range(0, len(metrics), 10 * BATCH):
         client.log_batch(run_id, metrics=metrics[start : start + 10 * BATCH])

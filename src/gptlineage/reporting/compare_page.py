@@ -30,7 +30,7 @@ from gptlineage.jsonio import read_json
 from gptlineage.lineage.artifact import ArtifactWriter, content_sha256, read_manifest
 from gptlineage.lineage.declaration import SUITE_ANSWERS, TRAINING_RUN, holds
 from gptlineage.lineage.diff import diff, stages
-from gptlineage.lineage.diff_metrics import judgement
+from gptlineage.lineage.diff_metrics import is_noise, judgement
 from gptlineage.lineage.diff_text import is_consequence, named, verdict_line
 from gptlineage.lineage.results import run_artifact
 from gptlineage.lineage.runs import ComparedRun, named_stages, runs_side_by_side
@@ -41,7 +41,6 @@ from gptlineage.reporting.compare_sections import (
     TOLERANCE_NOTE,
     family_rows,
     headline_rows,
-    is_noise,
     number,
     signed,
     worse_than_best,

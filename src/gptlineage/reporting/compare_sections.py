@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gptlineage.lineage.declaration import TRAINING_RUN, declaration_of, holds
-from gptlineage.lineage.diff_metrics import RELATIVE_TOLERANCE, judgement
+from gptlineage.lineage.diff_metrics import RELATIVE_TOLERANCE, is_noise, judgement
 from gptlineage.lineage.runs import ComparedRun, headline, headline_columns, runs_side_by_side
 from gptlineage.lineage.table import format_value
 from gptlineage.lineage.walk import Node
@@ -43,10 +43,6 @@ def number(value: Any) -> float | None:
 
 def signed(change: float) -> str:
     return ("+" if change > 0 else "") + format_value(change)
-
-
-def is_noise(old: float, new: float) -> bool:
-    return abs(new - old) <= RELATIVE_TOLERANCE * max(abs(old), abs(new))
 
 
 def delta(metric: str, old: Any, new: Any, better: str | None) -> dict[str, str]:

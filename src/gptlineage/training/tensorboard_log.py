@@ -24,7 +24,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -34,6 +33,7 @@ import torch
 from tqdm import tqdm
 
 from gptlineage.errors import GptlineageError
+from gptlineage.jsonio import is_finite_number
 from gptlineage.lineage.artifact import find_artifact_dir
 
 INSTALL = "pip install 'gptlineage[tensorboard]'"
@@ -79,10 +79,6 @@ def gradient_norm(model: torch.nn.Module) -> float | None:
     if not grads:
         return None
     return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads])).item()
-
-
-def finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class TensorBoardLog:
@@ -137,7 +133,7 @@ class TensorBoardLog:
 
     def scalars(self, values: dict[str, Any], step: int) -> None:
         """Write each finite value of VALUES at STEP (a NaN loss leaves a gap, as in metrics.json)."""
-        self.guarded(lambda: [self.writer.add_scalar(tag, v, step) for tag, v in values.items() if finite(v)])
+        self.guarded(lambda: [self.writer.add_scalar(tag, v, step) for tag, v in values.items() if is_finite_number(v)])
 
     def text(self, tag: str, text: str, step: int) -> None:
         """TEXT under TAG at STEP, shown verbatim (TensorBoard renders text as Markdown: indented 4)."""
