@@ -28,6 +28,7 @@ from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import is_finite_number
 from gptlineage.lineage.artifact import content_sha256
 from gptlineage.lineage.declaration import TRAINING_RUN, holds
+from gptlineage.lineage.script import run_order
 from gptlineage.lineage.table import find_artifacts, flatten, stage_metrics
 from gptlineage.lineage.tree import lexical
 from gptlineage.lineage.walk import ManifestCache, Node, input_artifact_dir, walk
@@ -119,22 +120,7 @@ def tree_nodes(results: Path) -> list[Node]:
     for _, directory in find_artifacts([results]):
         for node in walk(directory, read):
             found.setdefault(node.path, node)
-    ordered: list[Node] = []
-    placed: set[Path] = set()
-
-    def place(node: Node) -> None:  # depth is bounded by the chain's stages (tens)
-        if node.path in placed:
-            return
-        placed.add(node.path)
-        for entry in node.manifest["inputs"]:
-            up = input_artifact_dir(node.path, entry)
-            if up is not None and up in found:
-                place(found[up])
-        ordered.append(node)
-
-    for path in sorted(found):
-        place(found[path])
-    return ordered
+    return run_order(list(found.values()))
 
 
 def place_name(directory: Path, results: Path) -> str:
