@@ -80,8 +80,8 @@ def test_a_tree_becomes_one_run_per_artifact_and_exports_once(deliverables, tmp_
     training = runs[read_manifest(tree_a / "train" / "sft_stage2")["id"]]
     assert training.data.tags["mlflow.runName"] == "train/sft_stage2"
     points = json.loads((tree_a / "train" / "sft_stage2" / "metrics.json").read_text())["points"]
-    for phase, series in (("train", "train/loss"), ("validation", "val/loss"), ("train", "train/lr")):
-        field = "learning_rate" if series == "train/lr" else "loss"
+    for phase, field in (("train", "loss"), ("validation", "loss"), ("train", "learning_rate")):
+        series = f"{phase}/{field}"
         history = [(m.step, m.value) for m in client.get_metric_history(training.info.run_id, series)]
         assert sorted(history) == sorted(
             (p["step"], p[field]) for p in points if p["phase"] == phase and p[field] is not None

@@ -124,10 +124,10 @@ def export_action(settings: ExportSettings) -> int:
 def export_to_mlflow(settings: ExportSettings) -> int:
     from gptlineage.lineage.mlflow_export import export_mlflow
 
-    counts = export_mlflow(settings.mlflow_tree, settings.tracking_uri, settings.experiment)
+    counts = export_mlflow(settings.mlflow_tree, settings.tracking_uri, settings.experiment_name)
     print(
         printable(
-            f"{settings.tracking_uri}: experiment {settings.experiment}: {counts['artifacts']} artifacts, "
+            f"{settings.tracking_uri}: experiment {settings.experiment_name}: {counts['artifacts']} artifacts, "
             f"{counts['added']} runs added, {counts['found']} already there"
         )
     )

@@ -102,7 +102,9 @@ class ExportSettings:
     tracking_uri: str | None = setting(
         None, "mlflow: the MLflow tracking store (sqlite:///FILE, http://HOST:PORT)", metavar="URI"
     )
-    experiment: str = setting("gptlineage", "mlflow: the experiment the runs go into")
+    experiment_name: str = setting(
+        "gptlineage", "mlflow: the MLflow run group (MLflow's experiment_name) the runs go into", metavar="NAME"
+    )
 
     @property
     def mlflow_tree(self) -> Path | None:
@@ -121,8 +123,8 @@ class ExportSettings:
             raise SettingError(
                 "tracking_uri", "--tracking-uri URI goes with (and only with) export mlflow RESULTS", whole=True
             )
-        if self.mlflow_tree is None and self.experiment != "gptlineage":
-            raise SettingError("experiment", "goes with export mlflow RESULTS")
+        if self.mlflow_tree is None and self.experiment_name != "gptlineage":
+            raise SettingError("experiment_name", "goes with export mlflow RESULTS")
         if self.mlflow_tree is not None and self.output is not None:
             raise SettingError("output", "goes with prov-json and ro-crate; mlflow writes to --tracking-uri")
         for flag, given in (("--no-sources", not self.sources), ("--zip", self.zip)):

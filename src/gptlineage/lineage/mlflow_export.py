@@ -40,11 +40,6 @@ MAX_PARAM_VALUE, MAX_KEY = 6000, 250  # MLflow's limits: characters of a param v
 BATCH = 100  # MLflow takes at most 100 params (and 1000 metrics) in one log_batch call
 UNSAFE_KEY = re.compile(r"[^A-Za-z0-9_\-. :/]")  # MLflow keys: alphanumerics, _ - . space : /
 SHOWN_FILES = re.compile(r"(.*/)?index\.html|.*\.(png|svg)|README\.md")  # page, plots, model card
-# A training run's metrics.json points, by phase: MLflow's series name for each value.
-CURVES = {
-    "train": {"loss": "train/loss", "learning_rate": "train/lr", "tokens_per_second": "train/tokens_per_second"},
-    "validation": {"loss": "val/loss"},
-}
 
 
 def mlflow_client(tracking_uri: str) -> Any:
@@ -90,7 +85,11 @@ def run_params(manifest: Mapping[str, Any]) -> dict[str, str]:
 
 
 def curve_points(node: Node) -> Iterator[tuple[str, int, float]]:
-    """(series, step, value) of a training run's metrics.json, in its order; nothing for other artifacts."""
+    """(series, step, value) of a training run's metrics.json, in its order; nothing for other artifacts.
+
+    A point's every number but its step is a series named `<phase>/<field>` (`train/loss`,
+    `validation/loss`), so the names come from the data, not from a list kept here.
+    """
     listed = {entry["path"] for entry in node.manifest["files"]}
     if not holds(node.manifest, TRAINING_RUN) or "metrics.json" not in listed:
         return
@@ -99,9 +98,11 @@ def curve_points(node: Node) -> Iterator[tuple[str, int, float]]:
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise GptlineageError(f"{node.path / 'metrics.json'}: unreadable training metrics ({error})") from None
     for point in points:
-        for name, series in CURVES.get(point.get("phase"), {}).items():
-            if is_finite_number(point.get(name)) and isinstance(point.get("step"), int):
-                yield series, point["step"], float(point[name])
+        if not isinstance(point, dict) or not isinstance(point.get("step"), int) or "phase" not in point:
+            continue
+        for field, value in point.items():
+            if field not in ("step", "phase") and is_finite_number(value):
+                yield safe_key(f"{point['phase']}/{field}"), point["step"], float(value)
 
 
 def started_ms(manifest: Mapping[str, Any]) -> int:
@@ -181,7 +182,7 @@ def log_run(client: Any, run_id: str, node: Node) -> None:
 def experiment_id(client: Any, name: str) -> str:
     found = client.get_experiment_by_name(name)
     if found is not None and found.lifecycle_stage != "active":
-        raise GptlineageError(f"--experiment {name}: deleted in MLflow; restore it or name another")
+        raise GptlineageError(f"--experiment-name {name}: deleted in MLflow; restore it or name another")
     return found.experiment_id if found is not None else client.create_experiment(name)
 
 
