@@ -114,3 +114,18 @@ def test_the_sweep_figure_draws_each_metric_against_the_parameter_a_dot_per_run(
 def test_a_sweep_needs_two_runs_and_a_metric():
     with pytest.raises(GptlineageError, match="sweep of lr: needs two runs and a metric"):
         sweep_figure("lr", [SweepPoint("A", 1.0, {"val_loss": 2.0})], {"val_loss": "lower"})
+
+
+@pytest.mark.parametrize("values", [(0.0002, 0.0006, 0.002), (1, 2, 3, 4, 5, 6, 7, 8), (0.5, 0.51)])
+def test_the_sweep_figures_x_tick_labels_never_overlap(values):
+    """A linear axis over small numbers (0.0002 to 0.002) once printed eight labels into each other."""
+    points = [SweepPoint("ABCDEFGH"[i], value, {"val_loss": 3.0 - i * 0.1}) for i, value in enumerate(values)]
+    with rc_context(DETERMINISTIC_RC):
+        figure = sweep_figure("sft_stage2.lr", points, {"val_loss": "lower"})
+        renderer = drawn(figure)
+    (axes,) = figure.axes
+    low, high = axes.get_xlim()
+    labels = [t for t in axes.get_xticklabels() if t.get_text() and low <= t.get_position()[0] <= high]
+    boxes = [label.get_window_extent(renderer) for label in labels]
+    assert len(boxes) >= 2
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :]), [t.get_text() for t in labels]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from matplotlib import rc_context
 from matplotlib.figure import Figure
+from matplotlib.ticker import FormatStrFormatter, MaxNLocator
 
 from gptlineage.errors import GptlineageError
 from gptlineage.reporting.figures import (
@@ -34,6 +35,7 @@ from gptlineage.reporting.figures import (
 PANEL_SIZE = (440, 380)  # one panel's width and the figure's height, in SVG units
 MAX_PANELS = 4
 X_AIR = 0.08  # the x axis runs 8 % of the swept range past the first and last value
+LINEAR_TICKS = 4  # at most, on a linear x axis: a panel is 440 units wide and a label such as 0.0015 is 6 digits
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ def set_x_limits(axes, values: Sequence[float]) -> None:
         return
     pad = (high - low) * X_AIR or max(abs(high) * X_AIR, 0.5)
     axes.set_xlim(low - pad, high + pad)
+    axes.xaxis.set_major_locator(MaxNLocator(LINEAR_TICKS))
+    axes.xaxis.set_major_formatter(FormatStrFormatter("%g"))  # 0.0005, not 0.00050 (nor an offset)
 
 
 def draw_panel(axes, parameter: str, metric: str, better: str | None, points: Sequence[SweepPoint]) -> None:
