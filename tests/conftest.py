@@ -59,10 +59,35 @@ E2E_FILES = {
 }
 
 
+# The files that take longest (`--durations=30` of .ci/run, 2026-12-05: the SLURM tests about 200 s,
+# the object store's chain 130 s, the two-host stage 90 s, the documented commands 80 s), in the
+# order pytest-xdist hands them out: the first to the first worker, the second to the second, and
+# so on. Given first, they overlap the many short files; by xdist's default order (most tests
+# first) they came last, and the run ended with one worker idle while the other finished them.
+SLOWEST_FILES = (
+    "test_slurm.py",
+    "test_object_store.py",
+    "test_two_hosts.py",
+    "test_docs_commands.py",
+    "test_recipes.py",
+    "test_workflow_reruns.py",
+    "test_memory_compile.py",
+    "test_gpu_paths.py",
+)
+
+
+def pytest_configure(config):
+    # xdist's default reorders files by test count; keep the order pytest_collection_modifyitems sets.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in E2E_FILES:
             item.add_marker(pytest.mark.e2e)
+    rank = {name: index for index, name in enumerate(SLOWEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest as collected
 
 
 # A tiny model that trains in milliseconds a step: 1,024-token vocabulary, context 16.

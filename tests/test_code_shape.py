@@ -193,3 +193,12 @@ def test_the_package_has_no_import_circle():
     graph = shape.import_graph(trees)
     assert graph["gptlineage.reporting.matched_compare"] >= {"gptlineage.reporting.matched"}  # the graph is read
     assert [component for component in shape.strongly_connected(graph) if len(component) > 1] == []
+
+
+def test_the_files_scheduled_first_exist():
+    """conftest's SLOWEST_FILES go to the workers first; a renamed file would silently drop out."""
+    from conftest import E2E_FILES, SLOWEST_FILES
+
+    tests = Path(__file__).resolve().parent
+    assert [name for name in SLOWEST_FILES if not (tests / name).is_file()] == []
+    assert [name for name in E2E_FILES if not (tests / name).is_file()] == []
