@@ -91,7 +91,7 @@ def stored(s3_server, tiny_workflow, tmp_path_factory):
     """The tiny chain built by Snakemake with every result on the store."""
     workdir = tiny_checkout(tmp_path_factory.mktemp("store_run") / "checkout1", tiny_workflow)
     # The target first: the storage options take several values each and would swallow it. Two
-    # one-thread jobs side by side, as the tiny chain itself is built: half the wall time of 22 jobs.
+    # one-thread jobs side by side, as the tiny chain itself is built.
     done = snakemake(workdir, TARGET, *storage_flags(s3_server), cores=2)
     assert done.returncode == 0, done.stderr[-3000:]
     return workdir

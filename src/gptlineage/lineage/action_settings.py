@@ -17,8 +17,9 @@ from typing import Any
 from gptlineage.lineage.checks import is_hex64, printable
 from gptlineage.settings import SettingError, check_settings, output_setting, setting
 
-FORMATS = ("prov-json", "ro-crate", "mlflow")
 MLFLOW = "mlflow"  # `lineage export mlflow RESULTS`: the word before the tree names the format
+FORMATS = ("prov-json", "ro-crate", MLFLOW)
+MLFLOW_EXPERIMENT = "gptlineage"  # the MLflow experiment the runs go into unless --experiment-name names one
 PATH_HELP = "an artifact directory, or a file inside one"
 PAGE = "holds index.html"
 # How a result is printed: text, or another form, each its own flag (`--json`, `--md`: "print JSON").
@@ -103,7 +104,7 @@ class ExportSettings:
         None, "mlflow: the MLflow tracking store (sqlite:///FILE, http://HOST:PORT)", metavar="URI"
     )
     experiment_name: str = setting(
-        "gptlineage", "mlflow: the MLflow run group (MLflow's experiment_name) the runs go into", metavar="NAME"
+        MLFLOW_EXPERIMENT, "mlflow: the MLflow run group (MLflow's experiment_name) the runs go into", metavar="NAME"
     )
 
     @property
@@ -123,7 +124,7 @@ class ExportSettings:
             raise SettingError(
                 "tracking_uri", "--tracking-uri URI goes with (and only with) export mlflow RESULTS", whole=True
             )
-        if self.mlflow_tree is None and self.experiment_name != "gptlineage":
+        if self.mlflow_tree is None and self.experiment_name != MLFLOW_EXPERIMENT:
             raise SettingError("experiment_name", "goes with export mlflow RESULTS")
         if self.mlflow_tree is not None and self.output is not None:
             raise SettingError("output", "goes with prov-json and ro-crate; mlflow writes to --tracking-uri")

@@ -190,7 +190,7 @@ def start_run(client: Any, experiment: str, tags: dict[str, str]) -> str:
     return client.create_run(experiment, tags=tags, run_name=tags.get("mlflow.runName")).info.run_id
 
 
-def export_mlflow(results: Path, tracking_uri: str, experiment: str = "gptlineage") -> dict[str, int]:
+def export_mlflow(results: Path, tracking_uri: str, experiment: str) -> dict[str, int]:
     """Runs for the tree RESULTS in EXPERIMENT at TRACKING_URI: {"artifacts", "added", "found"}."""
     results = lexical(results.absolute())
     nodes = tree_nodes(results)  # read (and refused if broken) before MLflow is touched
