@@ -8,6 +8,9 @@ run is reused: Snakemake reruns only the jobs whose settings or code changed, so
 the SFT stages' settings does not repeat pretraining. `--suite-seed N` also scores suites drawn
 with other seeds (checked against the training data like the default one), to show that the
 figure does not depend on the draw; `--suite-prompts` sizes them (by default as the config sizes the default suite).
+`--train-seeds N` trains the SFT stages with seeds 0..N-1 (a sweep of `experiments:` that shares
+every job upstream of them) and prints each family's mean and min-max over the seeds: the spread a
+newcomer's run falls in, since another CPU's rounding moves a run as another seed does.
 
 The jobs run the package of this checkout (PYTHONPATH=<scratch>/src), one job at a time
 (`--cores 1`, as the README's timing), each with the threads its profile gives.
@@ -16,6 +19,7 @@ Example:
     python benchmarks/chat_quality.py --workdir /tmp/chatq                       # the default chain
     python benchmarks/chat_quality.py --workdir /tmp/chatq --set sft_stage2.lr=0.002 --suite-seed 7 --suite-seed 8
     python benchmarks/chat_quality.py --workdir /tmp/chatq --target results/prompt_suite --json row.json
+    python benchmarks/chat_quality.py --workdir /tmp/chatq --target results/prompt_suite --train-seeds 5 --cores 2
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -33,7 +38,9 @@ from pathlib import Path
 
 import yaml
 
+from gptlineage.cpus import cpu_model_and_flags
 from gptlineage.generation.prompt_suite import exact_match, exact_match_by_family
+from gptlineage.lineage.identity import MATMUL_FLAGS
 
 REPO = Path(__file__).resolve().parent.parent
 COPIED_FILES = ("Snakefile", "config.paper.yaml")
@@ -101,15 +108,34 @@ def job_times(output: str) -> dict[str, float]:
     return times
 
 
-def run_workflow(workdir: Path, target: str, cores: int) -> tuple[float, dict[str, float]]:
+# The rules whose profile asks for 2 threads: a seed sweep runs each on one, so every seed
+# computes as under `--cores 1` (the README's command) while two seeds train side by side.
+PROFILED_RULES = tuple(f"{kind}_{stage}" for kind in ("corpus", "train") for stage in STAGES) + ("matched_compare",)
+
+
+def seed_experiments(seeds: int) -> dict[str, dict]:
+    """`experiments:` entries seed1..seed{N-1}: the SFT stages with another training seed (the
+    default experiment is seed 0); everything upstream of them is shared, built once."""
+    return {f"seed{n}": {"sft_stage1": {"seed": n}, "sft_stage2": {"seed": n}} for n in range(1, seeds)}
+
+
+def seed_target(target: str, seed: int) -> str:
+    """`results/prompt_suite` of seed 0, `results/seed3/prompt_suite` of seed 3."""
+    return target if seed == 0 else target.replace("results/", f"results/seed{seed}/", 1)
+
+
+def run_workflow(workdir: Path, targets: list[str], cores: int, one_thread: bool) -> tuple[float, dict[str, float]]:
     env = {**os.environ, "PYTHONPATH": str(workdir / "src")}
-    command = [sys.executable, "-m", "snakemake", "--cores", str(cores), target]
+    command = [sys.executable, "-m", "snakemake", "--cores", str(cores)]
+    if one_thread:
+        command += ["--set-threads", *(f"{rule}=1" for rule in PROFILED_RULES)]
+    command += ["--", *targets]
     start = time.monotonic()
     done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, check=False)
     seconds = time.monotonic() - start
     if done.returncode != 0:
         sys.stderr.write(done.stderr[-4000:])
-        raise SystemExit(f"error: chat_quality: snakemake {target} failed in {workdir} (see logs/ there)")
+        raise SystemExit(f"error: chat_quality: snakemake {' '.join(targets)} failed in {workdir} (see logs/ there)")
     return seconds, job_times(done.stdout + done.stderr)
 
 
@@ -121,11 +147,11 @@ def family_rates(report: dict) -> dict[str, dict]:
     return {"overall": exact_match(report["cases"]), **judged}
 
 
-def validation_losses(workdir: Path) -> dict[str, dict]:
+def validation_losses(results: Path) -> dict[str, dict]:
     """Each training stage's first, best and last validation loss."""
     losses = {}
     for stage in STAGES:
-        path = workdir / "results" / "train" / stage / "metrics.json"
+        path = results / "train" / stage / "metrics.json"
         if not path.is_file():
             continue
         points = [p for p in json.loads(path.read_text())["points"] if p["phase"] == "validation"]
@@ -169,6 +195,12 @@ def percent(entry: dict) -> str:
     return "n/a" if entry["rate"] is None else f"{100 * entry['rate']:.0f}% ({entry['matched']}/{entry['judged']})"
 
 
+def spread(rates: list[dict]) -> dict:
+    """Mean, min and max of exact-match rates (the overall or one family's) over seeds."""
+    values = [100 * rate["rate"] for rate in rates if rate["rate"] is not None]
+    return {"mean": statistics.fmean(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
 def print_summary(result: dict) -> None:
     print(f"wall: {result['seconds'] / 60:.1f} min for {result['target']}")
     for rule, seconds in result["jobs"].items():
@@ -177,6 +209,10 @@ def print_summary(result: dict) -> None:
         print(f"  {stage} val loss: first {loss['first']:.3f} best {loss['best']:.3f} (step {loss['best_step']})")
     for name, rates in result["suites"].items():
         print(f"suite {name}: " + ", ".join(f"{family} {percent(entry)}" for family, entry in rates.items()))
+    for family, found in result.get("spread", {}).items():
+        print(
+            f"over {found['n']} training seeds, {family}: mean {found['mean']:.1f}%, {found['min']:.1f}-{found['max']:.1f}%"
+        )
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -191,6 +227,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         help="prompts in each --suite-seed suite (default: the config's synth_chat.suite_prompts)",
     )
+    parser.add_argument(
+        "--train-seeds",
+        type=int,
+        default=1,
+        help="train the SFT stages with seeds 0..N-1 (a sweep sharing everything upstream; each job on one thread)",
+    )
     parser.add_argument("--json", type=Path, help="also write the result here")
     return parser.parse_args(argv)
 
@@ -199,15 +241,29 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     workdir = args.workdir.resolve()
     config = configured(args.set)
+    config["experiments"] = {**(config.get("experiments") or {}), **seed_experiments(args.train_seeds)}
     prepare_workdir(workdir, config)
-    seconds, jobs = run_workflow(workdir, args.target, args.cores)
+    targets = [seed_target(args.target, seed) for seed in range(args.train_seeds)]
+    seconds, jobs = run_workflow(workdir, targets, args.cores, one_thread=args.train_seeds > 1)
     report = json.loads((workdir / "results" / "prompt_suite" / "report.json").read_text())
     suites = {"default": family_rates(report)}
     prompts = args.suite_prompts or config["synth_chat"]["suite_prompts"]
     for seed in args.suite_seed:
         suites[f"seed {seed}"] = alternative_suite(workdir, seed, prompts)
     result = {"settings": args.set, "target": args.target, "seconds": seconds, "jobs": jobs}
-    result.update(validation=validation_losses(workdir), suites=suites)
+    result.update(validation=validation_losses(workdir / "results"), suites=suites)
+    if args.train_seeds > 1:
+        seeds = {
+            seed: family_rates(
+                json.loads((workdir / seed_target("results/prompt_suite", seed) / "report.json").read_text())
+            )
+            for seed in range(args.train_seeds)
+        }
+        result["training_seeds"] = seeds
+        model, flags = cpu_model_and_flags()
+        result["cpu"] = f"{model} ({' '.join(flag for flag in MATMUL_FLAGS if flag in flags)})"
+        families = list(seeds[0])
+        result["spread"] = {family: spread([seeds[seed][family] for seed in seeds]) for family in families}
     print_summary(result)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")

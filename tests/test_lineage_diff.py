@@ -333,3 +333,32 @@ def test_better_and_worse_follow_the_declared_direction_before_the_name():
     assert judgement(metric_row("s", ".", "odd_loss", 0.2, 0.3, recorded)) == "better"
     # not declared: the name decides (a loss is better lower)
     assert judgement(metric_row("s", ".", "plain_loss", 0.2, 0.3, recorded)) == "worse"
+
+
+def test_the_same_work_on_another_cpu_is_named_as_such(runs, tmp_path, capsys):
+    """Only the recorded CPU (and the float rounding it brings) differs: diff says why."""
+    other = tmp_path / "other"
+    shutil.copytree(runs["again"].parent, other)
+    artifact = other / "data_csv"
+    log = json.loads((artifact / "trainlog.json").read_text())
+    next(s for s in log["series"] if s["name"] == "loss")["values"][1] += 3e-4
+    (artifact / "trainlog.json").write_text(json.dumps(log, indent=2) + "\n")
+
+    def elsewhere(manifest: dict) -> None:
+        manifest["environment"]["machine"] = {"cpu": "Some Other CPU", "flags": ["avx2"], "capability": "AVX2"}
+        entry = next(e for e in manifest["files"] if e["path"] == "trainlog.json")
+        entry["sha256"], entry["bytes"] = (
+            sha256_file(artifact / "trainlog.json"),
+            (artifact / "trainlog.json").stat().st_size,
+        )
+
+    rewrite(artifact, elsewhere)
+    found = diff(runs["a"], artifact)
+    row = next(row for row in found["stages"] if row["stage"] == "data_csv")
+    assert row["id_a"] == row["id_b"] and not row["same"]
+    (line,) = [line for line in row["reasons"]["environment"] if "CPU" in line]
+    assert line.startswith("same work, other CPU: ") and "→ Some Other CPU (avx2; AVX2)" in line
+    assert any(r.startswith("trainlog.json: different") for r in row["reasons"]["outputs"])
+    assert main(["lineage", "diff", str(runs["a"]), str(artifact)]) == 0
+    out = capsys.readouterr().out
+    assert "same work, other CPU: " in out

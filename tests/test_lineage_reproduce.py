@@ -16,11 +16,13 @@ from safetensors.numpy import save_file
 
 from gptlineage.cli import main
 from gptlineage.command_line import rebuilt_command
+from gptlineage.cpus import cpu_model_and_flags
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import MANIFEST, SEAL_KEY, manifest_sha256
 from gptlineage.lineage.compare import DIFFERENT, IDENTICAL, TIMING, WITHIN, compare_file, compare_outputs
 from gptlineage.lineage.declaration import Declaration
-from gptlineage.lineage.identity import SOURCE_ROOT
+from gptlineage.lineage.hashing import sha256_file
+from gptlineage.lineage.identity import MATMUL_FLAGS, SOURCE_ROOT, environment_class
 from gptlineage.lineage.reproduce import render_reproduce
 
 SRC = SOURCE_ROOT  # the package these tests import (the checkout's src/)
@@ -229,3 +231,57 @@ def test_compare_never_opens_a_recorded_path_outside_the_artifact(tmp_path):
         ("../secret.json", DIFFERENT, "sha256 differs (not opened: leaves the artifact)"),
         ("link.json", DIFFERENT, "sha256 differs (not opened: leaves the artifact)"),
     ]
+
+
+def as_if_run_elsewhere(root: Path, *, cpu: str | None, loss_shift: float) -> Path:
+    """A data_csv made under ROOT that says it ran on CPU (None: this machine) and whose final
+    loss moved by LOSS_SHIFT, re-sealed: what the same work gives where the kernels round otherwise."""
+    assert main(["small-data", "--output", str(root / "small_data")]) == 0
+    csv = str(root / "small_data" / "small_regression.csv")
+    assert main(["data-csv", "--csv", csv, "--seed", "2026", "--steps", "30", "--output", str(root / "data_csv")]) == 0
+    artifact = root / "data_csv"
+    log = json.loads((artifact / "trainlog.json").read_text())
+    series = next(s for s in log["series"] if s["name"] == "loss")
+    series["values"][1] += loss_shift
+    (artifact / "trainlog.json").write_text(json.dumps(log, indent=2) + "\n")
+
+    def change(manifest: dict) -> None:
+        if cpu is not None:
+            manifest["environment"]["machine"] = {"cpu": cpu, "flags": ["avx2", "fma"], "capability": "AVX2"}
+        entry = next(e for e in manifest["files"] if e["path"] == "trainlog.json")
+        entry["sha256"] = sha256_file(artifact / "trainlog.json")
+        entry["bytes"] = (artifact / "trainlog.json").stat().st_size
+
+    reseal(artifact, change)
+    return artifact
+
+
+def test_every_manifest_records_the_machine_outside_the_id(data_csv):
+    environment = json.loads((data_csv / MANIFEST).read_text())["environment"]
+    machine = environment["machine"]
+    assert machine["cpu"] == cpu_model_and_flags()[0] and set(machine["flags"]) <= set(MATMUL_FLAGS)
+    torch = sys.modules.get("torch")  # recorded where the process holds torch (here: the test's)
+    assert machine["capability"] == (torch.backends.cpu.get_cpu_capability() if torch else None)
+    assert "machine" not in environment_class(environment)
+
+
+def test_another_cpu_is_expected_and_said_with_the_tolerance_reached(tmp_path, capsys):
+    elsewhere = as_if_run_elsewhere(tmp_path, cpu="Some Other CPU", loss_shift=2.5e-4)
+    capsys.readouterr()
+    code = main(["lineage", "reproduce", str(elsewhere)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "recorded on: Some Other CPU (avx2 fma; AVX2)" in out
+    last = out.splitlines()[-1]
+    assert last.startswith("OTHER CPU, AS EXPECTED: 2 files: 1 identical; 1 different")
+    assert last.endswith("numbers moved by at most 0.00025 (--tolerance 0.00025 accepts them)")
+
+
+def test_other_bytes_on_the_same_cpu_and_threads_are_a_real_failure(tmp_path, capsys):
+    here = as_if_run_elsewhere(tmp_path, cpu=None, loss_shift=2.5e-4)
+    capsys.readouterr()
+    code = main(["lineage", "reproduce", str(here)])
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert code == 1
+    assert last.startswith("NOT REPRODUCED: 2 files: 1 identical; 1 different")
+    assert last.endswith("the same CPU and threads give the same bytes, so this is a real failure")

@@ -189,7 +189,7 @@ def compare_action(settings: CompareSettings) -> int:
 
 def reproduce_action(settings: ReproduceSettings) -> int:
     from gptlineage.command_line import rebuilt_command
-    from gptlineage.lineage.reproduce import render_reproduce, reproduce
+    from gptlineage.lineage.reproduce import render_reproduce, reproduce, verdict_line
 
     def rerun_words(manifest, artifact_dir, output, scratch, cwd, places):  # every output in a temporary folder
         return rebuilt_command(manifest, artifact_dir, output=output, scratch=scratch, cwd=cwd, places=places)
@@ -202,7 +202,7 @@ def reproduce_action(settings: ReproduceSettings) -> int:
         sources=settings.sources,
     )
     print(render_reproduce(report, settings.form))
-    return 0 if report["reproduced"] else 1
+    return 0 if verdict_line(report, "")[1] else 1
 
 
 def table_action(settings: TableSettings) -> int:

@@ -32,7 +32,7 @@ from gptlineage.lineage.compare import IDENTICAL, compare_outputs
 from gptlineage.lineage.declaration import code_declaration, union
 from gptlineage.lineage.diff_metrics import answer_rows, metric_rows
 from gptlineage.lineage.diff_text import render_diff
-from gptlineage.lineage.identity import environment_class
+from gptlineage.lineage.identity import environment_class, machine_summary
 from gptlineage.lineage.results import run_artifact
 from gptlineage.lineage.table import flatten
 from gptlineage.lineage.tree import lexical
@@ -260,10 +260,21 @@ def stage_reasons(left: Stage, right: Stage) -> tuple[dict[str, list[str]], bool
     if same_content and not any(reasons[kind] for kind in OWN_CAUSES if kind != "outputs"):
         # Same work on inputs of the same content, yet other bytes: name the files, and whether only timings moved.
         reasons["outputs"], measured_only = output_changes(left, right)
-    recorded = {k: v for k, v in ma["environment"].items() if k not in environment_class(ma["environment"])}
-    others = {k: v for k, v in mb["environment"].items() if k not in environment_class(mb["environment"])}
-    reasons["environment"] += mapping_changes(recorded, others, " (recorded, not in the id)")
+    reasons["environment"] += machine_changes(ma["environment"], mb["environment"], ma["id"] == mb["id"])
     return {kind: lines for kind, lines in reasons.items() if lines}, measured_only
+
+
+def machine_changes(a: dict[str, Any], b: dict[str, Any], same_id: bool) -> list[str]:
+    """What was recorded outside the id and differs: the CPU first, in one line (`same work, other
+    CPU: ...` when the ids agree, since that is why the bytes may differ), then threads and the rest."""
+    lines = []
+    if (a.get("machine"), a.get("gpu")) != (b.get("machine"), b.get("gpu")):
+        lead = "same work, other CPU" if same_id else "other CPU"
+        lines.append(f"{lead}: {machine_summary(a)} → {machine_summary(b)} (recorded, not in the id)")
+    skipped = {*environment_class(a), "machine"}
+    recorded = {k: v for k, v in a.items() if k not in skipped}
+    others = {k: v for k, v in b.items() if k not in skipped}
+    return lines + mapping_changes(recorded, others, " (recorded, not in the id)")
 
 
 def diff(path_a: str | Path, path_b: str | Path) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import gptlineage
-from gptlineage.cpus import available_cpus
+from gptlineage.cpus import available_cpus, cpu_model_and_flags
 from gptlineage.lineage.behaviour import library_behaviour
 from gptlineage.lineage.codedeps import PACKAGE, external_imports, module_files, module_path
 from gptlineage.lineage.hashing import sha256_file
@@ -237,6 +237,48 @@ def library_versions(code_files: Sequence[dict[str, str]], source_root: Path = S
     return {name: installed_version(distribution_of(name)) for name in sorted(names)}
 
 
+# The instruction sets that decide which matrix-product kernels run (and so the float rounding):
+# two CPUs that differ in one of these give other bytes for the same work.
+MATMUL_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+
+
+def machine_identity(torch: Any = None) -> dict[str, Any]:
+    """Where the work ran, as far as it can change the float rounding: the CPU model, its
+    matmul-relevant flags and torch's CPU capability (null where the command did not use torch).
+
+    Recorded, never keyed: the same work on another CPU is the same work with other rounding.
+    """
+    model, flags = cpu_model_and_flags()
+    capability = None
+    if torch is not None and hasattr(torch.backends, "cpu"):
+        capability = torch.backends.cpu.get_cpu_capability()
+    return {"cpu": model, "flags": [f for f in MATMUL_FLAGS if f in flags], "capability": capability}
+
+
+def machine_summary(environment: dict[str, Any]) -> str:
+    """Where a recorded environment ran, in one line: `AMD EPYC (avx2 fma avx512f; AVX512), 1 thread`
+    (`unknown` for a manifest written before machines were recorded)."""
+    machine = environment.get("machine")
+    if not isinstance(machine, dict):
+        return "unknown (not recorded)"
+    flags = " ".join(str(flag) for flag in machine.get("flags") or []) or "no listed flags"
+    capability = f"; {machine['capability']}" if machine.get("capability") else ""
+    threads = environment.get("threads")
+    line = f"{machine.get('cpu', 'unknown')} ({flags}{capability})"
+    line += f", {threads} thread{'s' if threads != 1 else ''}" if isinstance(threads, int) else ""
+    gpu = environment.get("gpu")
+    if isinstance(gpu, dict):
+        line += f", {gpu.get('name')} (CUDA {gpu.get('cuda')})"
+    return line
+
+
+def same_machine(first: dict[str, Any], second: dict[str, Any]) -> bool:
+    """True when two recorded environments ran on the same kind of CPU (model, flags, torch's
+    capability) with the same thread count and GPU: then the same work must give the same bytes."""
+    keys = ("machine", "threads", "gpu")
+    return all(first.get(key) == second.get(key) for key in keys) and isinstance(first.get("machine"), dict)
+
+
 def environment_identity(device: str = "cpu", code_files: Sequence[dict[str, str]] = ()) -> dict[str, Any]:
     """Library versions, the device the command ran on and its thread count: what can change its numbers.
 
@@ -244,8 +286,9 @@ def environment_identity(device: str = "cpu", code_files: Sequence[dict[str, str
     pay seconds to import it; a package the environment lacks is recorded as null (and enters the
     artifact id as null, like any other version: see `environment_class`); `threads` is torch's
     intra-op thread count when torch is in use,
-    `cpus` the CPUs this job may use (its affinity mask, not the node's count), and `gpu` the
-    GPU model, CUDA, cuDNN and driver versions when the command ran on CUDA (else null).
+    `cpus` the CPUs this job may use (its affinity mask, not the node's count), `gpu` the
+    GPU model, CUDA, cuDNN and driver versions when the command ran on CUDA (else null), and
+    `machine` the CPU (`machine_identity`).
     """
     torch = sys.modules.get("torch")
     libraries = library_versions(code_files)
@@ -259,6 +302,7 @@ def environment_identity(device: str = "cpu", code_files: Sequence[dict[str, str
         "threads": torch.get_num_threads() if torch is not None else None,
         "cpus": available_cpus(),
         "gpu": gpu_identity(torch, device),
+        "machine": machine_identity(torch),
         "libraries": libraries,
         **({"behaviour": behaviour} if behaviour else {}),
     }

@@ -42,6 +42,8 @@ from gptlineage.lineage.identity import (
     SOURCE_ROOT,
     code_closure,
     environment_class,
+    machine_summary,
+    same_machine,
 )
 from gptlineage.lineage.outputs import HOST_TAG, process_gone, stale_siblings
 from gptlineage.lineage.sources import SourceFinder, source_here
@@ -307,7 +309,47 @@ def compare_rerun(
         "environment": environment,
         "files": [found.as_dict() for found in files],
         "reproduced": not parameters and not inputs and all(found.ok for found in files),
+        "machine": machine_verdict(manifest["environment"], rerun["environment"], files),
     }
+
+
+def machine_verdict(recorded: Mapping[str, Any], rerun: Mapping[str, Any], files: Sequence[Any]) -> dict[str, Any]:
+    """Where the record and the rerun ran, and what other bytes mean there: on the same CPU and
+    threads the same work gives the same bytes, so any difference is a failure; on another CPU
+    the kernels round otherwise, so numbers that moved are expected, and `reached` is the
+    tolerance that would accept them (the largest |Δ|; None when something other than a number
+    differs)."""
+    differing = [found for found in files if not found.ok]
+    numbers_only = all(found.max_abs is not None for found in differing)
+    reached = max((found.max_abs for found in files if found.max_abs), default=0.0) if numbers_only else None
+    return {
+        "recorded": machine_summary(dict(recorded)),
+        "rerun": machine_summary(dict(rerun)),
+        "same": same_machine(dict(recorded), dict(rerun)),
+        "reached": reached,
+    }
+
+
+def verdict_line(report: Mapping[str, Any], tally: str) -> tuple[str, bool]:
+    """The closing line and whether the run counts as reproduced (the exit status)."""
+    machine = report.get("machine") or {"same": True, "reached": None}
+    rerun = "same id" if report["rerun_id"] == report["id"] else f"rerun id {short(report['rerun_id'])}"
+    files = f"{len(report['files'])} files: {tally} (tolerance {report['tolerance']:g}; {rerun})"
+    if report["reproduced"]:
+        where = "" if machine["same"] else " on another CPU"
+        return f"REPRODUCED{where}: {files}", True
+    if machine["same"]:
+        return (
+            f"NOT REPRODUCED: {files}; the same CPU and threads give the same bytes, so this is a real failure",
+            False,
+        )
+    expected = machine["reached"] is not None and not report["parameters"] and not report["inputs"]
+    if expected:
+        reached = (
+            f"numbers moved by at most {machine['reached']:.3g} (--tolerance {machine['reached']:.3g} accepts them)"
+        )
+        return f"OTHER CPU, AS EXPECTED: {files}; {reached}", True
+    return f"NOT REPRODUCED on another CPU: {files}; more than numbers differ", False
 
 
 def render_reproduce(report: Mapping[str, Any], form: str = "text") -> str:
@@ -320,6 +362,12 @@ def render_reproduce(report: Mapping[str, Any], form: str = "text") -> str:
         "code: the recorded closure"
     ]
     lines += [f"environment (outputs may differ): {line}" for line in report["environment"]]
+    if "machine" in report:
+        machine = report["machine"]
+        same = (
+            "the same CPU and threads" if machine["same"] else "another CPU or thread count: other bytes are expected"
+        )
+        lines.append(f"ran on: {machine['rerun']}; recorded on: {machine['recorded']} ({same})")
     ran = report["ran"]
     lines.append(f"ran: {' '.join(ran['words'])}  (in {ran['cwd']}, {ran['seconds']} s)")
     lines += [f"parameters differ: {line}" for line in report["parameters"]] or ["parameters: as recorded"]
@@ -332,7 +380,5 @@ def render_reproduce(report: Mapping[str, Any], form: str = "text") -> str:
     for found in report["files"]:
         counts[found["verdict"]] = counts.get(found["verdict"], 0) + 1
     tally = "; ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items(), key=lambda item: item[0] != IDENTICAL))
-    rerun = "same id" if report["rerun_id"] == report["id"] else f"rerun id {short(report['rerun_id'])}"
-    verdict = "REPRODUCED" if report["reproduced"] else "NOT REPRODUCED"
-    lines.append(f"{verdict}: {len(report['files'])} files: {tally} (tolerance {report['tolerance']:g}; {rerun})")
+    lines.append(verdict_line(report, tally)[0])
     return "\n".join(lines)

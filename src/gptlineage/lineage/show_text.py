@@ -7,7 +7,8 @@ Example:
 Each artifact is one line, `role: name  command  id` (12 hex digits of its id), then its
 parameters as `key: value` lines (JSON's `null`, `true`, lists in brackets; a training run's
 `settings` left out where `resolved` repeats them), a count of its files and of its checkpoints
-(`checkpoints: 12 (step-100 … step-1200)`), its sources (files outside any artifact), then its inputs indented below it. An artifact
+(`checkpoints: 12 (step-100 … step-1200)`), where it ran (`ran on: AMD EPYC (avx2 fma avx512f;
+AVX512), 1 thread`), its sources (files outside any artifact), then its inputs indented below it. An artifact
 reached a second time is one line ending `… (shown above)`. Lines longer than the terminal are
 cut in the middle (`--full` has them whole).
 """
@@ -21,6 +22,7 @@ from typing import Any
 
 from gptlineage.lineage.artifact import MANIFEST, read_manifest
 from gptlineage.lineage.checks import printable
+from gptlineage.lineage.identity import machine_summary
 from gptlineage.lineage.text_table import middle_cut, terminal_width
 from gptlineage.lineage.tree import lexical
 from gptlineage.lineage.walk import SHOW_INDENT, input_artifact_dir, resolve_artifact
@@ -76,6 +78,7 @@ def artifact_lines(directory: Path, manifest: Mapping[str, Any], role: str, dept
         lines.insert(1, f"{inner}parameters:")
     lines += checkpoint_line(manifest, inner)
     lines.append(f"{inner}files: {files}")
+    lines.append(f"{inner}ran on: {machine_summary(manifest['environment'])}")
     lines += [f"{inner}source {entry['role']}: {entry['path']}" for entry in sources]
     return lines
 

@@ -30,6 +30,7 @@ from markupsafe import Markup
 
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.lineage.identity import machine_summary
 from gptlineage.lineage.walk import Node, input_artifact_dir, refuse_inside, verified_lineage
 from gptlineage.reporting.dag import Graph, dag_svg, lineage_graph
 from gptlineage.reporting.html import pretty_json, render, svg_data_uri, trusted_svg, visible
@@ -146,6 +147,7 @@ def artifact_context(node: Node, graph: Graph, root: Path) -> dict[str, Any]:
     run = manifest.get("run", {})
     code_id = manifest.get("code", {})
     files = manifest.get("files", [])
+    environment = manifest.get("environment", {})
     return {
         "name": node.path.name,
         "anchor": graph.nodes[str(node.path)].anchor,
@@ -160,7 +162,8 @@ def artifact_context(node: Node, graph: Graph, root: Path) -> dict[str, Any]:
         "git": f"{run.get('git_commit') or '-'}{' (dirty)' if run.get('git_dirty') else ''}",
         "code": f"{code_id.get('package')} {code_id.get('version')}, {code_id.get('module')}",
         "closure": str(code_id.get("closure_sha256")),
-        "environment": ", ".join(f"{k} {v}" for k, v in manifest.get("environment", {}).items()),
+        "environment": ", ".join(f"{k} {v}" for k, v in environment.items() if k != "machine"),
+        "ran_on": machine_summary(environment),
         "parameters_sha256": str(manifest.get("parameters_sha256")),
         "parameters": pretty_json(manifest.get("parameters")),
         "summary": pretty_json(manifest.get("summary")),

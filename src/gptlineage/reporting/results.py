@@ -21,6 +21,7 @@ from typing import Any
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json
 from gptlineage.lineage.declaration import CHECKPOINT, TRAINING_RUN, holds
+from gptlineage.lineage.identity import machine_summary
 from gptlineage.lineage.table import stage_metrics
 from gptlineage.lineage.walk import Node, input_artifact_dir
 from gptlineage.reporting.html import svg_data_uri
@@ -183,6 +184,7 @@ def prompt_suite_panel(path: Path | None, manifest: Mapping[str, Any] | None) ->
         for name in names
     ]
     overall = score(report.get("exact_match"))
+    machine = machine_summary(manifest.get("environment", {})) if isinstance(manifest, Mapping) else None
     problems = [what for what, bad in (("exact_match", overall is None), ("cases", not cases)) if bad]
     return {
         "note": f"report.json has no valid {' or '.join(problems)}" if problems else None,
@@ -191,6 +193,7 @@ def prompt_suite_panel(path: Path | None, manifest: Mapping[str, Any] | None) ->
         "lenient": score(report.get("lenient_match")),
         "families": families,
         "cases": sum(len(family["cases"]) for family in families),
+        "machine": machine,
     }
 
 
