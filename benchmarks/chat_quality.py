@@ -28,6 +28,7 @@ import argparse
 import filecmp
 import json
 import os
+import random
 import re
 import shutil
 import statistics
@@ -173,22 +174,60 @@ def read_rows(directory: Path) -> list[dict]:
 def alternative_suite(workdir: Path, seed: int, prompts: int) -> dict:
     """Score a suite drawn with `seed` (checked against both training sets) on the final model."""
     sys.path.insert(0, str(workdir / "src"))
-    from gptlineage.corpus.synth_chat import check_held_out, prompt_suite, write_prompt_suite
+    from gptlineage.corpus.synth_chat import check_held_out, prompt_suite
 
     chat = workdir / "results" / "synth_chat"
     cases = prompt_suite(seed, prompts)
     check_held_out(cases, {"stage1": read_rows(chat / "stage1")}, {"stage2": read_rows(chat / "stage2")})
-    suite = workdir / f"suite-seed-{seed}.json"
-    write_prompt_suite(suite, cases, {"seed": seed, "prompts": prompts})
-    output = workdir / f"suite-seed-{seed}"
+    return family_rates(score_suite(workdir, cases, f"suite-seed-{seed}", {"seed": seed, "prompts": prompts}))
+
+
+def score_suite(workdir: Path, cases: list[dict], name: str, settings: dict | None = None) -> dict:
+    """The final model's report.json on CASES (run by `gptlineage prompt-suite` in WORKDIR/NAME)."""
+    from gptlineage.corpus.synth_chat import write_prompt_suite
+
+    suite = workdir / f"{name}.json"
+    write_prompt_suite(suite, cases, settings or {"cases": len(cases)})
+    output = workdir / name
     shutil.rmtree(output, ignore_errors=True)
     command = [sys.executable, "-m", "gptlineage", "prompt-suite", "--suite", str(suite), "--output", str(output)]
     command += ["--run", "results/train/sft_stage2"]
     env = {**os.environ, "PYTHONPATH": str(workdir / "src")}
     done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise SystemExit(f"error: chat_quality: prompt-suite for seed {seed} failed: {done.stderr.strip()[-500:]}")
-    return family_rates(json.loads((output / "report.json").read_text()))
+        raise SystemExit(f"error: chat_quality: prompt-suite {name} failed: {done.stderr.strip()[-500:]}")
+    return json.loads((output / "report.json").read_text())
+
+
+def addition_probe(workdir: Path, pairs: int = 100) -> dict:
+    """Why the model cannot add: its exact match and mean |error| on PAIRS operand pairs it was
+    trained on, asked in a training phrasing, against as many held-out pairs in the suite's.
+
+    Every operand and every sum up to 198 is a single GPT-2 token, so a sum is one token chosen
+    from 199 given two others: with no digits to carry, only a table recalled or a number line
+    learnt in the embeddings answers it."""
+    sys.path.insert(0, str(workdir / "src"))
+    from gptlineage.corpus.chat_families import TASK_FAMILIES, addition_held_out
+
+    rng = random.Random("addition-probe")
+    family = TASK_FAMILIES["addition"]
+    trained = [(a, b) for a in range(100) for b in range(100) if not addition_held_out(a, b)]
+    held = [(a, b) for a in range(100) for b in range(100) if addition_held_out(a, b)]
+    cases = {
+        "trained pairs": [(family.templates[0], pair) for pair in rng.sample(trained, pairs)],
+        "held-out pairs": [(family.suite_templates[0], pair) for pair in rng.sample(held, pairs)],
+    }
+    found = {}
+    for name, asked in cases.items():
+        suite = [{"prompt": t.format(a=a, b=b), "expected": str(a + b), "family": "addition"} for t, (a, b) in asked]
+        report = score_suite(workdir, suite, name.replace(" ", "-"))
+        errors = [abs(int(c["output"]) - int(c["expected"])) for c in report["cases"] if c["output"].isdigit()]
+        found[name] = {
+            **exact_match(report["cases"]),
+            "numeric_answers": len(errors),
+            "mean_abs_error": statistics.fmean(errors) if errors else None,
+        }
+    return found
 
 
 def percent(entry: dict) -> str:
@@ -209,6 +248,9 @@ def print_summary(result: dict) -> None:
         print(f"  {stage} val loss: first {loss['first']:.3f} best {loss['best']:.3f} (step {loss['best_step']})")
     for name, rates in result["suites"].items():
         print(f"suite {name}: " + ", ".join(f"{family} {percent(entry)}" for family, entry in rates.items()))
+    for name, found in result.get("addition_probe", {}).items():
+        error = "n/a" if found["mean_abs_error"] is None else f"{found['mean_abs_error']:.1f}"
+        print(f"addition, {name}: {percent(found)}, mean |error| {error} over {found['numeric_answers']} numbers")
     for family, found in result.get("spread", {}).items():
         print(
             f"over {found['n']} training seeds, {family}: mean {found['mean']:.1f}%, {found['min']:.1f}-{found['max']:.1f}%"
@@ -233,6 +275,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=1,
         help="train the SFT stages with seeds 0..N-1 (a sweep sharing everything upstream; each job on one thread)",
     )
+    parser.add_argument(
+        "--addition-probe", action="store_true", help="also score additions of trained and of held-out pairs"
+    )
     parser.add_argument("--json", type=Path, help="also write the result here")
     return parser.parse_args(argv)
 
@@ -252,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
         suites[f"seed {seed}"] = alternative_suite(workdir, seed, prompts)
     result = {"settings": args.set, "target": args.target, "seconds": seconds, "jobs": jobs}
     result.update(validation=validation_losses(workdir / "results"), suites=suites)
+    if args.addition_probe:
+        result["addition_probe"] = addition_probe(workdir)
     if args.train_seeds > 1:
         seeds = {
             seed: family_rates(

@@ -25,6 +25,7 @@ from gptlineage.lineage.identity import machine_summary
 from gptlineage.lineage.table import stage_metrics
 from gptlineage.lineage.walk import Node, input_artifact_dir
 from gptlineage.reporting.html import svg_data_uri
+from gptlineage.reporting.seed_spread import spread_panel
 
 
 def number(value: Any) -> float | int | None:
@@ -304,10 +305,13 @@ def results_panel(parts: Mapping[str, Path], nodes: Sequence[Node], anchors: Map
         "The whole chain: each stage's training loss (its EMA, the raw faint under it) and validation loss"
         " (dots) in the stage's colour, the stages laid end to end.",
     )
+    suite = prompt_suite_panel(*found.get("prompt_suite", (None, None)))
+    rate = suite["overall"]["rate"] if suite["overall"] else None
+    suite["spread"] = spread_panel(nodes, chain_order(nodes), rate)
     return {
         "chain": [node.path.name for node in chain_order(nodes)],
         "model": held_model(*found.get("model", (None, None))),
-        "prompt_suite": prompt_suite_panel(*found.get("prompt_suite", (None, None))),
+        "prompt_suite": suite,
         "matched": matched_panel(found),
         "cache_check": cache_check_panel(*found.get("cache_check", (None, None))),
         "cache_bench": cache_bench_panel(*found.get("cache_bench", (None, None))),

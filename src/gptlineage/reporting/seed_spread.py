@@ -1,0 +1,79 @@
+"""Where one run's exact match falls among the default chain's training seeds, CPU by CPU.
+
+The default chain's held-out exact match moves by several points with the SFT stages' training
+seed, and another CPU moves a run the same way: its kernels round otherwise, and 6,000 updates
+carry the difference into other answers. So one run's figure is read against the spread that
+`benchmarks/chat_quality.py --train-seeds 5` measured, one row per CPU. A run is comparable when
+its chat data (the synth-chat artifact's content) and every training stage's settings, seeds
+left out, are the default chain's: `chain_fingerprint` hashes exactly those.
+
+Example:
+    >>> row = SeedSpread("AMD EPYC (avx2 fma avx512f avx512_bf16)", "2026-12-06", (0.75, 0.8, 0.85))
+    >>> spread_text(0.8, row)
+    'inside the spread over 3 training seeds on AMD EPYC (avx2 fma avx512f avx512_bf16), 2026-12-06: mean 80.0%, 75.0-85.0%'
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gptlineage.lineage.artifact import content_sha256
+from gptlineage.lineage.hashing import sha256_json
+from gptlineage.lineage.walk import Node
+
+
+@dataclass(frozen=True)
+class SeedSpread:
+    """Exact-match rates (0..1) of the default chain over training seeds 0..N-1 on one CPU."""
+
+    cpu: str  # the model and its matmul flags, as chat_quality.py prints them
+    measured: str  # the date
+    rates: tuple[float, ...]
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.rates)
+
+
+# `python benchmarks/chat_quality.py --target results/prompt_suite --train-seeds 5 --cores 2`
+MEASURED: tuple[SeedSpread, ...] = ()
+# chain_fingerprint of that run: its chat data and training settings (seeds left out).
+DEFAULT_FINGERPRINT = ""
+
+
+def chain_fingerprint(nodes: Sequence[Node], runs: Sequence[Node]) -> str | None:
+    """The hash of what decides the chain's answers but the seeds: the synth-chat artifact's
+    content among NODES and the settings of each training run of RUNS (in chain order); None
+    without one synth-chat artifact."""
+    chats = [node for node in nodes if node.manifest["command"]["name"] == "synth-chat"]
+    if len(chats) != 1:
+        return None
+    stages = []
+    for node in runs:
+        settings = dict(node.manifest["parameters"].get("settings", node.manifest["parameters"]))
+        settings.pop("seed", None)
+        stages.append(settings)
+    return sha256_json({"chat": content_sha256(chats[0].manifest), "stages": stages})
+
+
+def spread_text(rate: float, row: SeedSpread) -> str:
+    """Where RATE lies in ROW's spread, in words a reader takes in at once."""
+    low, high = min(row.rates), max(row.rates)
+    where = "inside" if low <= rate <= high else "below" if rate < low else "above"
+    return (
+        f"{where} the spread over {len(row.rates)} training seeds on {row.cpu}, {row.measured}:"
+        f" mean {100 * row.mean:.1f}%, {100 * low:.1f}-{100 * high:.1f}%"
+    )
+
+
+def spread_panel(nodes: Sequence[Node], runs: Sequence[Node], rate: float | None) -> dict[str, Any] | None:
+    """What the page says under the exact match: each measured CPU's spread and where this run
+    falls in it, or that its settings are not the default chain's; None without a rate."""
+    if rate is None or not MEASURED:
+        return None
+    if chain_fingerprint(nodes, runs) != DEFAULT_FINGERPRINT:
+        return {"comparable": False, "rows": [spread_text(rate, row) for row in MEASURED]}
+    return {"comparable": True, "rows": [spread_text(rate, row) for row in MEASURED]}
