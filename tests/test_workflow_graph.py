@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 import yaml
 from test_workflow import copy_workflow, snakemake
 
-from gptlineage.registry import DELIVERABLE
+from gptlineage.registry import DELIVERABLE, TRAINING_STAGES, TrainingStage
 from gptlineage.workflow_graph import JOBS, edges, graph_error
 from gptlineage.workflow_jobs import merged
 
@@ -106,6 +107,38 @@ def test_every_job_is_one_rule_of_the_workflow(workdir):
 
 def test_the_declarations_have_no_mistake():
     assert graph_error() is None
+
+
+@pytest.mark.parametrize(
+    ("name", "line"),
+    [
+        (
+            "tensorboard",
+            "training stage name 'tensorboard' is a folder the workflow writes under results/train/ (tensorboard, best_*)",
+        ),
+        (
+            "best_sft",
+            "training stage name 'best_sft' is a folder the workflow writes under results/train/ (tensorboard, best_*)",
+        ),
+        ("a b", "training stage name 'a b' must be letters, digits and '_', starting with a letter"),
+        ("", "training stage name '' must be letters, digits and '_', starting with a letter"),
+        ("../up", "training stage name '../up' must be letters, digits and '_', starting with a letter"),
+        ("sft_stage1", "training stage sft_stage1 is declared twice"),
+    ],
+)
+def test_a_stage_name_the_workflow_cannot_hold_is_one_line_before_any_job(name, line):
+    stages = (*TRAINING_STAGES, TrainingStage(name, "sft_stage2"))
+    assert graph_error(stages=stages) == f"invalid workflow: {line}"
+
+
+def test_a_part_declared_twice_and_a_directory_outside_results_are_one_line_each():
+    twice = tuple(dataclasses.replace(e, part="cache_check") if e.name == "cache_bench" else e for e in JOBS)
+    assert graph_error(jobs=twice) == "invalid workflow: part cache_check is declared by cache_check and cache_bench"
+    for directory in ("../outside", "/abs", "train//x", "a b"):
+        moved = tuple(dataclasses.replace(e, directory=directory) if e.name == "plots" else e for e in JOBS)
+        assert graph_error(jobs=moved) == (
+            f"invalid workflow: job plots: directory {directory!r} is not a plain path inside results/"
+        )
 
 
 PROFILE_NOTE = "Using workflow specific profile"  # Snakemake's own first line

@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,10 +179,48 @@ def edges(config: dict[str, Any]) -> dict[str, tuple[str, ...]]:
     return graph
 
 
+# A stage name becomes a rule name, a shell word and a folder: letters, digits and '_', a letter
+# first. The training folder results/train/ also holds these, so no stage may be named as they are.
+STAGE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+RESERVED_STAGE = re.compile(r"tensorboard|best_.*")  # results/train/tensorboard/, train/best_<stage>/
+
+
+def stage_name_error(name: object) -> str | None:
+    """Why NAME cannot be a training stage's name (one line), or None."""
+    if not isinstance(name, str) or not STAGE_NAME.fullmatch(name):
+        return f"training stage name {name!r} must be letters, digits and '_', starting with a letter"
+    if RESERVED_STAGE.fullmatch(name):
+        return (
+            f"training stage name {name!r} is a folder the workflow writes under results/train/ (tensorboard, best_*)"
+        )
+    return None
+
+
+def declaration_error(jobs: tuple[Job, ...]) -> str | None:
+    """A part declared by two jobs, or a job directory that is not a plain path inside results/."""
+    owners: dict[str, str] = {}
+    for each in jobs:
+        parts = each.directory.split("/")
+        if each.directory.startswith("/") or any(not STAGE_NAME.fullmatch(part) for part in parts):
+            return (
+                f"invalid workflow: job {each.name}: directory {each.directory!r} is not a plain path inside results/"
+            )
+        if each.part is not None and each.part in owners:
+            return f"invalid workflow: part {each.part} is declared by {owners[each.part]} and {each.name}"
+        if each.part is not None:
+            owners[each.part] = each.name
+    return None
+
+
 def graph_error(jobs: tuple[Job, ...] = JOBS, stages: tuple = TRAINING_STAGES) -> str | None:
     """The first mistake of the declarations as one line saying what to add where, or None."""
     names = [each.name for each in jobs]
+    stage_names = [stage.name for stage in stages]
     for stage in stages:
+        if (why := stage_name_error(stage.name)) is not None:
+            return f"invalid workflow: {why}"
+        if stage_names.count(stage.name) > 1:
+            return f"invalid workflow: training stage {stage.name} is declared twice"
         if stage.previous is not None and stage.previous not in STAGE_NAMES:
             return (
                 f"invalid workflow: training stage {stage.name}: previous stage {stage.previous!r} is no stage "
@@ -202,7 +241,7 @@ def graph_error(jobs: tuple[Job, ...] = JOBS, stages: tuple = TRAINING_STAGES) -
                         f"invalid workflow: job {each.name}: input {edge.role} names job {name!r}, which "
                         f"gptlineage.workflow_graph declares nowhere (jobs: {', '.join(names)})"
                     )
-    return None
+    return declaration_error(jobs)
 
 
 def mermaid(config: dict[str, Any]) -> str:
