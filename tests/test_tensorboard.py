@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -169,3 +171,14 @@ def test_the_end_of_training_sample_is_text_at_the_last_step(tmp_path):
     [shown] = events.Tensors("sample/0/text_summary")
     assert shown.step == 20
     assert shown.tensor_proto.string_val == [b"    To be, or\n    not *to* be"]
+
+
+def test_the_readmes_first_command_installs_the_writer_and_the_viewer():
+    """`pip install -e .` (the README's first command) brings `tensorboard`: the workflow's training
+    jobs write event files with it, and `tensorboard --logdir results/train` reads them."""
+    root = Path(__file__).resolve().parent.parent
+    dependencies = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert any(re.match(r"tensorboard\b", dependency) for dependency in dependencies)
+    readme = (root / "README.md").read_text()
+    assert "pip install -e . && snakemake --cores 1 results/sft_stage2" in readme
+    assert "tensorboard --logdir results/train` (installed with the package)" in readme
