@@ -83,6 +83,20 @@ def test_a_command_writes_milestones_to_the_named_descriptor_and_its_id_stays(tm
     assert ids[0] == ids[1]  # the channel is no part of the work
 
 
+def test_a_failed_commands_error_line_reaches_the_terminal_too(tmp_path, capsys, monkeypatch):
+    """Under Snakemake the log holds the command's whole output; its one error line also goes to the
+    milestone channel (Snakemake's terminal), so a failed job says why where a person looks."""
+    read_end, write_end = os.pipe()
+    monkeypatch.setenv(MILESTONES_VARIABLE, str(write_end))
+    missing = tmp_path / "missing.csv"
+    assert cli.main(["data-csv", "--csv", str(missing), "--output", str(tmp_path / "results/data_csv")]) == 1
+    os.close(write_end)
+    with os.fdopen(read_end) as channel:
+        lines = channel.read().splitlines()
+    (error,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert lines == [f"[data_csv] {error}"] and str(missing) in error
+
+
 def test_a_channel_gone_or_never_open_costs_the_command_nothing(capsys):
     read_end, write_end = os.pipe()
     os.close(read_end)  # the terminal went away: EPIPE

@@ -87,13 +87,18 @@ def main(argv: list[str] | None = None) -> int:
         # share the training chain) is hashed once.
         # Under the workflow, progress milestones go to the terminal too (gptlineage.progress).
         label = milestone_label(args.command, getattr(args, "output", None))
-        with invocation(registry.command(args.command).module, argv), hash_session(), milestones_to(label):
-            code = int(args.command_handler(args) or 0)
+        with invocation(registry.command(args.command).module, argv), hash_session(), milestones_to(label) as channel:
+            try:
+                code = int(args.command_handler(args) or 0)
+            except (GptlineageError, OSError) as error:
+                # Under Snakemake the log holds the whole output; the terminal gets the reason too.
+                channel.write(error_line(args.command, error) or "")
+                raise
         flush_output()
         return code
     except GptlineageError as error:
         sys.stdout.flush()
-        print(f"error: {args.command}: {error}", file=sys.stderr)
+        print(error_line(args.command, error), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"error: {args.command}: interrupted", file=sys.stderr)
@@ -103,12 +108,21 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE
     except OSError as error:  # after BrokenPipeError, itself an OSError
-        line = os_error_line(error)
+        line = error_line(args.command, error)
         if line is None:
             raise
         sys.stdout.flush()
-        print(f"error: {args.command}: {line}", file=sys.stderr)
+        print(line, file=sys.stderr)
         return 1
+
+
+def error_line(command: str, error: Exception) -> str | None:
+    """The one line a failed command prints; None for an OSError that is no user's mistake (a bug:
+    its traceback is wanted) or a closed pipe (stopped quietly)."""
+    if isinstance(error, GptlineageError):
+        return f"error: {command}: {error}"
+    line = None if isinstance(error, BrokenPipeError) else os_error_line(error)  # type: ignore[arg-type]
+    return None if line is None else f"error: {command}: {line}"
 
 
 if __name__ == "__main__":

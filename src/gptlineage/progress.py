@@ -62,7 +62,7 @@ class Milestones:
         self.descriptor, self.label = descriptor, label
 
     def write(self, line: str) -> None:
-        if self.descriptor is None:
+        if self.descriptor is None or not line:
             return
         try:
             os.write(self.descriptor, f"[{self.label}] {line}\n".encode())  # one short write: whole lines
