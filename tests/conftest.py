@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gptlineage.cpus import available_cpus
+
 # The end-to-end test files (marker `e2e`, registered in pyproject.toml): they run the workflow,
 # the CLI in subprocesses, several processes or environments, a browser, or build training chains.
 # Every other file is a unit test file: `pytest -m "not e2e"` is the fast loop.
@@ -131,6 +133,21 @@ def build_csv_chain(root: Path, *more: list[str]) -> Path:
     finally:
         os.chdir(here)
     return root
+
+
+@pytest.fixture(autouse=True)
+def torch_threads_kept():
+    """A command run in-process may set torch's thread count (the training loop does) and the
+    process keeps it: restored after each test, so a later manifest records the thread count a
+    fresh process has (what `lineage reproduce`'s rerun compares it with)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else None
+    yield
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != (before or available_cpus()):
+        torch.set_num_threads(before or available_cpus())
 
 
 @pytest.fixture(scope="module")

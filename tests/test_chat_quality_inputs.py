@@ -92,5 +92,5 @@ def test_sweep_reads_each_stage_validation_losses(tmp_path):
     run = tmp_path / "results" / "train" / "sft_stage1"
     run.mkdir(parents=True)
     (run / "metrics.json").write_text(json.dumps({"points": points}))
-    losses = load_sweep().validation_losses(tmp_path)
+    losses = load_sweep().validation_losses(tmp_path / "results")
     assert losses == {"sft_stage1": {"first": 10.8, "best": 2.5, "best_step": 50, "last": 2.7}}

@@ -13,9 +13,9 @@ from gptlineage.reporting.seed_spread import SeedSpread, chain_fingerprint, spre
 ROW = SeedSpread("Some CPU (avx2 fma)", "2026-12-06", (0.75, 0.78, 0.8, 0.82, 0.85))
 
 
-def node(name: str, command: str, parameters: dict, files: tuple[str, ...] = ()) -> Node:
+def node(name: str, command: str, parameters: dict, files: tuple[str, ...] = (), holds: str = "") -> Node:
     manifest = {
-        "command": {"name": command},
+        "command": {"name": command, "declaration": {"holds": holds} if holds else {}},
         "parameters": parameters,
         "files": [{"path": path, "bytes": 1, "sha256": path * 2} for path in files],
         "inputs": [],
@@ -28,7 +28,7 @@ def chain(sft_seed: int = 0, lr: float = 0.002, chat: str = "stage1.jsonl") -> t
         node("pretrain", "train", {"settings": {"seed": 0, "lr": 0.002}, "resolved": {}}),
         node("sft_stage1", "train", {"settings": {"seed": sft_seed, "lr": lr}, "resolved": {}}),
     ]
-    return [node("synth_chat", "synth-chat", {"seed": 1337}, (chat,)), *runs], runs
+    return [node("corpus_sft_stage1", "prepare", {"seed": 1337}, (chat,), holds="corpus"), *runs], runs
 
 
 def test_the_fingerprint_leaves_out_seeds_and_nothing_else():
@@ -37,7 +37,7 @@ def test_the_fingerprint_leaves_out_seeds_and_nothing_else():
     assert base != chain_fingerprint(*chain(lr=0.003))  # a setting
     assert base != chain_fingerprint(*chain(chat="other.jsonl"))  # the chat data's content
     nodes, runs = chain()
-    assert chain_fingerprint(nodes[1:], runs) is None  # no synth-chat artifact: nothing to compare
+    assert chain_fingerprint(nodes[1:], runs) is None  # no corpus: nothing to compare
 
 
 @pytest.mark.parametrize(

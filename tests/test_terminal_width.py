@@ -228,7 +228,7 @@ def sweep_frame() -> pd.DataFrame:
     builds it: the deliverable is `sft_stage2[experiment]` below its training run `sft_stage2`."""
     runs = ["results/sft_stage2", "results/lr_high/sft_stage2", "results/short_sft/sft_stage2"]
     frame = {"run": runs}
-    for stage in ("sft_stage2[experiment]", "prompt_suite[prompt-suite]", "sft_stage1", "sft_stage2"):
+    for stage in ("sft_stage2[experiment]", "prompt_suite[prompt-suite]", "warmup", "tune"):
         frame[f"{stage}.model"] = [f"{run.removesuffix('sft_stage2')}train/{stage}/parameters" for run in runs]
         frame[f"{stage}.overrides"] = ["[]", '["sft_stage2.lr=0.03"]', '["sft_stage1.steps=100"]']
         frame[f"{stage}.lr"] = [0.01, 0.03, 0.01]

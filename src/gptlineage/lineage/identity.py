@@ -274,9 +274,16 @@ def machine_summary(environment: dict[str, Any]) -> str:
 
 def same_machine(first: dict[str, Any], second: dict[str, Any]) -> bool:
     """True when two recorded environments ran on the same kind of CPU (model, flags, torch's
-    capability) with the same thread count and GPU: then the same work must give the same bytes."""
-    keys = ("machine", "threads", "gpu")
-    return all(first.get(key) == second.get(key) for key in keys) and isinstance(first.get("machine"), dict)
+    capability) with the same thread count and GPU: then the same work must give the same bytes.
+    The capability and the thread count are known only where torch was in use (null elsewhere),
+    so a null on either side leaves them out: a command that never computed with torch depends on
+    neither."""
+    one, two = first.get("machine"), second.get("machine")
+    if not isinstance(one, dict) or not isinstance(two, dict) or first.get("gpu") != second.get("gpu"):
+        return False
+    pairs = [(one.get(key), two.get(key)) for key in ("cpu", "flags")]
+    pairs += [(one.get("capability"), two.get("capability")), (first.get("threads"), second.get("threads"))]
+    return all(a == b for a, b in pairs[:2]) and all(a == b for a, b in pairs[2:] if a is not None and b is not None)
 
 
 def environment_identity(device: str = "cpu", code_files: Sequence[dict[str, str]] = ()) -> dict[str, Any]:

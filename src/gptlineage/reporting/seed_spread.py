@@ -4,8 +4,8 @@ The default chain's held-out exact match moves by several points with the SFT st
 seed, and another CPU moves a run the same way: its kernels round otherwise, and 6,000 updates
 carry the difference into other answers. So one run's figure is read against the spread that
 `benchmarks/chat_quality.py --train-seeds 5` measured, one row per CPU. A run is comparable when
-its chat data (the synth-chat artifact's content) and every training stage's settings, seeds
-left out, are the default chain's: `chain_fingerprint` hashes exactly those.
+its corpora (the token shards of every stage, the chat data's among them) and every training
+stage's settings, seeds left out, are the default chain's: `chain_fingerprint` hashes exactly those.
 
 Example:
     >>> row = SeedSpread("AMD EPYC (avx2 fma avx512f avx512_bf16)", "2026-12-06", (0.75, 0.8, 0.85))
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gptlineage.lineage.artifact import content_sha256
+from gptlineage.lineage.declaration import CORPUS, holds
 from gptlineage.lineage.hashing import sha256_json
 from gptlineage.lineage.walk import Node
 
@@ -45,18 +46,18 @@ DEFAULT_FINGERPRINT = ""
 
 
 def chain_fingerprint(nodes: Sequence[Node], runs: Sequence[Node]) -> str | None:
-    """The hash of what decides the chain's answers but the seeds: the synth-chat artifact's
-    content among NODES and the settings of each training run of RUNS (in chain order); None
-    without one synth-chat artifact."""
-    chats = [node for node in nodes if node.manifest["command"]["name"] == "synth-chat"]
-    if len(chats) != 1:
+    """The hash of what decides the chain's answers but the seeds: the content of each corpus
+    among NODES (what its declaration says it holds) and the settings of each training run of RUNS
+    (in chain order); None without a corpus."""
+    corpora = sorted(content_sha256(node.manifest) for node in nodes if holds(node.manifest, CORPUS))
+    if not corpora:
         return None
     stages = []
     for node in runs:
         settings = dict(node.manifest["parameters"].get("settings", node.manifest["parameters"]))
         settings.pop("seed", None)
         stages.append(settings)
-    return sha256_json({"chat": content_sha256(chats[0].manifest), "stages": stages})
+    return sha256_json({"corpora": corpora, "stages": stages})
 
 
 def spread_text(rate: float, row: SeedSpread) -> str:
