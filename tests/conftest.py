@@ -122,6 +122,7 @@ def build_csv_chain(root: Path, *more: list[str]) -> Path:
     workflow records them, then each command of MORE (argv lists, run in ROOT); ROOT back."""
     from gptlineage.cli import main
 
+    threads_of_a_fresh_process()
     here = Path.cwd()
     os.chdir(root)
     try:
@@ -133,6 +134,14 @@ def build_csv_chain(root: Path, *more: list[str]) -> Path:
     finally:
         os.chdir(here)
     return root
+
+
+def threads_of_a_fresh_process() -> None:
+    """torch's thread count as a new `gptlineage` process starts with (its CPUs), whatever an
+    earlier test set: what `lineage reproduce`'s rerun computes with, so the record matches it."""
+    import torch
+
+    torch.set_num_threads(available_cpus())
 
 
 @pytest.fixture(autouse=True)

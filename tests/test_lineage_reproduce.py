@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY_TRAIN
+from conftest import TINY_TRAIN, threads_of_a_fresh_process
 from safetensors.numpy import save_file
 
 from gptlineage.cli import main
@@ -31,6 +31,7 @@ SRC = SOURCE_ROOT  # the package these tests import (the checkout's src/)
 @pytest.fixture(scope="module")
 def data_csv(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("reproduce")
+    threads_of_a_fresh_process()
     assert main(["small-data", "--output", str(root / "small_data")]) == 0
     csv = str(root / "small_data" / "small_regression.csv")
     assert main(["data-csv", "--csv", csv, "--seed", "2026", "--steps", "30", "--output", str(root / "data_csv")]) == 0
@@ -236,6 +237,7 @@ def test_compare_never_opens_a_recorded_path_outside_the_artifact(tmp_path):
 def as_if_run_elsewhere(root: Path, *, cpu: str | None, loss_shift: float) -> Path:
     """A data_csv made under ROOT that says it ran on CPU (None: this machine) and whose final
     loss moved by LOSS_SHIFT, re-sealed: what the same work gives where the kernels round otherwise."""
+    threads_of_a_fresh_process()
     assert main(["small-data", "--output", str(root / "small_data")]) == 0
     csv = str(root / "small_data" / "small_regression.csv")
     assert main(["data-csv", "--csv", csv, "--seed", "2026", "--steps", "30", "--output", str(root / "data_csv")]) == 0
