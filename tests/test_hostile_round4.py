@@ -21,7 +21,7 @@ import yaml
 
 from gptlineage.cli import main
 from gptlineage.cpus import available_cpus
-from gptlineage.lineage import rocrate
+from gptlineage.lineage import rocrate, walk
 from gptlineage.lineage.outputs import HOST_TAG
 from gptlineage.workflow_jobs import sweep_error
 from gptlineage.workflow_support import typed_config
@@ -154,8 +154,8 @@ def test_e23_a_zip_inside_an_artifact_is_refused_before_its_build_folder_exists(
         seen.append(sorted(path.name for path in lineage.iterdir()))
         return refuse_inside(output, nodes, what)
 
-    refuse_inside = rocrate.refuse_inside
-    monkeypatch.setattr(rocrate, "refuse_inside", watching)
+    refuse_inside = walk.refuse_inside  # called by the exporters' gate, walk.verified_lineage
+    monkeypatch.setattr(walk, "refuse_inside", watching)
     before = sorted(path.name for path in lineage.iterdir())
     argv = ["lineage", "export", str(lineage), "--format", "ro-crate", "--zip", "--output", str(lineage / "crate.zip")]
     assert "inside the artifact" in one_line_error(argv, capsys)

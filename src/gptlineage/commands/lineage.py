@@ -125,12 +125,7 @@ def export_to_mlflow(settings: ExportSettings) -> int:
     from gptlineage.lineage.mlflow_export import export_mlflow
 
     counts = export_mlflow(settings.mlflow_tree, settings.tracking_uri, settings.experiment_name)
-    print(
-        printable(
-            f"{settings.tracking_uri}: experiment {settings.experiment_name}: {counts['artifacts']} artifacts, "
-            f"{counts['added']} runs added, {counts['found']} already there"
-        )
-    )
+    print(printable(f"{settings.tracking_uri}: experiment {settings.experiment_name}: {counts}"))
     return 0
 
 

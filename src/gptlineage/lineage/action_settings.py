@@ -126,6 +126,10 @@ class ExportSettings:
             )
         if self.mlflow_tree is None and self.experiment_name != MLFLOW_EXPERIMENT:
             raise SettingError("experiment_name", "goes with export mlflow RESULTS")
+        if not self.experiment_name.strip() or len(self.experiment_name) > 500:  # MLflow's limits
+            raise SettingError("experiment_name", "must be 1 to 500 characters, not blank")
+        if self.tracking_uri is not None and not self.tracking_uri.strip():  # MLflow would take ./mlflow.db
+            raise SettingError("tracking_uri", "is empty; name the store (sqlite:///FILE, http://HOST:PORT)")
         if self.mlflow_tree is not None and self.output is not None:
             raise SettingError("output", "goes with prov-json and ro-crate; mlflow writes to --tracking-uri")
         for flag, given in (("--no-sources", not self.sources), ("--zip", self.zip)):

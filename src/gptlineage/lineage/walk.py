@@ -321,12 +321,15 @@ def verify(
     return nodes, problems
 
 
-def verified_lineage(path: str | Path, what: str) -> list[Node]:
-    """The artifacts of PATH's lineage, once every byte verifies; an exporter writes nothing else."""
+def verified_lineage(path: str | Path, what: str, output: Path | None = None) -> list[Node]:
+    """The artifacts of PATH's lineage, once every byte verifies (no link followed, nothing read outside
+    them), and OUTPUT not in it: the gate of every exporter, which writes nothing else."""
     nodes, problems = verify(path)
     if problems:
         raise GptlineageError(
             f"{nodes[0].path}: its lineage does not verify ({len(problems)} problem{'s' if len(problems) != 1 else ''},"
             f" the first: {problems[0]}); no {what} written (see gptlineage lineage verify)"
         )
+    if output is not None:
+        refuse_inside(output, nodes, what)
     return nodes
