@@ -6,6 +6,10 @@ can fix (bad input, bad flags, missing files). `gptlineage` prints it as one lin
 bug and keeps its traceback.
 """
 
+import errno
+
+WRITE_FAULTS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)  # a full disk or quota, `ulimit -f`, a bad disk
+
 
 class GptlineageError(Exception):
     """A user-facing error: the message is one line that names the file, key or flag."""
