@@ -20,8 +20,8 @@ import sys
 
 from gptlineage import registry
 from gptlineage.allocator import keep_freed_memory
-from gptlineage.errors import GptlineageError
-from gptlineage.lineage.checks import not_utf8_path, printable
+from gptlineage.errors import GptlineageError, printable
+from gptlineage.lineage.checks import not_utf8_path
 from gptlineage.lineage.hashing import hash_session
 from gptlineage.lineage.identity import invocation
 from gptlineage.parser import build_parser

@@ -20,7 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-from gptlineage.errors import GptlineageError
+from gptlineage.errors import GptlineageError, printable
 from gptlineage.lineage.action_settings import (
     CompareSettings,
     DiffSettings,
@@ -32,7 +32,6 @@ from gptlineage.lineage.action_settings import (
     VerifySettings,
 )
 from gptlineage.lineage.artifact import content_sha256
-from gptlineage.lineage.checks import printable
 from gptlineage.lineage.outputs import process_gone
 from gptlineage.lineage.prov import prov_document, write_prov_json
 from gptlineage.lineage.sources import NOT_HERE

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gptlineage.lineage.checks import is_hex64, printable
+from gptlineage.errors import printable
+from gptlineage.lineage.checks import is_hex64
 from gptlineage.settings import SettingError, check_settings, output_setting, setting
 
 MLFLOW = "mlflow"  # `lineage export mlflow RESULTS`: the word before the tree names the format

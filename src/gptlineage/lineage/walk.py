@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gptlineage.cpus import available_cpus
-from gptlineage.errors import GptlineageError
+from gptlineage.errors import GptlineageError, printable
 from gptlineage.lineage.artifact import (
     FOREIGN_FILES,
     MANIFEST,
@@ -30,7 +30,6 @@ from gptlineage.lineage.artifact import (
     parse_manifest,
     read_manifest,
 )
-from gptlineage.lineage.checks import printable
 from gptlineage.lineage.hashing import file_key, hash_session, prefetch, sha256_file
 from gptlineage.lineage.identity import closure_sha256
 from gptlineage.lineage.sources import SourceFinder, source_file_problems, source_place, source_tree_problems
