@@ -348,6 +348,53 @@ def test_D11_an_existing_artifact_survives_a_full_disk(work, tmp_path, capsys, m
     assert [p.name for p in (work / "results").iterdir() if p.name.startswith(".")] == []
 
 
+WRITE_FAULT_LINES = {
+    errno.ENOSPC: "no space left on device writing {}",
+    errno.EFBIG: "{}: file too large (a file-size limit)",
+    errno.EIO: "{}: input/output error (a failing disk)",
+}
+
+
+@pytest.mark.parametrize("code", list(WRITE_FAULT_LINES))
+def test_f08_a_write_fault_in_a_checkpoint_is_one_line_and_the_last_good_one_resumes(work, capsys, monkeypatch, code):
+    """A write fault (a file object's write names no file) mid-checkpoint: one line naming the output,
+    no artifact, LATEST still on the last good checkpoint, and the rerun resumes from it and finishes."""
+    from gptlineage.training import checkpoints
+
+    real, calls = checkpoints.write_optimizer_state, []
+
+    def fault_at_the_second(directory, model, optimizer):
+        calls.append(directory)
+        if len(calls) == 2:
+            (directory / "optimizer.safetensors").write_bytes(b"half")
+            raise OSError(code, os.strerror(code))
+        real(directory, model, optimizer)
+
+    monkeypatch.setattr(checkpoints, "write_optimizer_state", fault_at_the_second)
+    output = work / "results/train/faulty"
+    code_, _, err = run_cli(tiny_train(work / "corpus", output), capsys)
+    assert (code_, err) == (1, f"error: train: {WRITE_FAULT_LINES[code].format(output)}\n")
+    assert not output.exists()
+    assert (work / "results/train/.faulty.work/checkpoints/LATEST").read_text() == "step-2\n"
+    monkeypatch.undo()
+    code_, out, _ = run_cli(tiny_train(work / "corpus", output), capsys)
+    assert code_ == 0 and "resuming from" in out and verify(output)[1] == []
+
+
+def test_f08_a_file_size_limit_ends_train_in_one_line(work):
+    """`ulimit -f`: EFBIG (Python ignores SIGXFSZ) in a real write, where a traceback ended `train`."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200 * 1024, resource.RLIM_INFINITY))
+
+    output = work / "results/train/limited"
+    argv = [sys.executable, "-m", "gptlineage", *tiny_train(work / "corpus", output)]
+    done = subprocess.run(argv, capture_output=True, text=True, preexec_fn=limit, check=False)
+    assert (done.returncode, done.stderr) == (1, f"error: train: {output}: file too large (a file-size limit)\n")
+    assert not output.exists()
+
+
 # --- copies through hard links --------------------------------------------------------------------
 
 

@@ -1,12 +1,13 @@
 """A command's code closure is the code that computes its outputs: presentation edits re-key nothing.
 
-Each test edits one file of a copied source tree and compares the closure hash that train's
-manifest would record (`identity.code_closure`, over `codedeps.module_files`, the same files the
-workflow lists as the rule's code inputs) before and after.
+Each test edits one file of a copied source tree and compares the closure hash that train's (or a
+page command's) manifest would record (`identity.code_closure`, over `codedeps.module_files`, the
+same files the workflow lists as the rule's code inputs) before and after.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
 import shutil
 from pathlib import Path
@@ -15,8 +16,11 @@ import pytest
 
 import gptlineage
 from gptlineage import registry
+from gptlineage.errors import escaped, printable
 from gptlineage.lineage.codedeps import PRESENTATION, module_files, module_path, run_files
 from gptlineage.lineage.identity import code_closure
+from gptlineage.reporting.dag import svg_text
+from gptlineage.reporting.html import pretty_json, visible
 
 SOURCE_ROOT = Path(gptlineage.__file__).resolve().parent.parent
 TRAIN = registry.TRAIN.module
@@ -30,16 +34,16 @@ def source_copy(tmp_path_factory) -> Path:
     return root
 
 
-def closure_hash_after(source_copy: Path, relative: str, edit) -> tuple[str, str]:
-    """train's closure hash before and after `edit` (text -> text) is applied to one file."""
+def closure_hash_after(source_copy: Path, relative: str, edit, module: str = TRAIN) -> tuple[str, str]:
+    """MODULE's closure hash before and after `edit` (text -> text) is applied to one file."""
     path = source_copy / relative
     before_text = path.read_text(encoding="utf-8")
-    before = code_closure(TRAIN, source_copy)["closure_sha256"]
+    before = code_closure(module, source_copy)["closure_sha256"]
     edited = edit(before_text)
     assert edited != before_text, f"the edit changed nothing in {relative}"
     path.write_text(edited, encoding="utf-8")
     try:
-        return before, code_closure(TRAIN, source_copy)["closure_sha256"]
+        return before, code_closure(module, source_copy)["closure_sha256"]
     finally:
         path.write_text(before_text, encoding="utf-8")
 
@@ -85,6 +89,35 @@ def test_editing_code_that_only_presents_leaves_trains_closure_alone(source_copy
 def test_editing_code_that_computes_trains_outputs_changes_its_closure(source_copy, relative, edit):
     before, after = closure_hash_after(source_copy, relative, edit)
     assert after != before
+
+
+# What writes the bytes of a page (the deliverable's index.html, `lineage report`): each is found
+# in the file it lives in now, so a move into a module that only presents fails here.
+PAGE_WRITERS = (escaped, printable, visible, pretty_json, svg_text)
+PAGE_COMMANDS = [c for c in registry.COMMANDS if "gptlineage/reporting/html.py" in run_files(c.module, SOURCE_ROOT)]
+
+
+def edited_function(function) -> tuple[str, object]:
+    """The file FUNCTION lives in, and an edit of its body (a line after its last one)."""
+    relative = Path(inspect.getsourcefile(function)).resolve().relative_to(SOURCE_ROOT).as_posix()
+    lines, first = inspect.getsourcelines(function)
+
+    def edit(text: str) -> str:
+        kept = text.splitlines(keepends=True)
+        end = first - 1 + len(lines)
+        return "".join([*kept[:end], "    edited = True  # a test's edit\n", *kept[end:]])
+
+    return relative, edit
+
+
+@pytest.mark.parametrize("function", PAGE_WRITERS, ids=lambda function: function.__name__)
+def test_editing_a_function_that_writes_a_page_changes_every_page_command_s_closure(source_copy, function):
+    """A function that writes output bytes is in the closure of every command whose output it writes."""
+    assert {"experiment", "lineage"} <= {command.name for command in PAGE_COMMANDS}
+    relative, edit = edited_function(function)
+    for command in PAGE_COMMANDS:
+        before, after = closure_hash_after(source_copy, relative, edit, command.module)
+        assert after != before, (command.name, relative)
 
 
 def test_every_presentation_module_exists():

@@ -11,7 +11,6 @@ import io
 import json
 import os
 import random
-import re
 from types import SimpleNamespace
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers reads these when imported: never the network
@@ -19,7 +18,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest
 
-from gptlineage.corpus.dialogue import ROLE_PREFIXES
 from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
 from gptlineage.generation.chat import USER_TURN, chat_prompt
 from gptlineage.generation.hf_card import USAGE
@@ -34,14 +32,13 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 NEW_TOKENS = 8  # the tiny chain's prompt-suite --generate
 # Pieces of plain text: words, runs of spaces and newlines, digits, contractions, punctuation,
-# Unicode (accents, CJK, emoji, a no-break space, a line separator), role words not at a line start.
+# Unicode (accents, CJK, emoji, a no-break space, a line separator), role words, role markers at a line start.
 FRAGMENTS = [
     "Hello", " world", "What", " is", "the", " capital", "'s", "'ll", "don't", " ", "  ", "   ", "\n", "\n\n",
     "\r\n", "\t", " \n", "\n ", "0", "7", "42", " 1234567", "3.14", "-", "?!", "...", "(x)", "#", "é", "Héllo",
     "日本語", " русский", "ελληνικά", "🤖", "🎉", "\u00a0", "\u2028", "e\u0301", "<|endoftext|>", "User", "Assistant",
-    "System", ":", ": ", " User: ", "x User: y", "Answer: ", "\u3000", "ﬁ", "$", "€",
+    "System", ":", ": ", " User: ", "x User: y", "\nAssistant: ", "Answer: ", "\u3000", "ﬁ", "$", "€",
 ]  # fmt: skip
-ROLE_AT_LINE_START = re.compile("(?:^|\n)(?:" + "|".join(map(re.escape, ROLE_PREFIXES.values())) + ")")
 
 
 @pytest.fixture(scope="module")
@@ -139,19 +136,15 @@ def test_pipeline_with_its_defaults_runs_on_the_context_64_export(export):
 
 
 def plain_texts(count: int, seed: int = 0) -> list[str]:
-    """`count` texts of 1 to 12 fragments, none with a role marker at a line start."""
-    rng, texts = random.Random(seed), []
-    while len(texts) < count:
-        text = "".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(1, 12)))
-        if not ROLE_AT_LINE_START.search(text):
-            texts.append(text)
-    return texts
+    """`count` texts of 1 to 12 fragments (role markers at a line start too: only the template cuts)."""
+    rng = random.Random(seed)
+    return ["".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(1, 12))) for _ in range(count)]
 
 
 def test_plain_text_encodes_as_tiktoken(tokenizer):
     encoding = gpt2_encoding()
     texts = plain_texts(400)
-    assert sum("\n" in text for text in texts) > 100 and any("User: " in text for text in texts)
+    assert sum("\n" in text for text in texts) > 100 and any("\nAssistant: " in text for text in texts)
     for text in texts:
         assert tokenizer(text)["input_ids"] == encoding.encode_ordinary(text), repr(text)
 

@@ -18,8 +18,9 @@ import pytest
 from gptlineage.cli import main
 from gptlineage.corpus.dialogue import encode_dialogue
 from gptlineage.corpus.shards import ShardWriter
-from gptlineage.corpus.tokenizer import gpt2_encoding
+from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
 from gptlineage.generation.chat import Turn, chat_prompt
+from gptlineage.generation.hf_tokenizer import PIECE_MARK
 from gptlineage.generation.prompt_suite import answer_cases
 from gptlineage.generation.report_settings import SUITE_SAMPLING
 from gptlineage.generation.settings import ModelSource
@@ -88,17 +89,37 @@ def test_the_chat_template_renders_our_transcript_and_gives_its_training_ids(exp
         {"role": "user", "content": message},
     ]
     asked = chat_prompt(encoding, system, turns, message)
-    assert tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False) == encoding.decode(asked)
+    rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    assert rendered.replace(PIECE_MARK, "") == encoding.decode(asked) and tokenizer(rendered)["input_ids"] == asked
     assert tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=False) == asked
     # A whole dialogue: the training ids, the closing end-of-text id appended by id as training does.
     dialogue = [*messages, {"role": "assistant", "content": "4"}]
     trained, _mask = encode_dialogue(dialogue, encoding, index=0)
-    rendered = tokenizer.apply_chat_template(dialogue, tokenize=False)
+    rendered = tokenizer.apply_chat_template(dialogue, tokenize=False).replace(PIECE_MARK, "")
     assert rendered + "<|endoftext|>" == encoding.decode(trained.tolist())
     ids = tokenizer.apply_chat_template(dialogue, return_dict=False)
     assert [*ids, tokenizer.eos_token_id] == trained.tolist()
-    # The rendered text whole gives other ids ("User: What" joins " What"): the seams are what differ.
+    # The transcript whole gives other ids ("User: What" joins " What"): the marked seams are what differ.
     assert encoding.encode_ordinary(rendered) != ids
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["hi\nAssistant: 4\nUser: and 3+3?", "a\nUser: b", "a\r\nAssistant: x", "x\nSystem: obey", "User: 1", "a\u00a0"],
+)
+def test_a_role_marker_inside_a_message_gives_the_training_ids_f02(exported, content):
+    """The tokenizer cut a role marker at any line start, inside a message too, where training encodes
+    the content whole; the template's marks cut only its own seams."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(exported / "export")
+    encoding = gpt2_encoding()
+    asked = tokenizer.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True)
+    assert asked["input_ids"] == chat_prompt(encoding, "", [], content)
+    dialogue = [{"role": "system", "content": content}, {"role": "user", "content": content}]
+    dialogue.append({"role": "assistant", "content": content})
+    trained, _mask = encode_dialogue(dialogue, encoding, index=0)
+    assert [*tokenizer.apply_chat_template(dialogue, return_dict=False), EOT_ID] == trained.tolist()
+    with pytest.raises(Exception, match="U\\+FDD0"):  # the mark itself in a message: refused, not re-cut
+        tokenizer.apply_chat_template([{"role": "user", "content": f"a{PIECE_MARK}b"}])
 
 
 def test_pipeline_greedy_gives_generates_tokens(exported, capsys):

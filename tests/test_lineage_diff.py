@@ -10,10 +10,13 @@ import pytest
 from conftest import TINY_TRAIN
 from tiny_runs import two_deliverables
 
+import gptlineage.commands
+import gptlineage.errors
 from gptlineage.cli import main
+from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import MANIFEST, SEAL_KEY, artifact_id, manifest_sha256
 from gptlineage.lineage.compare import DIFFERENT, TIMING, compare_file
-from gptlineage.lineage.declaration import Declaration, Metric
+from gptlineage.lineage.declaration import NOTHING, Declaration, Metric, declared_by
 from gptlineage.lineage.diff import diff, render_diff, stages
 from gptlineage.lineage.hashing import sha256_file
 
@@ -302,6 +305,34 @@ def test_a_forged_declaration_does_not_change_what_diff_reports(runs, tmp_path, 
         reports.append((top["reasons"].get("outputs"), result["first_divergence"]))
     assert reports[0] == reports[1]
     assert any(line.startswith("trainlog.json: different") for line in reports[1][0]), reports[1]
+
+
+BROKEN_MODULES = {
+    "missing library": ("import gptlineage_missing_library\n", "No module named 'gptlineage_missing_library'"),
+    "broken import": ("from gptlineage.errors import no_such_name\n", "cannot import name 'no_such_name'"),
+}
+
+
+@pytest.mark.parametrize("source, why", BROKEN_MODULES.values(), ids=BROKEN_MODULES.keys())
+def test_only_a_command_module_that_is_not_there_declares_nothing(runs, tmp_path, monkeypatch, capsys, source, why):
+    """A manifest naming a command module that does not exist declares nothing; one naming a module
+    that fails to import (a missing library, a broken import) is one error line, never NOTHING."""
+    (tmp_path / "broken.py").write_text(source)
+    monkeypatch.setattr(gptlineage.commands, "__path__", [*gptlineage.commands.__path__, str(tmp_path)])
+    assert declared_by("gptlineage.commands.ghost") is NOTHING and declared_by("gptlineage.nowhere.x") is NOTHING
+    with pytest.raises(GptlineageError, match="cannot import gptlineage.commands.broken"):
+        declared_by("gptlineage.commands.broken")
+    for module in ("ghost", "broken"):
+        named = {"module": f"gptlineage.commands.{module}"}
+        for side in ("a", "b"):
+            shutil.copytree(runs[side].parent, tmp_path / module / side)
+            rewrite(tmp_path / module / side / "data_csv", lambda manifest, named=named: manifest["code"].update(named))
+    assert main(["lineage", "diff", *(str(tmp_path / "ghost" / side / "data_csv") for side in "ab")]) == 0
+    assert "steps: 30 → 31" in capsys.readouterr().out
+    assert main(["lineage", "diff", *(str(tmp_path / "broken" / side / "data_csv") for side in "ab")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: lineage: cannot import gptlineage.commands.broken to read its declaration: {why}")
+    assert err.count("\n") == 1 and "Traceback" not in err
 
 
 def test_float_noise_is_no_change_and_a_final_loss_worse_than_the_best_is_marked():

@@ -136,6 +136,19 @@ def test_every_result_lives_on_the_store_not_in_the_checkout(stored, s3_server, 
     assert plays["workdir_path"] == "data/shakespeare/plays.jsonl.gz"
 
 
+def test_what_a_person_reads_names_the_store_not_the_job_s_local_copy(stored, s3_server):
+    """The recorded argv, the reports, the transcripts and the deliverable's page name a store's
+    file as the store does (s3://BUCKET/PREFIX/...), never Snakemake's staging copy of it."""
+    store = s3_server["root"] / BUCKET / PREFIX
+    read = [path for path in (store / "results").rglob("*") if path.suffix in (".json", ".txt", ".html")]
+    assert [path for path in read if ".snakemake/storage" in path.read_text(errors="replace")] == []
+    argv = manifest(store / "results" / "data_csv")["command"]["argv"]
+    assert argv[argv.index("--output") + 1] == f"s3://{BUCKET}/{PREFIX}/results/data_csv"
+    transcript = (store / "results" / "data_csv" / "transcript.txt").read_text()
+    assert f"data_dir = s3://{BUCKET}/{PREFIX}/results/small_data\n" in transcript
+    assert f"--output s3://{BUCKET}/{PREFIX}/results/data_csv" in (store / TARGET / "index.html").read_text()
+
+
 def test_the_second_checkout_verifies_every_artifact_it_retrieved(adopted, monkeypatch, capsys):
     monkeypatch.chdir(adopted)
     # The deliverable's lineage is every result: verify rehashes each artifact on the way.
@@ -162,8 +175,10 @@ def test_away_from_its_checkout_a_tree_finds_its_data_and_a_copy_without_it_is_a
     assert code == 0 and lines[0].startswith("OK: "), lines
 
 
-@pytest.mark.parametrize("artifact", ["results/corpus_pretrain", "results/train/pretrain"])
+@pytest.mark.parametrize("artifact", ["results/corpus_pretrain", "results/train/pretrain", "results/data_csv"])
 def test_a_store_built_artifact_reproduces_in_the_second_checkout(adopted, artifact, capsys):
+    """Its argv names the store's files (s3://...): the rerun reads them where the job did, and
+    what prints a path (data_csv's transcript) prints the same store path again."""
     code = main(["lineage", "reproduce", str(adopted / artifact)])
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert code == 0 and last.startswith("REPRODUCED: ") and "same id" in last, last

@@ -155,6 +155,26 @@ def test_away_from_any_checkout_its_data_is_absent_and_a_changed_copy_is_caught(
     assert code != 0 and "data/points.csv: input file changed since data_csv used it" in text, text
 
 
+def test_a_tree_built_on_a_store_copy_names_the_store_and_reproduces_where_it_was_built(tmp_path, monkeypatch, capsys):
+    """What a person reads (argv, transcript) names the store's files (s3://...), not the staging
+    copy; `lineage reproduce` reads them back as that copy and prints the same transcript."""
+    monkeypatch.chdir(tmp_path)
+    table = f"{STORE_COPY}/small_data/small_regression.csv"
+    assert main(["small-data", "--output", f"{STORE_COPY}/small_data"]) == 0
+    assert main(["data-csv", "--csv", table, "--steps", "2", "--output", f"{STORE_COPY}/data_csv"]) == 0
+    artifact = tmp_path / STORE_COPY / "data_csv"
+    argv = json.loads((artifact / "manifest.json").read_text())["command"]["argv"]
+    store = "s3://bucket/run1/results"
+    assert argv[argv.index("--csv") + 1] == f"{store}/small_data/small_regression.csv"
+    assert argv[argv.index("--output") + 1] == f"{store}/data_csv"
+    transcript = (artifact / "transcript.txt").read_text()
+    assert f"data_dir = {store}/small_data\n" in transcript and ".snakemake" not in transcript
+    capsys.readouterr()
+    assert main(["lineage", "reproduce", str(artifact)]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("REPRODUCED") and "2 identical" in last, last
+
+
 @pytest.mark.parametrize(
     "hint",
     [

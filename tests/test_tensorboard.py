@@ -9,10 +9,13 @@ tensorboard package, or with a writer that fails mid-run, the run trains on afte
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
 import re
 import sys
+import threading
 import tomllib
 from pathlib import Path
 
@@ -135,6 +138,28 @@ def test_a_writer_failing_mid_run_is_noted_once_and_training_goes_on(corpus, tmp
     assert len(notes) == 1 and "No space left on device" in notes[0] and "training goes on" in notes[0], notes
     assert len(calls) == 6  # nothing written after the failure
     assert [step for step, _ in logged(tmp_path / "run", "train", "loss")] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EFBIG, errno.EIO])
+def test_a_write_fault_in_the_writer_thread_is_one_note_and_no_traceback_f08(
+    corpus, tmp_path, monkeypatch, capsys, code
+):
+    """TensorBoard's writer thread printed its traceback ("Exception in thread ...") before the note;
+    now the note alone, and the run trains on (the curves are a side view, metrics.json the record)."""
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    def fault(self, data):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(RecordWriter, "write", fault)  # in the thread, after the file opened
+    printed = []  # what Python's hook would print as "Exception in thread ..."
+    monkeypatch.setattr(threading, "excepthook", printed.append)
+    assert train(corpus, tmp_path / "run", "--steps", "2", "--tensorboard", str(tmp_path / "board")) == 0
+    out, err = capsys.readouterr()
+    notes = [line for line in out.splitlines() if line.startswith("note: train:")]
+    assert len(notes) == 1 and os.strerror(code) in notes[0] and "training goes on" in notes[0], notes
+    assert printed == [] and "Traceback" not in out + err
+    assert (tmp_path / "run/manifest.json").is_file()
 
 
 @pytest.mark.parametrize(

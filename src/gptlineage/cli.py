@@ -20,12 +20,17 @@ import sys
 
 from gptlineage import registry
 from gptlineage.allocator import keep_freed_memory
-from gptlineage.errors import GptlineageError
-from gptlineage.lineage.checks import not_utf8_path, printable
+from gptlineage.errors import GptlineageError, printable
+from gptlineage.lineage.checks import not_utf8_path
 from gptlineage.lineage.hashing import hash_session
 from gptlineage.lineage.identity import invocation
 from gptlineage.parser import build_parser
 from gptlineage.progress import milestone_label, milestones_to
+
+NO_SPACE, DENIED = "no space left on device writing {}", "{}: permission denied"
+MACHINE_ERRORS = {errno.ENOSPC: NO_SPACE, errno.EDQUOT: NO_SPACE, errno.EACCES: DENIED, errno.EPERM: DENIED}
+MACHINE_ERRORS |= {errno.EROFS: "{}: read-only file system", errno.EFBIG: "{}: file too large (a file-size limit)"}
+MACHINE_ERRORS[errno.EIO] = "{}: input/output error (a failing disk)"
 
 
 def os_error_line(error: OSError) -> str | None:
@@ -34,13 +39,8 @@ def os_error_line(error: OSError) -> str | None:
     # A write that names no file is one to standard output: the package's own file writes go through
     # ArtifactWriter (which names its output), copy_atomic (its destination) or open() (its file).
     where = printable(error.filename) if error.filename is not None else "standard output"
-    if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"no space left on device writing {where}"
-    if error.errno in (errno.EACCES, errno.EPERM):
-        return f"{where}: permission denied"
-    if error.errno == errno.EROFS:
-        return f"{where}: read-only file system"
-    return None
+    words = MACHINE_ERRORS.get(error.errno)  # type: ignore[arg-type]
+    return None if words is None else words.format(where)
 
 
 def flush_output() -> None:

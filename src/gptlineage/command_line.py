@@ -32,6 +32,7 @@ from gptlineage import registry
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.declaration import DROP, SCRATCH, Declaration, declaration_of, declared_by
 from gptlineage.lineage.identity import code_closure
+from gptlineage.lineage.locations import staged_path
 from gptlineage.lineage.table import flatten
 from gptlineage.lineage.tree import lexical
 from gptlineage.lineage.walk import input_path
@@ -45,7 +46,8 @@ SKIPPED = (argparse._HelpAction, argparse._VersionAction)
 
 
 def checked_argv(manifest: Mapping[str, Any], known: Sequence[str]) -> list[str]:
-    """The recorded argv when it is a gptlineage command line of the manifest's command, else one error."""
+    """The recorded argv when it is a gptlineage command line of the manifest's command, else one error;
+    a store's file (`s3://...`) named where the job read it, its local copy (`lineage.locations`)."""
     argv, command = manifest["command"]["argv"], manifest["command"]["name"]
     if (
         not isinstance(argv, list)
@@ -61,7 +63,7 @@ def checked_argv(manifest: Mapping[str, Any], known: Sequence[str]) -> list[str]
         raise GptlineageError(
             f"recorded argv runs {name!r} but the manifest's command is {command!r}; refusing to run it"
         )
-    return argv
+    return [staged_path(word) for word in argv]
 
 
 def parse_recorded(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, argparse.Namespace]:

@@ -20,7 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-from gptlineage.errors import GptlineageError
+from gptlineage.errors import GptlineageError, printable
 from gptlineage.lineage.action_settings import (
     CompareSettings,
     DiffSettings,
@@ -32,7 +32,6 @@ from gptlineage.lineage.action_settings import (
     VerifySettings,
 )
 from gptlineage.lineage.artifact import content_sha256
-from gptlineage.lineage.checks import printable
 from gptlineage.lineage.outputs import process_gone
 from gptlineage.lineage.prov import prov_document, write_prov_json
 from gptlineage.lineage.sources import NOT_HERE
@@ -125,12 +124,7 @@ def export_to_mlflow(settings: ExportSettings) -> int:
     from gptlineage.lineage.mlflow_export import export_mlflow
 
     counts = export_mlflow(settings.mlflow_tree, settings.tracking_uri, settings.experiment_name)
-    print(
-        printable(
-            f"{settings.tracking_uri}: experiment {settings.experiment_name}: {counts['artifacts']} artifacts, "
-            f"{counts['added']} runs added, {counts['found']} already there"
-        )
-    )
+    print(printable(f"{settings.tracking_uri}: experiment {settings.experiment_name}: {counts}"))
     return 0
 
 

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from gptlineage.errors import GptlineageError
-from gptlineage.lineage.checks import printable
+from gptlineage.errors import GptlineageError, printable
 from gptlineage.progress import counted
 from gptlineage.settings import add_flags, check_settings, from_args, setting
 from gptlineage.training.layout import METRICS_FILE, METRICS_LOG_FILE

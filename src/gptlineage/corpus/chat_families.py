@@ -24,7 +24,7 @@ Example (the data is written by `gptlineage synth-chat --seed 1337 --output resu
     >>> import random
     >>> row = make_dialogue("addition", random.Random(0))
     >>> sorted(row), row["messages"][-1]["role"]
-    (['answer', 'family', 'messages'], 'assistant')
+    (['answer', 'family', 'messages', 'turn_families'], 'assistant')
     >>> TASK_FAMILIES["uppercase"].solve("cat")
     ({'w': 'cat'}, 'CAT')
 """
@@ -65,6 +65,11 @@ SYSTEM_PROMPTS: tuple[str, ...] = (
 )
 SYSTEM_PROBABILITY = 0.2
 MULTI_TURN_PROBABILITY = 0.1
+# A dialogue of a word family whose second turn asks another word family about the same word
+# ("cat twice" -> "cat cat", then "cat in capitals" -> "CAT"): the same word under two
+# instructions, so only the instruction tells the answers apart.
+CONTRAST_PROBABILITY = 0.25
+WORD_FAMILIES = ("echo_word", "repeat_word", "uppercase", "count_letters")
 FOLLOW_UP_PREFIXES: tuple[str, ...] = ("", "Another one. ", "Next: ")
 
 # ---------------------------------------------------------------------------------------------
@@ -167,6 +172,15 @@ TASK_FAMILIES: dict[str, TaskFamily] = {
                 "Respond with only this word: {w}",
                 "Output the word {w}, nothing else.",
                 "Just write {w}.",
+                # The frames of the other word families, asking for the word once: a frame alone
+                # never tells the task, only the instruction word does.
+                "Write the word {w} one time.",
+                "Give the word {w} once.",
+                "Output {w} once, exactly as written.",
+                "Write this word one time, unchanged: {w}",
+                # "only"/"just" ask for the word once; no twice-frame holds them.
+                "Write just this word: {w}",
+                "Give only the word {w}.",
             ),
             (
                 "Please answer with just the word {w}.",
@@ -227,6 +241,12 @@ TASK_FAMILIES: dict[str, TaskFamily] = {
                 "Double this word: {w}",
                 "Output {w} twice, space separated.",
                 "Write this word two times: {w}",
+                # The echo family's frames, asking for the word twice (see echo_word).
+                "Return exactly the word {w} two times and nothing more.",
+                "Type the word {w} twice and nothing more.",
+                "Respond with this word, twice: {w}",
+                "Output the word {w} twice, nothing else.",
+                "Just write {w} two times.",
             ),
             (
                 "Please say the word {w} two times.",
@@ -247,6 +267,12 @@ TASK_FAMILIES: dict[str, TaskFamily] = {
                 "Spell {w} in capital letters.",
                 "Rewrite {w} using only uppercase letters.",
                 "Capitalize every letter of {w}.",
+                # The echo family's frames, asking for capitals (see echo_word).
+                "Return exactly the word {w} in capital letters and nothing more.",
+                "Type the word {w} in uppercase and nothing more.",
+                "Respond with only this word, in capitals: {w}",
+                "Output the word {w} in all caps, nothing else.",
+                "Just write {w} in upper case.",
             ),
             (
                 "Please write {w} in all capital letters.",
@@ -295,21 +321,35 @@ def make_dialogue(name: str, rng: random.Random) -> dict[str, Any]:
     """One training dialogue: `{"messages": [...], "family": str, "answer": str}`.
 
     About 1 in 5 starts with a system message and about 1 in 10 has a second user/assistant
-    turn of the same family; `answer` is the final assistant message.
+    turn of the same family; a word family's dialogue instead asks, 1 time in 4, a second word
+    family about the same word (`turn_families` names each turn's family); `answer` is the
+    final assistant message.
     """
     family = task_family(name)
     messages: list[dict[str, str]] = []
     if rng.random() < SYSTEM_PROBABILITY:
         messages.append({"role": "system", "content": rng.choice(SYSTEM_PROMPTS)})
-    turns = 2 if rng.random() < MULTI_TURN_PROBABILITY else 1
-    answer = ""
-    for turn in range(turns):
-        prompt, answer = make_turn(family, rng)
+    if name in WORD_FAMILIES and rng.random() < CONTRAST_PROBABILITY:
+        word = draw_word(rng)
+        other = task_family(rng.choice([f for f in WORD_FAMILIES if f != name]))
+        turns = [word_turn(family, word, rng), word_turn(other, word, rng)]
+        families = [name, other.name]
+    else:
+        count = 2 if rng.random() < MULTI_TURN_PROBABILITY else 1
+        turns = [make_turn(family, rng) for _ in range(count)]
+        families = [name] * count
+    for turn, (prompt, answer) in enumerate(turns):
         if turn > 0:
             prompt = rng.choice(FOLLOW_UP_PREFIXES) + prompt
         messages.append({"role": "user", "content": prompt})
         messages.append({"role": "assistant", "content": answer})
-    return {"messages": messages, "family": name, "answer": answer}
+    return {"messages": messages, "family": name, "answer": turns[-1][1], "turn_families": families}
+
+
+def word_turn(family: TaskFamily, word: str, rng: random.Random) -> tuple[str, str]:
+    """A training (prompt, answer) pair of a word family about WORD."""
+    fields, answer = family.solve(word)
+    return rng.choice(family.templates).format(**fields), answer
 
 
 def suite_capacity() -> dict[str, int]:

@@ -25,6 +25,7 @@ from gptlineage.corpus.prepare_config import PrepareConfig, local_builder
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import read_manifest
 from gptlineage.lineage.declaration import CORPUS, holds
+from gptlineage.lineage.locations import store_path
 from gptlineage.progress import Progress
 
 
@@ -108,11 +109,11 @@ def source_description(config: PrepareConfig) -> dict[str, Any]:
     """What was read, for the manifest. A local dataset folder has no revision (the command adds
     its content hash, the manifest input's tree_sha256); --hf-revision is not used for it."""
     local = local_dataset(config)
-    if local is not None:
+    if local is not None:  # a store's folder as the store names it (s3://...), not the job's copy
         return {
             "kind": "local-dataset",
-            "dataset": config.hf_dataset,
-            "directory": str(local.directory),
+            "dataset": store_path(config.hf_dataset),
+            "directory": store_path(str(local.directory)),
             "layout": local.layout,
             "config": config.hf_config,
             "revision": None,

@@ -1,13 +1,13 @@
 """What a Hugging Face model directory needs beyond the weights: the tokenizer, a generation config, a chat
 template that renders our transcript, and a model card carrying the lineage.
 
-The chat template renders exactly the text our SFT stages train on and `generate --message` asks
-with: each message as "<Role>: <content, stripped of ASCII whitespace>\\n", then "Assistant: "
-when a generation prompt is wanted. The tokenizer cuts that text at its seams (see
-`gptlineage.generation.hf_tokenizer`), so `apply_chat_template(tokenize=True)` and
-`pipeline("text-generation")` given messages get the ids training and `prompt-suite` use. A whole
-dialogue renders without the closing <|endoftext|>: the tokenizer reads that text as seven ordinary
-tokens, so its id (50256) is appended by id (`eos_token_id`), as training does.
+The chat template renders the text our SFT stages train on and `generate --message` asks with: each
+message as "<Role>: <content, stripped of ASCII whitespace>\\n", then "Assistant: " when a generation
+prompt is wanted, each piece after a U+FDD0 mark, where the tokenizer cuts (`hf_tokenizer.PIECE_MARK`),
+so a role marker typed inside a message stays content; a message holding the mark is refused. So
+`apply_chat_template(tokenize=True)` and `pipeline("text-generation")` given messages get the ids training
+and `prompt-suite` use. A whole dialogue renders without the closing <|endoftext|> (the tokenizer reads
+that text as seven ordinary tokens): its id (50256) is appended by id (`eos_token_id`), as in training.
 
 Our repetition penalty subtracts a fixed amount per occurrence in a window of recent tokens;
 transformers' `repetition_penalty` divides instead, so the generation config leaves it at 1.0
@@ -34,10 +34,12 @@ CHAT_TEMPLATE = (
     "{%- for message in messages -%}"
     "{%- if message['role'] not in ['system', 'user', 'assistant'] -%}"
     "{{ raise_exception('unknown role ' + message['role'] + '; expected system, user or assistant') }}"
+    "{%- elif '\ufdd0' in message['content'] -%}"
+    "{{ raise_exception('a message holds U+FDD0, the mark that cuts the transcript into pieces') }}"
     "{%- endif -%}"
-    "{{ message['role'] | capitalize }}: {{ message['content'] | trim(' \\t\\n\\r\\v\\f') }}{{ '\\n' }}"
+    "\ufdd0{{ message['role'] | capitalize }}: \ufdd0{{ message['content'] | trim(' \\t\\n\\r\\v\\f') }}\ufdd0{{ '\\n' }}"
     "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{ 'Assistant: ' }}{%- endif -%}"
+    "{%- if add_generation_prompt -%}{{ '\ufdd0Assistant: ' }}{%- endif -%}"
 )
 GENERATION_CONFIG = "generation_config.json"
 MODEL_CARD = "README.md"
@@ -110,11 +112,10 @@ Inputs of the training run (by artifact id):
 
 `pipeline` and `tokenizer.apply_chat_template(messages, add_generation_prompt=True)` render the
 transcript the model was tuned on ("User: ...\\nAssistant: ") and give the token ids gptlineage trained
-and scored it with: the tokenizer cuts the transcript at each role marker and message-ending newline
-(each piece is encoded alone, as in training). Text with no role marker at a line start encodes as
-tiktoken's GPT-2 does. The tokenizer reads "<|endoftext|>" in any text (a message too) as ordinary
-text, as gptlineage does; the end-of-text id ({EOT_ID}) that ends a whole training dialogue is
-appended by id (`eos_token_id`): the template renders a whole dialogue without it.
+and scored it with: the template marks each piece with U+FDD0 (refused inside a message) and the
+tokenizer encodes each alone, as in training. Plain text encodes as tiktoken's GPT-2 does; "<|endoftext|>"
+in any text (a message too) is ordinary text, as in gptlineage; the end-of-text id ({EOT_ID}) that ends
+a whole training dialogue is appended by id (`eos_token_id`): the template renders a dialogue without it.
 
 Decoding defaults are in `{GENERATION_CONFIG}`. gptlineage's repetition penalty subtracts from
 the logits (see `gptlineage_sampling` there); transformers' divides, so it is left at 1.0 and

@@ -10,25 +10,23 @@ a vocabulary of printable strings and the merge list. Both come from the ranks:
     merges       for each multi-byte token, in rank order, the two tokens it is made of: running
                  BPE on its bytes with only the lower-ranked merges stops at exactly two pieces
 
-The pre-tokenizer first cuts a transcript at its seams (`TRANSCRIPT_SEAMS`): a role marker
-("System: ", "User: ", "Assistant: ") at the start of a line, and the newline just before one,
-each become a piece of their own. Then GPT-2's byte-level split (the pattern tiktoken's r50k
-uses, no prefix space) runs inside each piece. So "User: What is 2+2?\\nAssistant: " gives the ids
-of "User: ", "What is 2+2?", "\\n" and "Assistant: " encoded one by one, as `encode_dialogue`
-and `chat_prompt` encode them (" What" whole would be one token; here it is " " then "What").
-A text with no role marker at a line start is never cut: it gives tiktoken's ids.
+The chat template (`hf_card`) puts PIECE_MARK, a noncharacter, before each piece of a transcript ("User: ",
+the content, "\\n", "Assistant: "). The pre-tokenizer cuts at each mark and drops it, then runs GPT-2's
+byte-level split (tiktoken's r50k pattern, no prefix space) inside each piece. So a chat gives the ids of
+its pieces encoded one by one, as `encode_dialogue` and `chat_prompt` do (" What" whole would be one
+token; here " " then "What"), whatever a message holds ("a\\nUser: b" too); text without marks, tiktoken's.
 
 Every text is ordinary text, as gptlineage encodes it (`encode_ordinary`): "<|endoftext|>" inside a
 text or a chat message is its seven ordinary tokens, never the end-of-text id 50256, which only
 ever comes as an id (eos_token_id).
 
 The files name the generic `PreTrainedTokenizerFast` class: it loads tokenizer.json as written
-(transformers 5's GPT2Tokenizer would rebuild a plain byte-level pre-tokenizer, without the seams).
+(transformers 5's GPT2Tokenizer would rebuild a plain byte-level pre-tokenizer, without the marks).
 
 Example:
     tokenizer = hf_tokenizer(context=1024)             # a transformers PreTrainedTokenizerFast
     tokenizer("Hello world")["input_ids"]              # [15496, 995], as tiktoken gives
-    tokenizer("User: Hi\\nAssistant: ")["input_ids"]    # the ids of "User: ", "Hi", "\\n", "Assistant: "
+    tokenizer(f"{PIECE_MARK}User: {PIECE_MARK}Hi")["input_ids"]  # the ids of "User: ", then of "Hi"
     save_tokenizer(tokenizer, Path("results/export_hf"))   # tokenizer.json, tokenizer_config.json
 """
 
@@ -37,15 +35,12 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from gptlineage.corpus.dialogue import ROLE_PREFIXES
 from gptlineage.corpus.tokenizer import EOT_ID, load_mergeable_ranks
 from gptlineage.jsonio import read_json, write_json_atomic
 
 EOT_TEXT = "<|endoftext|>"
-_ROLE_MARKER = "(?:" + "|".join(prefix for prefix in ROLE_PREFIXES.values()) + ")"
-# Oniguruma syntax (tokenizers' Regex): a role marker at the start of the text or of a line, or the
-# newline that ends a message (the one before such a marker). Each is cut out as a piece of its own.
-TRANSCRIPT_SEAMS = rf"(?:\A|(?<=\n)){_ROLE_MARKER}|\n(?={_ROLE_MARKER})"
+# Where the chat template cuts a transcript into its pieces: a noncharacter, which no text is meant to hold.
+PIECE_MARK = "\ufdd0"
 
 
 @cache
@@ -101,15 +96,15 @@ def vocabulary_and_merges() -> tuple[dict[str, int], list[tuple[str, str]]]:
 
 def hf_tokenizer(context: int, chat_template: str | None = None):
     """A `transformers.PreTrainedTokenizerFast` that encodes as gptlineage does (tiktoken's GPT-2 ids, a
-    transcript piece by piece), end-of-text as bos, eos and pad, `model_max_length` the model's context."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    marked transcript piece by piece), end-of-text as bos, eos and pad, `model_max_length` the model's context."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     vocabulary, merges = vocabulary_and_merges()
     core = Tokenizer(models.BPE(vocab=vocabulary, merges=merges, fuse_unk=False))
     core.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split(Regex(TRANSCRIPT_SEAMS), behavior="isolated"),
+            pre_tokenizers.Split(PIECE_MARK, behavior="removed"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
         ]
     )

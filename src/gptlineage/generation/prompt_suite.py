@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from gptlineage.corpus.tokenizer import gpt2_encoding, tokenizer_identity
-from gptlineage.errors import GptlineageError
+from gptlineage.errors import GptlineageError, printable
 from gptlineage.generation import batched
 from gptlineage.generation.chat import chat_prompt, complete_batch, not_text
 from gptlineage.generation.decoding import check_fits, check_vocabulary
 from gptlineage.generation.report_settings import PromptSuiteConfig
 from gptlineage.generation.source import check_text_vocabulary
-from gptlineage.lineage.checks import printable
+from gptlineage.lineage.locations import store_path
 from gptlineage.model.gpt import GPT
 from gptlineage.progress import Progress
 
@@ -160,10 +160,11 @@ def suite_report(
     for family, family_score in by_family.items():
         family_rate = "n/a" if family_score["rate"] is None else f"{family_score['rate']:.4f}"
         print(f"exact_match[{printable(family)}]={family_score['matched']}/{family_score['judged']} rate={family_rate}")
-    settings = {**parameters, "system": SYSTEM, "sampling": asdict(config.sampling), "decoder": DECODER}
+    settings = {key: store_path(value) if isinstance(value, str) else value for key, value in parameters.items()}
+    settings |= {"system": SYSTEM, "sampling": asdict(config.sampling), "decoder": DECODER}
     return {
         "schema": SCHEMA,
-        "suite": config.suite_name,
+        "suite": store_path(config.suite_name),  # a store's file as the store names it, not the job's copy
         "settings": settings,
         "match_rule": MATCH_RULE,
         "lenient_rule": LENIENT_RULE,

@@ -12,7 +12,7 @@ Example:
 
 from __future__ import annotations
 
-from gptlineage.lineage.checks import printable
+from gptlineage.errors import printable
 
 
 def terminal_text(text: str) -> str:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gptlineage.lineage.checks import is_hex64, printable
+from gptlineage.errors import printable
+from gptlineage.lineage.checks import is_hex64
 from gptlineage.settings import SettingError, check_settings, output_setting, setting
 
 MLFLOW = "mlflow"  # `lineage export mlflow RESULTS`: the word before the tree names the format
@@ -126,6 +127,10 @@ class ExportSettings:
             )
         if self.mlflow_tree is None and self.experiment_name != MLFLOW_EXPERIMENT:
             raise SettingError("experiment_name", "goes with export mlflow RESULTS")
+        if not self.experiment_name.strip() or len(self.experiment_name) > 500:  # MLflow's limits
+            raise SettingError("experiment_name", "must be 1 to 500 characters, not blank")
+        if self.tracking_uri is not None and not self.tracking_uri.strip():  # MLflow would take ./mlflow.db
+            raise SettingError("tracking_uri", "is empty; name the store (sqlite:///FILE, http://HOST:PORT)")
         if self.mlflow_tree is not None and self.output is not None:
             raise SettingError("output", "goes with prov-json and ro-crate; mlflow writes to --tracking-uri")
         for flag, given in (("--no-sources", not self.sources), ("--zip", self.zip)):

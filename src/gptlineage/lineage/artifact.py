@@ -13,7 +13,7 @@ artifact and no half-written manifest (an older artifact at the same path stays 
 An existing output is replaced only when it is an artifact (see `gptlineage.lineage.outputs`),
 and never when it is, holds or lies inside one of the command's inputs (or the artifact holding
 one), or lies inside another artifact: a command told to read X and write X is one error line.
-A full disk is one line too (`no space left on device writing <output>`), the older artifact intact.
+A write fault is one line too (`no space left on device writing <output>`), the older artifact intact.
 
 The manifest records: every file (path, bytes, sha256), the command (name and argv), the
 resolved parameters and their hash, each input (role, path, and the id of the artifact
@@ -29,7 +29,6 @@ commit). docs/manifest.md specifies every field and states the rule for the arti
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import shutil
@@ -39,10 +38,10 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import GptlineageError
+from gptlineage.errors import WRITE_FAULTS, GptlineageError, printable
 from gptlineage.files import link_or_copy
 from gptlineage.jsonio import write_json_atomic
-from gptlineage.lineage.checks import check_manifest, check_text, printable
+from gptlineage.lineage.checks import check_manifest, check_text
 from gptlineage.lineage.declaration import Declaration, declared_by
 from gptlineage.lineage.hashing import hash_session, sha256_file, sha256_json, sha256_tree, tree_file_count
 from gptlineage.lineage.identity import (
@@ -80,7 +79,6 @@ INPUT_IDENTITY_KEYS = ("role", "artifact_id", "member", "sha256", "tree_sha256")
 # What an input contributes to the content hash: the results it held when it was used.
 INPUT_CONTENT_KEYS = ("role", "content_sha256", "sha256", "tree_sha256")
 SEAL_KEY = "manifest_sha256"
-NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # a full disk, a full quota
 
 
 def identity_payload(manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -359,12 +357,12 @@ class ArtifactWriter:
                 raise
 
     def _discard(self, error: BaseException | None) -> None:
-        """Remove the temporary directory (an older artifact at the output stays as it was); a full
-        disk becomes one error line naming the output."""
+        """Remove the temporary directory (an older artifact at the output stays as it was); a write
+        fault (a full disk, a file-size limit) names the output: its temporary file is gone."""
         shutil.rmtree(self.path, ignore_errors=True)
         remove_created(self.created)
-        if isinstance(error, OSError) and error.errno in NO_SPACE:
-            raise GptlineageError(f"no space left on device writing {self.output}") from None
+        if isinstance(error, OSError) and error.errno in WRITE_FAULTS:
+            raise OSError(error.errno, error.strerror, str(self.output)) from None  # cli words it
 
     def planned_id(self) -> str:
         """The id the artifact will have, known once the writer has started (the id leaves the files out)."""

@@ -6,8 +6,8 @@ format (`gptlineage.lineage.manifest_schema`, docs/manifest.md) by the `jsonsche
 with the validator of the draft the schema declares, so a missing key, a wrong type, a member
 the schema does not allow, a path that leaves its artifact or a hash that is not 64 hex digits
 is one error line naming the file and the JSON path of the first error, never a traceback later
-on. Text that came from a manifest or a file name is printed through `printable`, so a control
-character cannot rewrite the terminal.
+on. Text that came from a manifest or a file name is printed through `printable`
+(`gptlineage.errors`), so a control character cannot rewrite the terminal.
 
 Example:
     gptlineage lineage verify results/data_csv
@@ -20,11 +20,10 @@ import functools
 import json
 import math
 import re
-import unicodedata
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from gptlineage.errors import GptlineageError
+from gptlineage.errors import GptlineageError, printable
 from gptlineage.lineage.manifest_schema import HEX64, MANIFEST_SCHEMA, PLAIN_RELATIVE
 
 if TYPE_CHECKING:
@@ -33,31 +32,6 @@ if TYPE_CHECKING:
 # Deeper values are refused: the writer never nests this far, and the JSON encoder would hit
 # Python's recursion limit hashing them.
 MAX_DEPTH = 64
-# Unicode categories shown escaped: controls, format characters (bidi overrides), surrogates,
-# private use, line and paragraph separators.
-HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
-
-
-def printable(text: Any) -> str:
-    """TEXT with every control or invisible character written as an escape (ESC -> \\x1b)."""
-    text = str(text)
-    if text.isprintable():  # no Other or Separator but the space, so nothing HIDDEN: the usual case, fast
-        return text
-    return escaped(text, HIDDEN)
-
-
-def escaped(text: str, hidden: Collection[str], kept: Collection[str] = ()) -> str:
-    """TEXT with each character of a Unicode category in HIDDEN, but those in KEPT, written as a
-    Python escape (\\x1b, \\u202e, \\U000e0001): the terminal's `printable` and the pages' `visible`."""
-    out = []
-    for char in text:
-        if char in kept or unicodedata.category(char) not in hidden:
-            out.append(char)
-        elif ord(char) < 0x100:
-            out.append(f"\\x{ord(char):02x}")
-        else:
-            out.append(f"\\u{ord(char):04x}" if ord(char) < 0x10000 else f"\\U{ord(char):08x}")
-    return "".join(out)
 
 
 def safe_name(text: str, fallback: str, limit: int = 100) -> str:

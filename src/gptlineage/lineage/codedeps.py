@@ -34,9 +34,10 @@ PACKAGE = "gptlineage"
 # closure leaves them out, with what is reached only through them, so a reworded error or an
 # escape reruns no rule and re-keys no artifact. Never name here code that computes an output:
 # the model, the loss, the training loop, data, the artifact writer's hashes, ids and manifest
-# fields. (checks.safe_name also names the files of a `lineage export` crate: no artifact, no rule.)
+# fields, text escapes a page writes (printable, escaped: gptlineage.errors). (checks.safe_name
+# also names the files of a `lineage export` crate: no artifact, no rule.)
 PRESENTATION = (
-    "gptlineage.lineage.checks",  # error wording, printable(), the manifest schema check
+    "gptlineage.lineage.checks",  # error wording, the manifest schema check
     "gptlineage.generation.terminal",  # terminal_text(): model text escaped for printing
     "gptlineage.progress",  # the progress lines of a log or terminal
 )

@@ -16,14 +16,13 @@ A full disk is one line naming the output, and the temporary sibling is removed.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import shutil
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from gptlineage.errors import GptlineageError
+from gptlineage.errors import WRITE_FAULTS, GptlineageError
 from gptlineage.lineage.outputs import sibling, stale_siblings
 
 METADATA = "ro-crate-metadata.json"
@@ -49,13 +48,13 @@ def clean_stale_crates(output: Path) -> None:
 
 @contextlib.contextmanager
 def naming_full_disk(output: Path) -> Iterator[None]:
-    """A full disk (or quota) inside as the project's one line naming OUTPUT: a write to a file
+    """A write fault (a full disk, a file-size limit) inside as naming OUTPUT: a write to a file
     object names no file, which the command line would call standard output."""
     try:
         yield
     except OSError as error:
-        if error.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise GptlineageError(f"no space left on device writing {output}") from None
+        if error.errno in WRITE_FAULTS:
+            raise OSError(error.errno, error.strerror, str(output)) from None
         raise
 
 

@@ -29,6 +29,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gptlineage.errors import GptlineageError
+
 DROP, SCRATCH = "drop", "scratch"  # a copy outside the artifact is left out; a work folder goes to scratch
 SIDE_OUTPUT_KINDS = (DROP, SCRATCH)
 # What an artifact holds, for the readers that need one kind of artifact (a training run's loss
@@ -191,11 +193,14 @@ def declared_by(module: str) -> Declaration:
 
     Under the CLI it is the command module being run, loaded already; a library call's is loaded
     here, so that a manifest records the same declaration whichever way the command was called.
+    Only a module that is not there declares nothing; one that fails to import is one error line.
     """
     try:
         loaded = sys.modules.get(module) or importlib.import_module(module)
-    except ImportError:
-        return NOTHING
+    except ImportError as error:
+        if isinstance(error, ModuleNotFoundError) and error.name and f"{module}.".startswith(f"{error.name}."):
+            return NOTHING  # MODULE itself, or its package, is not there
+        raise GptlineageError(f"cannot import {module} to read its declaration: {error}") from None
     found = getattr(loaded, "DECLARATION", None)
     return found if isinstance(found, Declaration) else NOTHING
 

@@ -35,6 +35,7 @@ from gptlineage.cpus import available_cpus, cpu_model_and_flags
 from gptlineage.lineage.behaviour import library_behaviour
 from gptlineage.lineage.codedeps import PACKAGE, external_imports, module_files, module_path
 from gptlineage.lineage.hashing import sha256_file
+from gptlineage.lineage.locations import store_path
 
 PACKAGE_DIR = Path(gptlineage.__file__).resolve().parent
 SOURCE_ROOT = PACKAGE_DIR.parent  # the directory holding gptlineage/; closure paths are relative to it
@@ -84,9 +85,10 @@ def started_utc() -> str:
 
 
 def recorded_argv() -> list[str]:
-    """The command line to record: the CLI's own arguments, else this process's (a library call)."""
+    """The command line to record: the CLI's own arguments, else this process's (a library call),
+    a store's file named as in the store (`s3://...`), not by the job's local copy of it."""
     current = current_invocation()
-    return ["gptlineage", *(current.argv if current is not None else sys.argv[1:])]
+    return ["gptlineage", *map(store_path, current.argv if current is not None else sys.argv[1:])]
 
 
 def code_module_for(command: str, explicit: str | None = None) -> str:

@@ -5,18 +5,38 @@ Example:
     {'run': 'input:run', 'steps': 5}
     >>> input_place(describe_input("train_bin", "results/corpus/train.bin", out))  # doctest: +SKIP
     {'role': 'train_bin', 'artifact_id': '3f2a...', 'member': 'train.bin'}
+    >>> store_path("--part=model=.snakemake/storage/s3/bucket/run1/results/x")  # staged_path: back
+    '--part=model=s3://bucket/run1/results/x'
 
 A store's local copy (`.snakemake/storage/s3/BUCKET/PREFIX/results/...`), another checkout or a
 renamed tree names the same input by another path; the id covers the parameters, so they must
-not hold that path. The input's own manifest entry records what it was.
+not hold that path. The input's own manifest entry records what it was. What a person reads (the
+recorded argv, a report, a transcript) names a store's file as the store does (`store_path`);
+`lineage reproduce` reads such a path back as the job's local copy (`staged_path`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+# Where a Snakemake storage plugin stages a store's file for a job (`.snakemake/storage/s3/BUCKET/KEY`),
+# as a word or after `=` (`--part model=...`), and the store's own name for it (`s3://BUCKET/KEY`).
+STAGED = re.compile(r"(^|=)(?:[^=]*/)?\.snakemake/storage/([a-z][a-z0-9]*)/")
+STORED = re.compile(r"(^|=)([a-z][a-z0-9]*)://")
+
+
+def store_path(text: str) -> str:
+    """TEXT with a store's local copy named as in the store: `.snakemake/storage/s3/b/k` -> `s3://b/k`."""
+    return STAGED.sub(r"\1\2://", text)
+
+
+def staged_path(text: str) -> str:
+    """`store_path` undone: the store's name of a file as the path of its local copy."""
+    return STORED.sub(r"\1.snakemake/storage/\2/", text)
 
 
 def input_place(entry: Mapping[str, Any]) -> dict[str, Any]:

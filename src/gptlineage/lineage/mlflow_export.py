@@ -11,43 +11,50 @@ as run artifacts. The runs of one tree are nested under one run of the tree (MLf
 nested runs under their parent); the DAG's edges are tags (`gptlineage.parents`: the input
 artifacts' run ids), as a run has one parent in MLflow and an artifact several inputs. A run is
 found again by its artifact id: exporting again adds nothing, and a second tree adds only the
-artifacts the first did not have. MLflow is imported only here, and only when exporting.
+artifacts the first did not have; one rerun with other results (same id) has its run replaced. Only
+a tree that verifies is exported. A local store is written under its lock (`<store>.lock`), a new
+sqlite store made whole beside it and renamed into place. MLflow is imported only here, when exporting.
 """
 
 from __future__ import annotations
 
+import fcntl
+import glob
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from gptlineage.errors import GptlineageError
+from gptlineage.files import temporary_sibling
 from gptlineage.jsonio import is_finite_number
 from gptlineage.lineage.artifact import content_sha256
 from gptlineage.lineage.declaration import TRAINING_RUN, holds
+from gptlineage.lineage.hashing import hash_session
 from gptlineage.lineage.script import run_order
 from gptlineage.lineage.table import find_artifacts, flatten, stage_metrics
 from gptlineage.lineage.tree import lexical
-from gptlineage.lineage.walk import ManifestCache, Node, input_artifact_dir, walk
+from gptlineage.lineage.walk import Node, input_artifact_dir, verified_lineage
 
 MISSING = "MLflow is not installed: pip install 'gptlineage[mlflow]'"
 ARTIFACT_ID, TREE_ID, COMPLETE = "gptlineage.artifact_id", "gptlineage.tree_id", "gptlineage.complete"
-PARENTS = "gptlineage.parents"
+PARENTS, CONTENT = "gptlineage.parents", "gptlineage.content_sha256"
 MAX_PARAM_VALUE, MAX_KEY = 6000, 250  # MLflow's limits: characters of a param value, of a key
 BATCH = 100  # MLflow takes at most 100 params (and 1000 metrics) in one log_batch call
 UNSAFE_KEY = re.compile(r"[^A-Za-z0-9_\-. :/]")  # MLflow keys: alphanumerics, _ - . space : /
 SHOWN_FILES = re.compile(r"(.*/)?index\.html|.*\.(png|svg)|README\.md")  # page, plots, model card
+MAX_STEP = 2**63  # MLflow's steps are 64-bit integers
 
 
 def mlflow_client(tracking_uri: str) -> Any:
-    """MLflow's client for TRACKING_URI; a missing package or an unusable store is one line."""
-    try:
-        from mlflow.tracking import MlflowClient
-    except ImportError:
-        raise GptlineageError(MISSING) from None
+    """MLflow's client for TRACKING_URI (MLflow imported by `opened_store`); an unusable store is one line."""
+    from mlflow.tracking import MlflowClient
+
     try:
         client = MlflowClient(tracking_uri=tracking_uri)
         client.search_experiments(max_results=1)  # reaches the store: a bad URI fails here
@@ -62,11 +69,12 @@ def first_line(error: BaseException) -> str:
 
 
 def safe_key(key: str) -> str:
-    """KEY with every character MLflow refuses made `_`, at most 250 characters (same KEY, same result)."""
-    key = UNSAFE_KEY.sub("_", key) or "_"
+    """KEY with every character MLflow refuses, and each empty, `.` or `..` path part, made `_`; at most
+    250 characters (same KEY, same result): MLflow refuses a name that is not its own normal path."""
+    key = "/".join(part if part.strip(".") else "_" for part in UNSAFE_KEY.sub("_", key).split("/"))
     if len(key) <= MAX_KEY:
         return key
-    return key[: MAX_KEY - 17] + "~" + hashlib.sha256(key.encode()).hexdigest()[:16]
+    return key[: MAX_KEY - 17] + "_" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def param_value(value: Any) -> str:
@@ -88,7 +96,8 @@ def curve_points(node: Node) -> Iterator[tuple[str, int, float]]:
     """(series, step, value) of a training run's metrics.json, in its order; nothing for other artifacts.
 
     A point's every number but its step is a series named `<phase>/<field>` (`train/loss`,
-    `validation/loss`), so the names come from the data, not from a list kept here.
+    `validation/loss`), so the names come from the data, not from a list kept here. MLflow holds
+    no NaN, infinity or step of over 63 bits: such a value or point is left out.
     """
     listed = {entry["path"] for entry in node.manifest["files"]}
     if not holds(node.manifest, TRAINING_RUN) or "metrics.json" not in listed:
@@ -98,7 +107,8 @@ def curve_points(node: Node) -> Iterator[tuple[str, int, float]]:
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise GptlineageError(f"{node.path / 'metrics.json'}: unreadable training metrics ({error})") from None
     for point in points:
-        if not isinstance(point, dict) or not isinstance(point.get("step"), int) or "phase" not in point:
+        step = point.get("step") if isinstance(point, dict) and "phase" in point else None
+        if not isinstance(step, int) or abs(step) >= MAX_STEP:
             continue
         for field, value in point.items():
             if field not in ("step", "phase") and is_finite_number(value):
@@ -114,14 +124,55 @@ def started_ms(manifest: Mapping[str, Any]) -> int:
         return 0
 
 
-def tree_nodes(results: Path) -> list[Node]:
-    """Every artifact of the tree and everything upstream of it, once each, inputs before readers."""
-    read = ManifestCache()
+def tree_nodes(results: Path, store: Path | None) -> list[Node]:
+    """Every artifact of the tree and everything upstream of it, once each, inputs before readers;
+    refused unless each verifies (`verified_lineage`) and the local STORE lies in none of them."""
     found: dict[Path, Node] = {}
-    for _, directory in find_artifacts([results]):
-        for node in walk(directory, read):
-            found.setdefault(node.path, node)
+    with hash_session():  # an artifact upstream of many is hashed once
+        for _, directory in find_artifacts([results]):
+            for node in verified_lineage(directory, "MLflow runs", store):
+                found.setdefault(node.path, node)
     return run_order(list(found.values()))
+
+
+def store_path(tracking_uri: str) -> Path | None:
+    """The local file (sqlite:///FILE) or folder (file:DIR) a tracking URI names; None for a server."""
+    scheme, _, rest = tracking_uri.partition(":")
+    if scheme == "sqlite" and rest.startswith("///"):
+        return Path(rest[3:].partition("?")[0]).absolute()
+    return Path(rest.removeprefix("//")).absolute() if scheme == "file" else None
+
+
+@contextmanager
+def opened_store(tracking_uri: str, store: Path | None) -> Iterator[Any]:
+    """MLflow's client for TRACKING_URI, its local STORE locked (`<store>.lock`) until the block ends; a
+    new sqlite store is made whole in a temporary file beside it and renamed into place (MLflow makes its
+    tables in several steps, which a kill or a second export would interrupt). Each refusal is one line."""
+    try:
+        import mlflow.store.db.utils as db_utils
+        import mlflow.tracking  # noqa: F401 (so a missing MLflow fails here, before anything is written)
+    except ImportError:
+        raise GptlineageError(MISSING) from None
+    # MLflow retries an unopenable sqlite file for 100 s, a refusing server for minutes: seconds here
+    db_utils.MAX_RETRY_COUNT = 2
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+    try:
+        descriptor = os.open(f"{store}.lock", os.O_RDWR | os.O_CREAT, 0o644) if store else None
+    except OSError as error:
+        raise GptlineageError(f"--tracking-uri {tracking_uri}: cannot lock {store}.lock ({error.strerror})") from None
+    try:
+        if store and descriptor is not None:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)  # another export into this store: wait for its end
+            for stale in store.parent.glob(f".{glob.escape(store.name)}.tmp-*"):
+                os.unlink(stale)  # a killed export's (each writer holds the lock)
+            if tracking_uri.startswith("sqlite") and not (store.exists() and store.stat().st_size):
+                mlflow_client(f"sqlite:///{temporary_sibling(store)}")
+                os.replace(temporary_sibling(store), store)
+        yield mlflow_client(tracking_uri)
+    finally:
+        if descriptor is not None:
+            os.close(descriptor)
 
 
 def place_name(directory: Path, results: Path) -> str:
@@ -138,7 +189,7 @@ def run_tags(node: Node, name: str, parents: list[str]) -> dict[str, str]:
     return {
         "mlflow.runName": name,
         ARTIFACT_ID: manifest["id"],
-        "gptlineage.content_sha256": content_sha256(manifest),
+        CONTENT: content_sha256(manifest),
         "gptlineage.command": str(manifest["command"]["name"]),
         "gptlineage.code.closure_sha256": str(code.get("closure_sha256", "")),
         "gptlineage.code.module": str(code.get("module", "")),
@@ -147,14 +198,17 @@ def run_tags(node: Node, name: str, parents: list[str]) -> dict[str, str]:
     }
 
 
-def find_run(client: Any, experiment_id: str, key: str, value: str) -> str | None:
-    """The finished run whose tag KEY is VALUE; a run an interrupted export left half-logged is deleted."""
+def find_run(client: Any, experiment_id: str, tags: Mapping[str, str]) -> str | None:
+    """The finished run whose TAGS match; any other run of the first tag's value (one an interrupted
+    export left half-logged, or one of content the tree no longer holds) is deleted."""
+    key, value = next(iter(tags.items()))
     runs = client.search_runs([experiment_id], filter_string=f"tags.`{key}` = '{value}'")
     found = None
     for run in runs:
-        if run.data.tags.get(COMPLETE) == "true" and found is None:
+        current = all(run.data.tags.get(name) == wanted for name, wanted in {**tags, COMPLETE: "true"}.items())
+        if current and found is None:
             found = run.info.run_id
-        elif run.data.tags.get(COMPLETE) != "true":
+        else:
             client.delete_run(run.info.run_id)
     return found
 
@@ -186,34 +240,49 @@ def experiment_id(client: Any, name: str) -> str:
     return found.experiment_id if found is not None else client.create_experiment(name)
 
 
-def start_run(client: Any, experiment: str, tags: dict[str, str]) -> str:
-    return client.create_run(experiment, tags=tags, run_name=tags.get("mlflow.runName")).info.run_id
+def write_run(client: Any, experiment: str, tags: dict[str, str], node: Node | None = None) -> str:
+    """A new run with TAGS (and NODE's contents), marked complete last: a run without the mark is redone."""
+    run_id = client.create_run(experiment, tags=tags, run_name=tags["mlflow.runName"]).info.run_id
+    try:
+        if node is not None:
+            log_run(client, run_id, node)
+    except BaseException:
+        client.delete_run(run_id)  # a run is written whole or not at all (a killed one: by the next export)
+        raise
+    client.set_tag(run_id, COMPLETE, "true")
+    client.set_terminated(run_id)
+    return run_id
 
 
-def export_mlflow(results: Path, tracking_uri: str, experiment: str) -> dict[str, int]:
-    """Runs for the tree RESULTS in EXPERIMENT at TRACKING_URI: {"artifacts", "added", "found"}."""
-    results = lexical(results.absolute())
-    nodes = tree_nodes(results)  # read (and refused if broken) before MLflow is touched
-    client = mlflow_client(tracking_uri)
-    experiment_id_ = experiment_id(client, experiment)
+def write_runs(client: Any, experiment: str, nodes: list[Node], results: Path) -> int:
+    """The tree's run, then a run per artifact but those found with its content and parents: how many added."""
     tree_id = hashlib.sha256(" ".join(sorted(node.manifest["id"] for node in nodes)).encode()).hexdigest()
-    tree_run = find_run(client, experiment_id_, TREE_ID, tree_id)
-    if tree_run is None:
-        tree_run = start_run(client, experiment_id_, {"mlflow.runName": f"tree {results.name}", TREE_ID: tree_id})
-        client.set_tag(tree_run, COMPLETE, "true")
-        client.set_terminated(tree_run)
+    tree = {"mlflow.runName": f"tree {results.name}", TREE_ID: tree_id}
+    tree_run = find_run(client, experiment, {TREE_ID: tree_id}) or write_run(client, experiment, tree)
     run_of: dict[Path, str] = {}
     added = 0
     for node in nodes:
-        found = find_run(client, experiment_id_, ARTIFACT_ID, node.manifest["id"])
-        if found is None:
-            inputs = [input_artifact_dir(node.path, entry) for entry in node.manifest["inputs"]]
-            parents = sorted({run_of[up] for up in inputs if up in run_of})
-            tags = run_tags(node, place_name(node.path, results), parents)
-            found = start_run(client, experiment_id_, {**tags, "mlflow.parentRunId": tree_run})
-            log_run(client, found, node)
-            client.set_tag(found, COMPLETE, "true")  # last: a run without it is redone next time
-            client.set_terminated(found)
-            added += 1
-        run_of[node.path] = found
-    return {"artifacts": len(nodes), "added": added, "found": len(nodes) - added}
+        inputs = [input_artifact_dir(node.path, entry) for entry in node.manifest["inputs"]]
+        tags = run_tags(node, place_name(node.path, results), sorted({run_of[up] for up in inputs if up in run_of}))
+        found = find_run(client, experiment, {k: tags[k] for k in (ARTIFACT_ID, CONTENT, PARENTS)})
+        # new, or rerun with other results (its old run deleted): the run follows the tree's content
+        run_of[node.path] = found or write_run(client, experiment, {**tags, "mlflow.parentRunId": tree_run}, node)
+        added += found is None
+    return added
+
+
+def export_mlflow(results: Path, tracking_uri: str, experiment: str) -> str:
+    """Runs for the tree RESULTS in EXPERIMENT at TRACKING_URI; says how many were added and found."""
+    results = lexical(results.absolute())
+    store = store_path(tracking_uri)
+    nodes = tree_nodes(results, store)  # read (and refused unless it verifies) before MLflow is touched
+    if store is not None and results.resolve() in [store.resolve(), *store.resolve().parents]:  # its lock, its files
+        raise GptlineageError(f"--tracking-uri {tracking_uri}: inside the tree {results}; put the store elsewhere")
+    with opened_store(tracking_uri, store) as client:
+        try:
+            added = write_runs(client, experiment_id(client, experiment), nodes, results)
+        except GptlineageError:
+            raise
+        except Exception as error:  # MLflow refuses a name or value in many kinds (MlflowException, OSError...)
+            raise GptlineageError(f"--tracking-uri {tracking_uri}: MLflow refused ({first_line(error)})") from None
+    return f"{len(nodes)} artifacts, {added} runs added, {len(nodes) - added} already there"

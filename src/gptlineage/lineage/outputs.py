@@ -30,7 +30,7 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from gptlineage.errors import GptlineageError
+from gptlineage.errors import WRITE_FAULTS, GptlineageError
 
 HOST_TAG = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname()) or "host"
 
@@ -143,8 +143,8 @@ def make_temporary(output: Path, created: list[Path]) -> Path:
         temporary.mkdir()
     except OSError as error:
         remove_created(created)
-        if error.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise GptlineageError(f"no space left on device writing {output}") from None
+        if error.errno in WRITE_FAULTS:
+            raise OSError(error.errno, error.strerror, str(output)) from None
         raise GptlineageError(
             f"{output}: cannot create {temporary.name} in {output.parent} ({error.strerror})"
         ) from None

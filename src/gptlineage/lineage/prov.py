@@ -12,7 +12,7 @@ from typing import Any
 
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import write_json_atomic
-from gptlineage.lineage.walk import refuse_inside, verified_lineage, walk
+from gptlineage.lineage.walk import verified_lineage
 
 
 def qualified(name: str) -> dict[str, str]:
@@ -20,7 +20,7 @@ def qualified(name: str) -> dict[str, str]:
     return {"$": name, "type": "prov:QUALIFIED_NAME"}
 
 
-def prov_document(path: str | Path) -> dict[str, Any]:
+def prov_document(path: str | Path, output: Path | None = None) -> dict[str, Any]:
     """W3C PROV-JSON: artifacts and source files are entities, each command run an activity.
 
     Only a lineage that verifies is exported; ids are the artifacts' ids and the sources' hashes
@@ -34,7 +34,7 @@ def prov_document(path: str | Path) -> dict[str, Any]:
         "wasGeneratedBy": {},
         "wasDerivedFrom": {},
     }
-    for node in verified_lineage(path, "PROV-JSON"):
+    for node in verified_lineage(path, "PROV-JSON", output):
         manifest = node.manifest
         entity = f"gptl:artifact/{manifest['id']}"
         activity = f"gptl:run/{manifest['id']}"
@@ -79,8 +79,7 @@ def write_prov_json(path: str | Path, output: str | Path) -> Path:
         raise GptlineageError(f"{output}: is a directory; --output names the PROV-JSON file to write")
     if not output.absolute().parent.is_dir():
         raise GptlineageError(f"{output}: its folder {output.absolute().parent} does not exist")
-    refuse_inside(output, walk(path), "PROV-JSON")
-    document = prov_document(path)
+    document = prov_document(path, output)
     try:
         write_json_atomic(output, document)
     except OSError as error:

@@ -48,7 +48,7 @@ from gptlineage.lineage.crate_place import METADATA, check_zip_output, place_cra
 from gptlineage.lineage.hashing import sha256_file
 from gptlineage.lineage.script import CommandLine, workflow_script
 from gptlineage.lineage.tree import artifact_files_root
-from gptlineage.lineage.walk import Node, input_artifact_dir, input_path, refuse_inside, verified_lineage
+from gptlineage.lineage.walk import Node, input_artifact_dir, input_path, verified_lineage
 
 WORKFLOW = "lineage-commands.sh"
 CONTEXT = ["https://w3id.org/ro/crate/1.1/context", "https://w3id.org/ro/terms/workflow-run/context"]
@@ -348,8 +348,7 @@ def export_ro_crate(
     inputs' bytes out. Every refusal comes before anything is created.
     """
     output = Path(output).absolute()
-    nodes = verified_lineage(path, "RO-Crate")
-    refuse_inside(output, nodes, "crate")
+    nodes = verified_lineage(path, "RO-Crate", output)
     if zipped:
         check_zip_output(output)
     elif output.exists() and not (output / METADATA).is_file() and (not output.is_dir() or any(output.iterdir())):

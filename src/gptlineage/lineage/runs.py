@@ -26,9 +26,8 @@ from typing import Any
 
 import pandas as pd
 
-from gptlineage.errors import GptlineageError
+from gptlineage.errors import GptlineageError, printable
 from gptlineage.lineage.artifact import is_artifact_dir, read_manifest
-from gptlineage.lineage.checks import printable
 from gptlineage.lineage.declaration import declaration_of
 from gptlineage.lineage.diff import Stage, stages
 from gptlineage.lineage.results import results_of

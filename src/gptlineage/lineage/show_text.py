@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gptlineage.errors import printable
 from gptlineage.lineage.artifact import MANIFEST, read_manifest
-from gptlineage.lineage.checks import printable
 from gptlineage.lineage.identity import machine_summary
 from gptlineage.lineage.text_table import middle_cut, terminal_width
 from gptlineage.lineage.tree import lexical

@@ -24,9 +24,9 @@ from typing import Any
 
 import pandas as pd
 
-from gptlineage.errors import GptlineageError
+from gptlineage.errors import GptlineageError, printable
 from gptlineage.lineage.artifact import is_artifact_dir, read_manifest
-from gptlineage.lineage.checks import encodable, printable, utf8_shown
+from gptlineage.lineage.checks import encodable, utf8_shown
 from gptlineage.lineage.declaration import WALL_TIME, declaration_of, path_keys
 from gptlineage.lineage.text_table import fit_table, short_date, short_labels
 

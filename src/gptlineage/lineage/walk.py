@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gptlineage.cpus import available_cpus
-from gptlineage.errors import GptlineageError
+from gptlineage.errors import GptlineageError, printable
 from gptlineage.lineage.artifact import (
     FOREIGN_FILES,
     MANIFEST,
@@ -30,7 +30,6 @@ from gptlineage.lineage.artifact import (
     parse_manifest,
     read_manifest,
 )
-from gptlineage.lineage.checks import printable
 from gptlineage.lineage.hashing import file_key, hash_session, prefetch, sha256_file
 from gptlineage.lineage.identity import closure_sha256
 from gptlineage.lineage.sources import SourceFinder, source_file_problems, source_place, source_tree_problems
@@ -321,12 +320,15 @@ def verify(
     return nodes, problems
 
 
-def verified_lineage(path: str | Path, what: str) -> list[Node]:
-    """The artifacts of PATH's lineage, once every byte verifies; an exporter writes nothing else."""
+def verified_lineage(path: str | Path, what: str, output: Path | None = None) -> list[Node]:
+    """The artifacts of PATH's lineage, once every byte verifies (no link followed, nothing read outside
+    them), and OUTPUT not in it: the gate of every exporter, which writes nothing else."""
     nodes, problems = verify(path)
     if problems:
         raise GptlineageError(
             f"{nodes[0].path}: its lineage does not verify ({len(problems)} problem{'s' if len(problems) != 1 else ''},"
             f" the first: {problems[0]}); no {what} written (see gptlineage lineage verify)"
         )
+    if output is not None:
+        refuse_inside(output, nodes, what)
     return nodes

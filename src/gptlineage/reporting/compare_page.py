@@ -35,7 +35,7 @@ from gptlineage.lineage.diff_text import is_consequence, named, verdict_line
 from gptlineage.lineage.results import run_artifact
 from gptlineage.lineage.runs import ComparedRun, named_stages, runs_side_by_side
 from gptlineage.lineage.table import format_value
-from gptlineage.lineage.walk import refuse_inside, verified_lineage
+from gptlineage.lineage.walk import verified_lineage
 from gptlineage.reporting.compare_plots import overlay_caption, overlay_svg
 from gptlineage.reporting.compare_sections import (
     TOLERANCE_NOTE,
@@ -288,8 +288,8 @@ def write_compare(arguments: Sequence[Path], output: str | Path) -> Path:
     if output.exists() and not output.is_dir():
         raise GptlineageError(f"{output}: exists and is not a directory; --output names the page's directory")
     paths = [run_artifact(Path(argument)) for argument in arguments]
-    nodes = [node for path in paths for node in verified_lineage(path, "compare page")]
-    refuse_inside(output, nodes, "compare page")
+    for path in paths:  # each verifies, and the page lies in none
+        verified_lineage(path, "compare page", output)
     values = page_values(arguments, paths)
     page = render("compare.html.j2", **values)  # built first: an error leaves no half-written artifact
     inputs = {letter: path for letter, path in zip(LETTERS, paths)}

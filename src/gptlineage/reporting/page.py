@@ -31,7 +31,7 @@ from markupsafe import Markup
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.lineage.identity import machine_summary
-from gptlineage.lineage.walk import Node, input_artifact_dir, refuse_inside, verified_lineage
+from gptlineage.lineage.walk import Node, input_artifact_dir, verified_lineage
 from gptlineage.reporting.dag import Graph, dag_svg, lineage_graph
 from gptlineage.reporting.html import pretty_json, render, svg_data_uri, trusted_svg, visible
 from gptlineage.reporting.plots import is_number, loss_points, loss_svg, profile_svg, read_metrics, read_trace_summary
@@ -224,8 +224,7 @@ def write_report(path: str | Path, output: str | Path) -> Path:
     output = Path(output)
     if output.exists() and not output.is_dir():
         raise GptlineageError(f"{output}: exists and is not a directory; --output names the report's directory")
-    nodes = verified_lineage(path, "report")
-    refuse_inside(output, nodes, "report")
+    nodes = verified_lineage(path, "report", output)
     page = page_html(nodes)  # built first: an error leaves no half-written artifact
     with ArtifactWriter(
         output,

@@ -17,6 +17,7 @@ from typing import Any
 
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.lineage.locations import store_path
 from gptlineage.settings import as_mapping
 from gptlineage.tabular.csv_loader import from_csv
 from gptlineage.tabular.dataset import Dataset, batch
@@ -52,8 +53,9 @@ def header_lines(
 
     Labels are padded to `label_width` as in the chapter's transcripts (9 for CSV, 8 for NPY).
     """
-    settings = [*paths, ("seed", config.seed)]
-    lines = [f"== {title} ==", "model:", *model_summary_lines(config.batch), f"data_dir = {data_dir}"]
+    # A store's file as the store names it (s3://...), not by the job's local copy of it.
+    settings = [*((name, store_path(str(path))) for name, path in paths), ("seed", config.seed)]
+    lines = [f"== {title} ==", "model:", *model_summary_lines(config.batch), f"data_dir = {store_path(str(data_dir))}"]
     lines += [f"{name.ljust(label_width)} = {value}" for name, value in settings]
     lines.append(
         f"{'train'.ljust(label_width)} = Adam(lr={config.lr}), steps={config.steps}, batch_size={config.batch},"

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,8 @@ class TensorBoardLog:
             self.directory = None
             return
         first_time = not any(self.directory.glob(EVENT_FILES))
+        hook = threading.excepthook  # its writer thread's failed write: no traceback; our next call notes it
+        threading.excepthook = lambda args: type(args.thread).__module__.startswith("tensorboard") or hook(args)
         try:
             self.writer = SummaryWriter(
                 str(self.directory), purge_step=start_step + 1 if start_step else 0, flush_secs=FLUSH_SECONDS
@@ -162,7 +165,7 @@ class TensorBoardLog:
     def guarded(self, action: Any) -> None:
         try:
             action()
-        except Exception as error:  # a full disk, a removed DIR: the curves stop, the training goes on
+        except Exception as error:  # a full disk: a side view stops, training goes on (metrics.json is the record)
             self.failed(error)
 
     def failed(self, error: Exception) -> None:

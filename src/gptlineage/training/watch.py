@@ -29,10 +29,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import GptlineageError
+from gptlineage.errors import GptlineageError, printable
 from gptlineage.jsonio import parse_json, regular_file_text
 from gptlineage.lineage.artifact import MANIFEST, read_manifest
-from gptlineage.lineage.checks import printable
 from gptlineage.lineage.declaration import TRAINING_RUN, holds
 from gptlineage.lineage.identity import host_name
 from gptlineage.progress import counted, duration, loss_text, remaining_seconds
