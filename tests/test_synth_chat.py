@@ -20,6 +20,7 @@ from gptlineage.corpus.chat_families import (
     CAPITALS,
     FAMILIES,
     TASK_FAMILIES,
+    WORD_FAMILIES,
     addition_held_out,
     make_dialogue,
 )
@@ -94,7 +95,7 @@ def templates_matching(templates: tuple[str, ...], prompt: str) -> list[str]:
 
 
 def check_dialogue(row: dict) -> None:
-    assert list(row) == ["messages", "family", "answer"]
+    assert list(row) == ["messages", "family", "answer", "turn_families"]
     messages = row["messages"]
     roles = [m["role"] for m in messages]
     if roles[0] == "system":
@@ -106,8 +107,14 @@ def check_dialogue(row: dict) -> None:
         for i in range(len(messages) - 1)
         if messages[i]["role"] == "user"
     ]
-    for prompt, answer in pairs:
-        assert answer == expected_answer(row["family"], prompt), (prompt, answer)
+    families = row["turn_families"]
+    assert families[0] == row["family"] and len(families) == len(pairs)
+    for (prompt, answer), family in zip(pairs, families, strict=True):
+        assert answer == expected_answer(family, prompt), (prompt, answer)
+    if len(set(families)) == 2:  # a contrast dialogue: two word families asked about one word
+        assert set(families) <= set(WORD_FAMILIES), families
+        words = [the_one([w for w in re.findall(r"[a-z]+", p) if w in WORDS], p) for p, _ in pairs]
+        assert words[0] == words[1], pairs
     assert row["answer"] == messages[-1]["content"]
 
 
@@ -202,9 +209,10 @@ def training_turns(*datasets) -> list[tuple[str, str, str]]:
         for rows in splits.values():
             for row in rows:
                 messages = [m for m in row["messages"] if m["role"] != "system"]
-                for prompt, answer in zip(messages[0::2], messages[1::2]):
+                pairs = zip(messages[0::2], messages[1::2], row["turn_families"], strict=True)
+                for prompt, answer, family in pairs:
                     content = prompt["content"].removeprefix("Another one. ").removeprefix("Next: ")
-                    turns.append((row["family"], content, answer["content"]))
+                    turns.append((family, content, answer["content"]))
     return turns
 
 
