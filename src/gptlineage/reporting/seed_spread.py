@@ -43,13 +43,22 @@ class SeedSpread:
 MEASURED: tuple[SeedSpread, ...] = ()
 # chain_fingerprint of that run: its chat data and training settings (seeds left out).
 DEFAULT_FINGERPRINT = ""
+# Why the default chain scores no sum, measured by the same run's `--addition-probe`.
+ADDITION_NOTE = ""
 
 
 def chain_fingerprint(nodes: Sequence[Node], runs: Sequence[Node]) -> str | None:
-    """The hash of what decides the chain's answers but the seeds: the content of each corpus
-    among NODES (what its declaration says it holds) and the settings of each training run of RUNS
-    (in chain order); None without a corpus."""
-    corpora = sorted(content_sha256(node.manifest) for node in nodes if holds(node.manifest, CORPUS))
+    """The hash of what decides the chain's answers but the seeds and the CPU: the content of each
+    corpus among NODES that a training run of RUNS reads (what its declaration says it holds) and
+    the settings of each run (in chain order); None without such a corpus."""
+    read = {entry.get("artifact_id") for run in runs for entry in run.manifest.get("inputs", [])}
+    corpora = sorted(
+        {
+            content_sha256(node.manifest)
+            for node in nodes
+            if holds(node.manifest, CORPUS) and node.manifest.get("id") in read
+        }
+    )
     if not corpora:
         return None
     stages = []
@@ -75,6 +84,6 @@ def spread_panel(nodes: Sequence[Node], runs: Sequence[Node], rate: float | None
     falls in it, or that its settings are not the default chain's; None without a rate."""
     if rate is None or not MEASURED:
         return None
-    if chain_fingerprint(nodes, runs) != DEFAULT_FINGERPRINT:
-        return {"comparable": False, "rows": [spread_text(rate, row) for row in MEASURED]}
-    return {"comparable": True, "rows": [spread_text(rate, row) for row in MEASURED]}
+    comparable = chain_fingerprint(nodes, runs) == DEFAULT_FINGERPRINT
+    rows = [spread_text(rate, row) for row in MEASURED]
+    return {"comparable": comparable, "rows": rows, "note": ADDITION_NOTE if comparable else ""}
