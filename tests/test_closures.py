@@ -113,7 +113,7 @@ def edited_function(function) -> tuple[str, object]:
 @pytest.mark.parametrize("function", PAGE_WRITERS, ids=lambda function: function.__name__)
 def test_editing_a_function_that_writes_a_page_changes_every_page_command_s_closure(source_copy, function):
     """A function that writes output bytes is in the closure of every command whose output it writes."""
-    assert {"experiment", "lineage"} <= {command.name for command in PAGE_COMMANDS}
+    assert len(PAGE_COMMANDS) >= 2, "the page and the lineage listing both write html"
     relative, edit = edited_function(function)
     for command in PAGE_COMMANDS:
         before, after = closure_hash_after(source_copy, relative, edit, command.module)
