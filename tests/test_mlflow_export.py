@@ -6,7 +6,8 @@ Example:
 Two tiny results trees (tests/tiny_runs.py: a before and an after sharing their data chapter) go
 into one local sqlite store: one run per artifact, with the manifest's parameters, the training
 curves of metrics.json, the tags and the page; a second export adds and changes nothing, and the
-second tree adds only its own artifacts. Then what goes wrong: a tree that does not verify (every
+second tree adds only its own artifacts. A sweep's runs are named by their place below `results`
+and timed as their work ran, in the classic view, with one search per export. Then what goes wrong: a tree that does not verify (every
 exporter refuses it), a killed or concurrent first export, a rerun's re-export, a store inside the
 tree, bad settings, and names or numbers MLflow refuses.
 """
@@ -19,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -87,7 +89,7 @@ def test_a_tree_becomes_one_run_per_artifact_and_exports_once(deliverables, tmp_
         assert set(filter(None, run.data.tags["gptlineage.parents"].split(","))) == parents
         assert run.data.tags["mlflow.parentRunId"]  # nested under the tree's run
     training = runs[read_manifest(tree_a / "train" / "sft_stage2")["id"]]
-    assert training.data.tags["mlflow.runName"] == "train/sft_stage2"
+    assert training.data.tags["mlflow.runName"] == "a/train/sft_stage2"  # below results: tree b's is b/...
     points = json.loads((tree_a / "train" / "sft_stage2" / "metrics.json").read_text())["points"]
     for phase, field in (("train", "loss"), ("validation", "loss"), ("train", "learning_rate")):
         series = f"{phase}/{field}"
@@ -115,6 +117,49 @@ def test_a_tree_becomes_one_run_per_artifact_and_exports_once(deliverables, tmp_
     both = artifact_runs(client)
     assert set(both) == set(expected) | set(tree_artifacts(tree_b))
     assert all(both[artifact_id].info.run_id == run_id for artifact_id, (run_id, _) in before.items())
+
+
+def milliseconds(moment: str) -> int:
+    return (datetime.fromisoformat(moment) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+
+
+def test_a_sweeps_runs_are_named_and_timed_as_its_work_with_one_search(deliverables, tmp_path, capsys, monkeypatch):
+    """A sweep's results/train/sft_stage2 and results/lr_high/train/sft_stage2 (trees a's and b's training
+    runs, copied there): each run is named by its place below results (whichever part is exported), starts
+    and ends as its manifest says, in an experiment made for MLflow's classic view, the export naming its page
+    there (MLflow 3.18's UI opens the GenAI view unless told); one search of the store's runs an export."""
+    source, results = deliverables["a"].parents[2], tmp_path / "project" / "results"
+    shutil.copytree(source / "inputs", tmp_path / "project" / "inputs")
+    default, lr_high = results / "train" / "sft_stage2", results / "lr_high" / "train" / "sft_stage2"
+    shutil.copytree(source / "results" / "a" / "train" / "sft_stage2", default)
+    shutil.copytree(source / "results" / "b" / "train" / "sft_stage2", lr_high)
+    reseal(default, lambda manifest: [entry.update(path=entry["path"][3:]) for entry in manifest["inputs"]])  # ../
+    searches, search_runs = [], MlflowClient.search_runs
+    monkeypatch.setattr(MlflowClient, "search_runs", lambda *a, **k: searches.append(a) or search_runs(*a, **k))
+    monkeypatch.chdir(tmp_path)  # the new experiment's files: ./mlruns
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert "1 artifacts, 1 runs added" in export(lr_high, uri, capsys)  # one experiment of the sweep first
+    said = export(results, uri, capsys)
+    assert "2 artifacts, 1 runs added, 1 already there" in said
+    assert len(searches) == 2  # one an export, not one an artifact
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("gptlineage")
+    assert f"(mlflow ui: /#/experiments/{experiment.experiment_id}?workflowType=machine_learning)" in said
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # not "genai_development"
+    runs = client.search_runs([experiment.experiment_id])
+    named = {run.info.run_name: run.info for run in runs}
+    assert set(named) == {"lr_high/train/sft_stage2", "train/sft_stage2", "tree sft_stage2", "tree results"}
+    ran = {name: read_manifest(results / name)["run"] for name in ("train/sft_stage2", "lr_high/train/sft_stage2")}
+    for name, run in ran.items():
+        assert (named[name].start_time, named[name].end_time) == tuple(
+            milliseconds(run[key]) for key in ("started_utc", "finished_utc")
+        )
+    assert named["tree results"].start_time == min(milliseconds(run["started_utc"]) for run in ran.values())
+    assert named["tree results"].end_time == max(milliseconds(run["finished_utc"]) for run in ran.values())
+    assert "0 runs added, 2 already there" in export(results, uri, capsys)
+    assert sorted(run.info.run_id for run in client.search_runs([experiment.experiment_id])) == sorted(
+        run.run_id for run in named.values()
+    )  # the tree's run found again too
 
 
 def test_a_bad_tracking_uri_or_a_missing_flag_is_one_line(deliverables, capsys):

@@ -1,19 +1,20 @@
 """Put every artifact of a results tree into an MLflow experiment: one run per artifact.
 
 Example:
-    gptlineage lineage export mlflow results --tracking-uri file:mlruns
-    mlflow ui --backend-store-uri file:mlruns
+    gptlineage lineage export mlflow results --tracking-uri sqlite:///mlflow.db
+    mlflow ui --backend-store-uri sqlite:///mlflow.db   # mlflow of the client's version (docs/lineage.md)
 
-Each artifact becomes a run named by its place in the tree (`train/sft_stage1`), with its
-parameters (flattened `a.b.c`), its headline metrics, a training run's curves as step series
-(metrics.json), tags naming its id, content, command and code, and its page, plots and model card
-as run artifacts. The runs of one tree are nested under one run of the tree (MLflow's UI folds
-nested runs under their parent); the DAG's edges are tags (`gptlineage.parents`: the input
-artifacts' run ids), as a run has one parent in MLflow and an artifact several inputs. A run is
-found again by its artifact id: exporting again adds nothing, and a second tree adds only the
-artifacts the first did not have; one rerun with other results (same id) has its run replaced. Only
-a tree that verifies is exported. A local store is written under its lock (`<store>.lock`), a new
-sqlite store made whole beside it and renamed into place. MLflow is imported only here, when exporting.
+Each artifact becomes a run named by its place below `results` (a sweep's `lr_high/train/sft_stage2`),
+timed as its work ran (`run.started_utc`, `.finished_utc`), with its parameters (flattened `a.b.c`), its
+headline metrics, a training run's curves as step series (metrics.json), tags naming its id, content,
+command and code, and its page, plots and model card as run artifacts. The runs of one tree are nested
+under one run of the tree (MLflow's UI folds nested runs under their parent); the DAG's edges are tags
+(`gptlineage.parents`: the input artifacts' run ids), as a run has one parent in MLflow and an artifact
+several inputs. A run is found again by its artifact id (one search for the export): exporting again adds
+nothing, a second tree only the artifacts the first did not have; one rerun with other results (same id)
+has its run replaced. A new experiment is tagged for MLflow's classic view, and the export names its page
+there. Only a tree that verifies is exported. A local store is written under its lock (`<store>.lock`), a
+new sqlite store made whole beside it and renamed into place. MLflow is imported only here, when exporting.
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ MAX_PARAM_VALUE, MAX_KEY = 6000, 250  # MLflow's limits: characters of a param v
 BATCH = 100  # MLflow takes at most 100 params (and 1000 metrics) in one log_batch call
 UNSAFE_KEY = re.compile(r"[^A-Za-z0-9_\-. :/]")  # MLflow keys: alphanumerics, _ - . space : /
 SHOWN_FILES = re.compile(r"(.*/)?index\.html|.*\.(png|svg)|README\.md")  # page, plots, model card
-MAX_STEP = 2**63  # MLflow's steps are 64-bit integers
+MAX_STEP, PAGE = 2**63, 50000  # MLflow's steps are 64-bit integers; it returns at most 50000 runs a search
+KIND, CLASSIC = "mlflow.experimentKind", "custom_model_development"  # the UI's view: classic, not GenAI
+Runs = dict[str, list[tuple[str, dict[str, str]]]]  # (run id, tags) by artifact or tree id
 
 
 def mlflow_client(tracking_uri: str) -> Any:
@@ -82,14 +85,8 @@ def param_value(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     if len(text) <= MAX_PARAM_VALUE:
         return text
-    digest = hashlib.sha256(text.encode()).hexdigest()
-    tail = f"... (cut; sha256 {digest})"
+    tail = f"... (cut; sha256 {hashlib.sha256(text.encode()).hexdigest()})"
     return text[: MAX_PARAM_VALUE - len(tail)] + tail
-
-
-def run_params(manifest: Mapping[str, Any]) -> dict[str, str]:
-    """The manifest's parameters, flattened to `a.b.c` keys, as MLflow params."""
-    return {safe_key(key): param_value(value) for key, value in flatten(manifest.get("parameters") or {}).items()}
 
 
 def curve_points(node: Node) -> Iterator[tuple[str, int, float]]:
@@ -99,8 +96,7 @@ def curve_points(node: Node) -> Iterator[tuple[str, int, float]]:
     `validation/loss`), so the names come from the data, not from a list kept here. MLflow holds
     no NaN, infinity or step of over 63 bits: such a value or point is left out.
     """
-    listed = {entry["path"] for entry in node.manifest["files"]}
-    if not holds(node.manifest, TRAINING_RUN) or "metrics.json" not in listed:
+    if not holds(node.manifest, TRAINING_RUN) or "metrics.json" not in {e["path"] for e in node.manifest["files"]}:
         return
     try:
         points = json.loads((node.path / "metrics.json").read_text(encoding="utf-8"))["points"]
@@ -115,13 +111,12 @@ def curve_points(node: Node) -> Iterator[tuple[str, int, float]]:
                 yield safe_key(f"{point['phase']}/{field}"), point["step"], float(value)
 
 
-def started_ms(manifest: Mapping[str, Any]) -> int:
-    """The artifact's recorded start in milliseconds since 1970 (a metric's timestamp), 0 if absent."""
+def moment_ms(manifest: Mapping[str, Any], key: str) -> int | None:
+    """The artifact's recorded `run.KEY` (`started_utc`, `finished_utc`) in milliseconds since 1970, None if absent."""
     try:
-        started = str(manifest["run"]["started_utc"]).replace("Z", "+00:00")
-        return int(datetime.fromisoformat(started).timestamp() * 1000)
+        return round(datetime.fromisoformat(str(manifest["run"][key]).replace("Z", "+00:00")).timestamp() * 1000)
     except (KeyError, TypeError, ValueError):
-        return 0
+        return None
 
 
 def tree_nodes(results: Path, store: Path | None) -> list[Node]:
@@ -176,8 +171,8 @@ def opened_store(tracking_uri: str, store: Path | None) -> Iterator[Any]:
 
 
 def place_name(directory: Path, results: Path) -> str:
-    """Where the artifact lies: relative to the tree, else to the nearest folder above the tree holding it."""
-    for base in [results, *results.parents]:
+    """Where the artifact lies: below the `results` folder holding the tree, else the tree, else the nearest above."""
+    for base in [*[up for up in [results, *results.parents] if up.name == "results"][:1], results, *results.parents]:
         if directory.is_relative_to(base) and directory != base:
             return directory.relative_to(base).as_posix()
     return directory.name
@@ -198,81 +193,94 @@ def run_tags(node: Node, name: str, parents: list[str]) -> dict[str, str]:
     }
 
 
-def find_run(client: Any, experiment_id: str, tags: Mapping[str, str]) -> str | None:
-    """The finished run whose TAGS match; any other run of the first tag's value (one an interrupted
+def indexed_runs(client: Any, experiment: str) -> Runs:
+    """The EXPERIMENT's runs: one search for the whole export (a page per 50000 runs)."""
+    from mlflow.utils import get_results_from_paginated_fn
+
+    index: Runs = {}
+    for run in get_results_from_paginated_fn(
+        lambda n, at: client.search_runs([experiment], "", max_results=n, page_token=at), PAGE
+    ):
+        key = run.data.tags.get(ARTIFACT_ID) or run.data.tags.get(TREE_ID)
+        index.setdefault(key, []).append((run.info.run_id, run.data.tags))
+    return index
+
+
+def find_run(client: Any, runs: Runs, tags: dict[str, str]) -> str | None:
+    """The finished run of RUNS whose TAGS match; any other run of the first tag's value (one an interrupted
     export left half-logged, or one of content the tree no longer holds) is deleted."""
-    key, value = next(iter(tags.items()))
-    runs = client.search_runs([experiment_id], filter_string=f"tags.`{key}` = '{value}'")
     found = None
-    for run in runs:
-        current = all(run.data.tags.get(name) == wanted for name, wanted in {**tags, COMPLETE: "true"}.items())
+    for run_id, run_tags in runs.pop(next(iter(tags.values())), []):
+        current = all(run_tags.get(name) == wanted for name, wanted in {**tags, COMPLETE: "true"}.items())
         if current and found is None:
-            found = run.info.run_id
+            found = run_id
         else:
-            client.delete_run(run.info.run_id)
+            client.delete_run(run_id)
     return found
 
 
 def log_run(client: Any, run_id: str, node: Node) -> None:
-    """Params, headline metrics, curves and shown files of NODE into the run RUN_ID."""
+    """Params (flattened to `a.b.c`), headline metrics, curves and shown files of NODE into the run RUN_ID."""
     from mlflow.entities import Metric, Param
 
-    params = [Param(key, value) for key, value in sorted(run_params(node.manifest).items())]
+    flat = {safe_key(key): param_value(value) for key, value in flatten(node.manifest.get("parameters") or {}).items()}
+    params = [Param(key, value) for key, value in sorted(flat.items())]
     for start in range(0, len(params), BATCH):
         client.log_batch(run_id, params=params[start : start + BATCH])
-    stamp = started_ms(node.manifest)
+    stamp = moment_ms(node.manifest, "started_utc") or 0
     headline = stage_metrics(node.path, node.manifest)
     metrics = [Metric(safe_key(k), float(v), stamp, 0) for k, v in headline.items() if is_finite_number(v)]
     metrics += [Metric(series, value, stamp, step) for series, step, value in curve_points(node)]
     for start in range(0, len(metrics), 10 * BATCH):
         client.log_batch(run_id, metrics=metrics[start : start + 10 * BATCH])
-    for entry in node.manifest["files"]:
-        relative = entry["path"]
-        if SHOWN_FILES.fullmatch(relative):
-            folder = str(Path(relative).parent)
-            client.log_artifact(run_id, str(node.path / relative), None if folder == "." else folder)
+    for relative in (entry["path"] for entry in node.manifest["files"] if SHOWN_FILES.fullmatch(entry["path"])):
+        folder = str(Path(relative).parent)
+        client.log_artifact(run_id, str(node.path / relative), None if folder == "." else folder)
 
 
 def experiment_id(client: Any, name: str) -> str:
     found = client.get_experiment_by_name(name)
     if found is not None and found.lifecycle_stage != "active":
         raise GptlineageError(f"--experiment-name {name}: deleted in MLflow; restore it or name another")
-    return found.experiment_id if found is not None else client.create_experiment(name)
+    return found.experiment_id if found is not None else client.create_experiment(name, tags={KIND: CLASSIC})
 
 
-def write_run(client: Any, experiment: str, tags: dict[str, str], node: Node | None = None) -> str:
-    """A new run with TAGS (and NODE's contents), marked complete last: a run without the mark is redone."""
-    run_id = client.create_run(experiment, tags=tags, run_name=tags["mlflow.runName"]).info.run_id
+def write_run(client: Any, experiment: str, tags: dict[str, str], nodes: list[Node]) -> str:
+    """A new run with TAGS (an artifact's: and its one NODE's contents), from the first start of NODES' work to
+    its last finish (now where unrecorded), marked complete last: a run without the mark is redone."""
+    starts, ends = ([moment_ms(node.manifest, key) for node in nodes] for key in ("started_utc", "finished_utc"))
+    run_id = client.create_run(experiment, min(filter(None, starts), default=None), tags).info.run_id  # its name: a tag
     try:
-        if node is not None:
-            log_run(client, run_id, node)
+        if ARTIFACT_ID in tags:
+            log_run(client, run_id, nodes[0])
     except BaseException:
         client.delete_run(run_id)  # a run is written whole or not at all (a killed one: by the next export)
         raise
     client.set_tag(run_id, COMPLETE, "true")
-    client.set_terminated(run_id)
+    client.set_terminated(run_id, end_time=max(filter(None, ends), default=None))
     return run_id
 
 
 def write_runs(client: Any, experiment: str, nodes: list[Node], results: Path) -> int:
     """The tree's run, then a run per artifact but those found with its content and parents: how many added."""
     tree_id = hashlib.sha256(" ".join(sorted(node.manifest["id"] for node in nodes)).encode()).hexdigest()
-    tree = {"mlflow.runName": f"tree {results.name}", TREE_ID: tree_id}
-    tree_run = find_run(client, experiment, {TREE_ID: tree_id}) or write_run(client, experiment, tree)
+    tree, runs = {"mlflow.runName": f"tree {results.name}", TREE_ID: tree_id}, indexed_runs(client, experiment)
+    tree_run = find_run(client, runs, {TREE_ID: tree_id}) or write_run(client, experiment, tree, nodes)
     run_of: dict[Path, str] = {}
     added = 0
     for node in nodes:
         inputs = [input_artifact_dir(node.path, entry) for entry in node.manifest["inputs"]]
         tags = run_tags(node, place_name(node.path, results), sorted({run_of[up] for up in inputs if up in run_of}))
-        found = find_run(client, experiment, {k: tags[k] for k in (ARTIFACT_ID, CONTENT, PARENTS)})
+        found = find_run(client, runs, {k: tags[k] for k in (ARTIFACT_ID, CONTENT, PARENTS)})
         # new, or rerun with other results (its old run deleted): the run follows the tree's content
-        run_of[node.path] = found or write_run(client, experiment, {**tags, "mlflow.parentRunId": tree_run}, node)
+        run_of[node.path] = found or write_run(client, experiment, {**tags, "mlflow.parentRunId": tree_run}, [node])
+        runs[tags[ARTIFACT_ID]] = [(run_of[node.path], {**tags, COMPLETE: "true"})]  # for a copy of it further on
         added += found is None
     return added
 
 
 def export_mlflow(results: Path, tracking_uri: str, experiment: str) -> str:
-    """Runs for the tree RESULTS in EXPERIMENT at TRACKING_URI; says how many were added and found."""
+    """Runs for the tree RESULTS in EXPERIMENT at TRACKING_URI; says how many were added and found, and where."""
     results = lexical(results.absolute())
     store = store_path(tracking_uri)
     nodes = tree_nodes(results, store)  # read (and refused unless it verifies) before MLflow is touched
@@ -280,9 +288,11 @@ def export_mlflow(results: Path, tracking_uri: str, experiment: str) -> str:
         raise GptlineageError(f"--tracking-uri {tracking_uri}: inside the tree {results}; put the store elsewhere")
     with opened_store(tracking_uri, store) as client:
         try:
-            added = write_runs(client, experiment_id(client, experiment), nodes, results)
+            experiment = experiment_id(client, experiment)  # its id from here on
+            added = write_runs(client, experiment, nodes, results)
         except GptlineageError:
             raise
         except Exception as error:  # MLflow refuses a name or value in many kinds (MlflowException, OSError...)
             raise GptlineageError(f"--tracking-uri {tracking_uri}: MLflow refused ({first_line(error)})") from None
-    return f"{len(nodes)} artifacts, {added} runs added, {len(nodes) - added} already there"
+    page = f"/#/experiments/{experiment}?workflowType=machine_learning"  # MLflow 3.18's UI: else its GenAI view
+    return f"{len(nodes)} artifacts, {added} runs added, {len(nodes) - added} already there (mlflow ui: {page})"
