@@ -393,3 +393,33 @@ def test_the_same_work_on_another_cpu_is_named_as_such(runs, tmp_path, capsys):
     assert main(["lineage", "diff", str(runs["a"]), str(artifact)]) == 0
     out = capsys.readouterr().out
     assert "same work, other CPU: " in out
+
+
+def test_a_change_within_a_check_passed_both_times_is_no_result_change(monkeypatch):
+    """A cache check's max |Δ| that moved by less than its tolerance, passed both times: within
+    tolerance, not a changed result (nor the diff's first); beyond it, or failed once, a change."""
+    from gptlineage.lineage import diff_metrics
+    from gptlineage.lineage.diff_metrics import judgement, metric_rows
+
+    sides = {
+        "a": {"cache_max_abs": 3.0e-8, "summary:passed": True, "report.json:tolerance": 1e-3},
+        "b": {"cache_max_abs": 4.2e-6, "summary:passed": True, "report.json:tolerance": 1e-3},
+        "c": {"cache_max_abs": 2.0e-3, "summary:passed": True, "report.json:tolerance": 1e-3},
+        "d": {"cache_max_abs": 4.2e-6, "summary:passed": False, "report.json:tolerance": 1e-3},
+    }
+    monkeypatch.setattr(diff_metrics, "stage_metrics", lambda path, manifest, extras: sides[path.name])
+    manifest = {"code": {"module": "gptlineage.commands.cache_check"}}
+
+    def row(a: str, b: str) -> dict:
+        rows = metric_rows([("cache_check", ".", Path(a), manifest, Path(b), manifest)])
+        return next(r for r in rows if r["metric"] == "cache_max_abs")
+
+    within = row("a", "b")
+    assert not within["changed"] and within["within_tolerance"] == 1e-3 and judgement(within) == "within tolerance"
+    text = render_diff({"a": "A", "b": "B", "same": False, "stages": [], "metrics": [within]})
+    assert text.startswith("results: no headline metric changed") and "within tolerance" not in text
+    assert "within tolerance" in render_diff(
+        {"a": "A", "b": "B", "same": False, "stages": [], "metrics": [within]}, everything=True
+    )
+    for beyond in (row("a", "c"), row("a", "d")):
+        assert beyond["changed"] and beyond["within_tolerance"] is None and judgement(beyond) == "worse"

@@ -29,7 +29,8 @@ from gptlineage.lineage.walk import short
 
 TIMINGS_TITLE = "timings (measurements: they vary from run to run, not results)"
 TOLERANCE_NOTE = (
-    f"changed: |B − A| > {RELATIVE_TOLERANCE:g} × max(|A|, |B|); better/worse: lower is better for a loss, "
+    f"changed: |B − A| > {RELATIVE_TOLERANCE:g} × max(|A|, |B|), and beyond the tolerance of a check passed"
+    " both times; better/worse: lower is better for a loss, "
     "higher for a match rate"
 )
 is_number = is_plain_number
