@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import pandas as pd
@@ -202,7 +203,7 @@ def answer_section(answers: Sequence[Mapping[str, Any]], everything: bool, md: b
 def metric_sections(result: Mapping[str, Any], everything: bool, md: bool) -> list[str]:
     """The quality metrics that changed, the families that changed, the stages whose final loss is
     worse than their best, then the changed key timings (EVERYTHING: every row)."""
-    table = markdown if md else text
+    table = markdown if md else partial(text, keep=[""])  # better/worse: the column kept, others shortened first
     rows = result["metrics"]
     chosen = [r for r in rows if everything or r["changed"]]
     quality = [r for r in chosen if r["kind"] == "quality" and not is_family_row(r)]
