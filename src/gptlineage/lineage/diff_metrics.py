@@ -30,6 +30,7 @@ QUALITY, TIMING = "quality", "timing"
 RELATIVE_TOLERANCE = 1e-9
 LOWER_IS_BETTER = ("loss", "error", "perplexity")  # name parts: a metric of these is better when lower
 HIGHER_IS_BETTER = ("match", "accuracy", "rate", "score")
+NOT_COMPARABLE = "not comparable (other validation data)"
 
 # (stage name, role path, A's directory, A's manifest, B's directory, B's manifest)
 StagePair = tuple[str, str, Path, Mapping[str, Any], Path, Mapping[str, Any]]
@@ -89,6 +90,8 @@ def judgement(row: Mapping[str, Any]) -> str:
     declared direction; a number no declaration names (a family's rate in a report) by its name (`direction`)."""
     if row.get("within_tolerance") is not None:
         return "within tolerance"
+    if row.get("comparable") is False and row["changed"]:
+        return NOT_COMPARABLE
     declared = {"lower": -1, "higher": 1}.get(row.get("better") or "")
     sign = declared if declared is not None else direction(row["metric"])
     if not sign or not row["changed"] or row["change"] is None:
@@ -111,11 +114,20 @@ def pair_rows(pair: StagePair) -> list[dict[str, Any]]:
     left = stage_metrics(path_a, manifest_a, extras=True)
     right = stage_metrics(path_b, manifest_b, extras=True)
     declared = union(code_declaration(manifest_a), code_declaration(manifest_b))  # never the recorded one
-    tolerance = check_tolerance(left, right)
-    return [
+    tolerance, other_data = check_tolerance(left, right), validation_data(manifest_a) != validation_data(manifest_b)
+    rows = [
         metric_row(stage, role_path, name, left.get(name), right.get(name), declared, tolerance)
-        for name in {**left, **right}
+        for name in left | right
     ]
+    for row in rows:
+        row["comparable"] = not (other_data and "loss" in row["metric"])  # a loss on other data is no better or worse
+    return rows
+
+
+def validation_data(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The content of each input a stage validates on (its `val_` roles, or a corpus directory as `data`)."""
+    roles = [e for e in manifest["inputs"] if e["role"] == "data" or e["role"].startswith("val_")]
+    return {e["role"]: e.get("sha256") or e.get("tree_sha256") for e in roles}
 
 
 def bare_name(metric: str) -> str:

@@ -71,7 +71,7 @@ def metric_frame(rows: Sequence[Mapping[str, Any]], every: Sequence[Mapping[str,
                 "A": row["a"],
                 "B": row["b"],
                 "B − A": ("+" if row["change"] > 0 else "") + format_value(row["change"]) if row["change"] else "",
-                "": judgement(row),
+                "": judgement(row).split(" (")[0],  # "not comparable": the headline says why, whole
             }
             for row in rows
         ],
@@ -138,10 +138,11 @@ def headline_line(result: Mapping[str, Any]) -> str:
     rows = [r for r in result["metrics"] if r["kind"] == "quality" and r["changed"] and ":" not in r["metric"]]
     said = [
         f"{row['metric']} {format_value(row['a'])} → {format_value(row['b'])}"
-        + (f" ({judgement(row)})" if judgement(row) else "")
+        + (f", {word}" if "(" in word else f" ({word})" if word else "")
         for row in rows
+        for word in [judgement(row)]
     ]
-    return "results: " + (", ".join(said) if said else "no headline metric changed")
+    return "results: " + ("; ".join(said) if said else "no headline metric changed")
 
 
 def cause_line(result: Mapping[str, Any]) -> str:
