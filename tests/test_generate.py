@@ -253,10 +253,11 @@ def test_generate_cuts_the_new_tokens_to_what_fits_after_the_prompt(capsys):
 
 
 def test_generate_command_chat_loop_on_stdin(monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(sys, "stdin", io.StringIO("Hello\nWhat now?\n:quit\n"))
+    monkeypatch.setattr(sys, "stdin", io.StringIO("Hello\n:help\nWhat now?\n:quit\nignored\n"))
     assert cli.main(["generate", *TINY_FLAGS, "--generate", "5", "--output", str(tmp_path / "gen")]) == 0
     out = capsys.readouterr().out
-    assert out.count("Assistant: ") == 2
+    assert "\n:quit (:q), an empty line or Ctrl-D ends the chat; :help shows this again\nyou> Assistant: " in out
+    assert out.count("Assistant: ") == 2 and out.count(":quit (:q)") == 2  # :help is answered, not sent
     document = json.loads((tmp_path / "gen" / "generation.json").read_text())
     assert [o["input"] for o in document["outputs"]] == ["Hello", "What now?"]
     assert (tmp_path / "gen" / "manifest.json").is_file()

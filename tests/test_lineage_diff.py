@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -393,3 +394,85 @@ def test_the_same_work_on_another_cpu_is_named_as_such(runs, tmp_path, capsys):
     assert main(["lineage", "diff", str(runs["a"]), str(artifact)]) == 0
     out = capsys.readouterr().out
     assert "same work, other CPU: " in out
+
+
+def test_a_change_within_a_check_passed_both_times_is_no_result_change(monkeypatch):
+    """A cache check's max |Δ| that moved by less than its tolerance, passed both times: within
+    tolerance, not a changed result (nor the diff's first); beyond it, or failed once, a change."""
+    from gptlineage.lineage import diff_metrics
+    from gptlineage.lineage.diff_metrics import judgement, metric_rows
+
+    sides = {
+        "a": {"cache_max_abs": 3.0e-8, "summary:passed": True, "report.json:tolerance": 1e-3},
+        "b": {"cache_max_abs": 4.2e-6, "summary:passed": True, "report.json:tolerance": 1e-3},
+        "c": {"cache_max_abs": 2.0e-3, "summary:passed": True, "report.json:tolerance": 1e-3},
+        "d": {"cache_max_abs": 4.2e-6, "summary:passed": False, "report.json:tolerance": 1e-3},
+    }
+    monkeypatch.setattr(diff_metrics, "stage_metrics", lambda path, manifest, extras: sides[path.name])
+    manifest = {"code": {"module": "gptlineage.commands.cache_check"}, "inputs": []}
+
+    def row(a: str, b: str) -> dict:
+        rows = metric_rows([("cache_check", ".", Path(a), manifest, Path(b), manifest)])
+        return next(r for r in rows if r["metric"] == "cache_max_abs")
+
+    within = row("a", "b")
+    assert not within["changed"] and within["within_tolerance"] == 1e-3 and judgement(within) == "within tolerance"
+    text = render_diff({"a": "A", "b": "B", "same": False, "stages": [], "metrics": [within]})
+    assert text.startswith("results: no headline metric changed") and "within tolerance" not in text
+    assert "within tolerance" in render_diff(
+        {"a": "A", "b": "B", "same": False, "stages": [], "metrics": [within]}, everything=True
+    )
+    for beyond in (row("a", "c"), row("a", "d")):
+        assert beyond["changed"] and beyond["within_tolerance"] is None and judgement(beyond) == "worse"
+
+
+# ---------------------------------------------------------------- a stage added below another
+
+
+@pytest.fixture(scope="module")
+def added_stage(corpus, tmp_path_factory) -> dict[str, Path]:
+    """shared/stage1 -> a/stage2, and shared/stage1 -> b/mid (a new stage, validated on other data) -> b/stage2."""
+    root = tmp_path_factory.mktemp("added")
+    other = root / "other"
+    other.mkdir()
+    shutil.copy(corpus / "train.bin", other / "train.bin")
+    shutil.copy(corpus / "train.bin", other / "val.bin")  # another validation set
+
+    def train(output: Path, data: Path, start: Path | None) -> Path:
+        load = ["--load-params", str(start / "checkpoints/step-3/parameters.safetensors")] if start else []
+        flags = ["--data", str(data), "--steps", "3", "--eval-every", "1", "--checkpoint-every", "3"]
+        assert main(["train", *TINY_TRAIN, *flags, *load, "--output", str(output)]) == 0
+        return output
+
+    stage1 = train(root / "shared" / "stage1", corpus, None)
+    mid = train(root / "b" / "mid", other, stage1)
+    return {
+        "stage1": stage1,
+        "mid": mid,
+        "a": train(root / "a" / "stage2", corpus, stage1),
+        "b": train(root / "b" / "stage2", corpus, mid),
+    }
+
+
+def test_a_stage_added_below_is_the_cause_and_the_stage_it_reads_is_the_same(added_stage, capsys):
+    result = diff(added_stage["a"], added_stage["b"])
+    rows = {row["stage"]: row for row in result["stages"]}
+    assert rows["stage1"]["same"] and rows["stage1"]["id_a"] == rows["stage1"]["id_b"]  # matched by id, not role path
+    assert rows["mid"]["first_divergence"] and rows["mid"]["reasons"] == {"lineage": ["only in B"]}
+    assert result["first_divergence"].startswith("mid (")
+    assert not [row for row in result["metrics"] if row["stage"] != "stage2"]  # nothing compared with the new stage
+    assert main(["lineage", "diff", str(added_stage["a"]), str(added_stage["b"])]) == 0
+    assert "\ncause: mid (" in capsys.readouterr().out
+
+
+def test_a_loss_on_another_validation_set_is_not_comparable(added_stage, capsys):
+    from gptlineage.lineage.diff_metrics import NOT_COMPARABLE, judgement
+
+    result = diff(added_stage["stage1"], added_stage["mid"])
+    losses = [row for row in result["metrics"] if "loss" in row["metric"] and row["changed"]]
+    assert losses and all(judgement(row) == NOT_COMPARABLE for row in losses)
+    assert main(["lineage", "diff", str(added_stage["stage1"]), str(added_stage["mid"])]) == 0
+    out = capsys.readouterr().out
+    assert re.match(rf"results: final_val_loss \S+ → \S+, {re.escape(NOT_COMPARABLE)}; best_val_loss ", out)
+    table = out[out.index("quality metrics that changed:") : out.index("\n\n", out.index("quality metrics"))]
+    assert "not comparable" in table and "better" not in table and "worse" not in table, out

@@ -246,3 +246,35 @@ def test_the_sweep_table_is_laid_out_at_every_width(width, only_changed):
     if width >= 60:
         rule = next(i for i, line in enumerate(lines) if line.startswith("─"))
         assert [line.split()[0] for line in lines[rule + 1 : rule + 4]] == ["default", "lr_high", "short_sft"]
+
+
+def test_a_narrow_diff_keeps_better_or_worse_and_gives_up_another_column(monkeypatch):
+    from gptlineage.lineage.declaration import NOTHING
+    from gptlineage.lineage.diff import render_diff
+    from gptlineage.lineage.diff_metrics import metric_row
+
+    rows = [
+        metric_row(
+            "pretrain_continuation", "model", "report.json:by_corpus.wiki.val_loss", 1.23456e-5, 3.34567e-5, NOTHING
+        ),
+        metric_row("sft_stage1_instructions", "model", "exact_match_rate", 0.123456789, 0.2456712345, NOTHING),
+    ]
+    monkeypatch.setenv("COLUMNS", "80")
+    lines = render_diff({"a": "A", "b": "B", "same": False, "stages": [], "metrics": rows}).splitlines()
+    table = lines[lines.index("quality metrics that changed:") + 1 :]
+    assert max(map(columns, lines)) <= 80
+    assert table[3].endswith("  better") and table[2].endswith("  worse")  # the judgement column is kept
+    assert "B − A" not in table[0] and re.match(r"1 more column not shown", table[4])
+
+
+def test_show_of_a_chain_is_short_and_full_shows_every_file_and_parameter(tiny_chain, capsys, monkeypatch):
+    """The default view packs parameters into lines (it was one line each): a two-stage chain in
+    at most 32 lines of 80 columns, every parameter still named; --full names every file too."""
+    lines = printed(capsys, monkeypatch, 80, "show", str(tiny_chain / "stage2"))
+    assert len(lines) <= 32 and max(map(columns, lines)) <= 80, "\n".join(lines)
+    full = "\n".join(printed(capsys, monkeypatch, 80, "show", str(tiny_chain / "stage2"), "--full"))
+    for stage in ("stage2", "best_stage1", "stage1"):
+        manifest = json.loads((tiny_chain / stage / "manifest.json").read_text())
+        parameters = manifest["parameters"].get("resolved", manifest["parameters"])
+        assert all(f"{key}: " in "\n".join(lines) for key in parameters), stage
+        assert all(f"file: {entry['path']} " in full for entry in manifest["files"]), stage

@@ -286,3 +286,38 @@ def test_a_finished_run_with_an_odd_summary_is_shown_not_a_traceback(tiny_chain,
     assert main(["watch", str(output)]) == 0
     captured = capsys.readouterr()
     assert shown in captured.out.splitlines()[1] and "Traceback" not in captured.err
+
+
+def rendered(output: str, width: int) -> list[str]:
+    """The rows a WIDTH-column terminal shows after OUTPUT: it wraps a long line, `ESC[nF` moves up n rows, `ESC[J` erases below."""
+    rows, row, col = [""], 0, 0
+    for token in re.findall(r"\x1b\[(\d*)([FJ])|(\n)|(.)", output, re.S):
+        count, code, newline, char = token
+        if code == "F":
+            row, col = row - int(count), 0
+        elif code == "J":
+            rows[row:] = [rows[row][:col]]
+        elif newline or col == width:
+            row, col = row + 1, 0
+            rows += [""] * (row + 1 - len(rows))
+        if char:
+            rows[row] = rows[row][:col] + char
+            col += 1
+    return [r for r in rows if r]
+
+
+def test_a_redraw_at_80_columns_fits_and_leaves_no_stale_line(monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setenv("COLUMNS", "80")
+    screen = Screen(Terminal())
+    long = "step 12,345/50,000 (24%) loss 6.300000 val 6.123456 (step 12,000) tok/s 123,456,"
+    screen.block(1, [long + " elapsed 1h02m, ETA 3h10m", *curve([3.0, 2.0, 1.0])])
+    screen.block(2, ["step 2", *curve([3.0, 2.0, 1.0])])
+    shown = rendered(screen.stream.getvalue(), 80)
+    assert shown == ["step 2", *curve([3.0, 2.0, 1.0])]  # the first block's wrapped rows are all erased
+    screen.block(3, [long + " elapsed 1h02m, ETA 3h10m"])
+    shown = rendered(screen.stream.getvalue(), 80)
+    assert len(shown) == 2 and all(len(row) < 80 for row in shown) and shown[1].endswith("ETA 3h10m")

@@ -3,7 +3,7 @@
 The model comes from a training artifact (`--run DIR`), a parameter file (`--load-params`) or
 random weights (`--random-init`); see `gptlineage.generation.source`. Without --prompt or
 --message an interactive chat runs on standard input: `you> ` asks for a message; an empty
-line, `:q` or `:quit` ends it. The transcript is kept until the next message no longer fits
+line, `:q`, `:quit` or Ctrl-D ends it (`:help` says so). The transcript is kept until the next message no longer fits
 the context; then one line says so and the conversation restarts from the System line. With
 `--output DIR`, the prompts and outputs are written to DIR/generation.json (an artifact); DIR is
 checked before anything is generated. The default (cached) decoder cannot go past the model's

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 from gptlineage.errors import GptlineageError, printable
+from gptlineage.lineage.text_table import cells, terminal_width, wrap
 from gptlineage.progress import counted
 from gptlineage.settings import add_flags, check_settings, from_args, setting
 from gptlineage.training.layout import METRICS_FILE, METRICS_LOG_FILE
@@ -76,6 +77,9 @@ class Screen:
         """Show the live block: redrawn on a terminal; elsewhere its first line, when `key` changed."""
         if self.terminal:
             self.clear()
+            # a line wider than the terminal wraps onto rows the next redraw would not move up over
+            width = terminal_width() - 1
+            lines = [part for line in lines for part in (wrap(line, width) if cells(line) > width else [line])]
             self.write(lines)
             self.drawn = len(lines)
         elif key != self.last_key:

@@ -48,6 +48,7 @@ EOT_TEXT = "<|endoftext|>"
 USER_TURN = "\nUser:"  # a new user line: the model has finished its answer
 QUIT_COMMANDS = frozenset({":q", ":quit"})
 CHAT_PROMPT = "you> "
+HELP = ":quit (:q), an empty line or Ctrl-D ends the chat; :help shows this again\n"
 
 
 # ---------------------------------------------------------------- completions
@@ -177,7 +178,7 @@ def chat_loop(
     stdin: TextIO,
     stdout: TextIO,
 ) -> list[Turn]:
-    """Answer messages read from `stdin` until an empty line, ":q", ":quit" or end of input.
+    """Answer messages read from `stdin` until an empty line, ":q", ":quit" or end of input (":help" says so).
 
     Each answer is printed as "Assistant: {answer}". The model sees each message with the last
     `history` turns before it (0: alone, as the default model was trained), fewer where they and
@@ -187,6 +188,7 @@ def chat_loop(
     session) samples with seed + n. Returns every turn.
     """
     session: list[Turn] = []
+    stdout.write(HELP)  # how to leave, before the first question
     while True:
         stdout.write(CHAT_PROMPT)
         stdout.flush()
@@ -196,6 +198,9 @@ def chat_loop(
             if not line:
                 stdout.write("\n")  # end of input: finish the prompt line
             return session
+        if message.strip() == ":help":  # a command, never a message to the model
+            stdout.write(HELP)
+            continue
         problem = not_text(message)
         if problem is not None:  # it could not be kept in the session's record
             stdout.write(f"this message: {problem}; message skipped\n")

@@ -6,8 +6,8 @@ Example:
 
 Both lineages are walked from the top. A stage is named by its shortest role path from the top
 (the input roles followed to reach it: `.` is the top, `model` its input artifact of that role,
-`checkpoint+passport` an artifact reached through two roles at once) and matched by that path,
-else by directory name. For each stage whose ids differ the reasons are listed: parameters
+`checkpoint+passport` an artifact reached through two roles at once) and matched by id, then that
+path, else directory name. For each stage whose ids differ the reasons are listed: parameters
 (flattened with dots, `key: old → new`; one change recorded under several keys is one line),
 code (the files of the command's closure whose sha256 changed), inputs (input artifacts or
 source files with other content), environment (versions, device kind) and outputs. The first
@@ -118,25 +118,21 @@ def longest_depths(order: list[Path], inputs: Mapping[Path, list[Path]]) -> dict
 
 
 def pair_stages(left: list[Stage], right: list[Stage]) -> list[tuple[Stage | None, Stage | None]]:
-    """Stages matched by role path, else by a directory name that occurs once on the other side."""
-    by_key = {stage.key: stage for stage in right}
-    left_keys = {stage.key for stage in left}
-    used: set[str] = set()
-    by_name: dict[str, list[Stage]] = {}  # the right side's stages no left stage has the key of, by name
-    for stage in right:
-        if stage.key not in left_keys:
-            by_name.setdefault(stage.path.name, []).append(stage)
-    pairs: list[tuple[Stage | None, Stage | None]] = []
-    for stage in left:
-        other = by_key.get(stage.key)
-        if other is None:  # a role renamed: the directory name, if it is unambiguous
-            named = [s for s in by_name.get(stage.path.name, []) if s.key not in used]
-            other = named[0] if len(named) == 1 else None
-        if other is not None:
-            used.add(other.key)
-        pairs.append((stage, other))
-    pairs.extend((None, stage) for stage in right if stage.key not in used)
-    return pairs
+    """Stages matched by id first (the same work wherever it sits: a stage added below others moves
+    their role paths), then by role path, else by a directory name only one unmatched stage has."""
+    taken, used = {left[0].key: right[0]}, {right[0].key}  # a left stage's key → its right stage; the tops always
+    ways = ((lambda s: s.manifest["id"], False), (lambda s: s.key, False), (lambda s: s.path.name, True))
+    for name_of, only_one in ways:
+        free: dict[str, list[Stage]] = {}
+        for stage in right:
+            if stage.key not in used:
+                free.setdefault(name_of(stage), []).append(stage)
+        for stage in left:
+            found = [s for s in free.get(name_of(stage), []) if s.key not in used]
+            if stage.key not in taken and found and (len(found) == 1 or not only_one):
+                taken[stage.key] = found[0]
+                used.add(found[0].key)
+    return [(stage, taken.get(stage.key)) for stage in left] + [(None, s) for s in right if s.key not in used]
 
 
 def show(value: Any) -> str:
@@ -288,11 +284,14 @@ def diff(path_a: str | Path, path_b: str | Path) -> dict[str, Any]:
     pairs = pair_stages(left, right)
     rows: list[dict[str, Any]] = []
     first: tuple[int, dict[str, Any]] | None = None
+    lone = {(a is None, stage.key) for a, b in pairs for stage in (a, b) if stage is not None and None in (a, b)}
     for a, b in pairs:
         row = stage_row(a, b)
         rows.append(row)
         depth = max(stage.depth for stage in (a, b) if stage is not None)
-        if row["own_cause"] and (first is None or depth > first[0]):
+        # an input read only by a stage on one side (a new stage's corpus) is part of it: that stage is the cause
+        inside_new = (a is None, row["role_path"].rpartition("/")[0]) in lone and None in (a, b)
+        if row["own_cause"] and (first is None or depth > first[0]) and not inside_new:
             first = (depth, row)
     if first is not None:
         first[1]["first_divergence"] = True

@@ -30,6 +30,7 @@ QUALITY, TIMING = "quality", "timing"
 RELATIVE_TOLERANCE = 1e-9
 LOWER_IS_BETTER = ("loss", "error", "perplexity")  # name parts: a metric of these is better when lower
 HIGHER_IS_BETTER = ("match", "accuracy", "rate", "score")
+NOT_COMPARABLE = "not comparable (other validation data)"
 
 # (stage name, role path, A's directory, A's manifest, B's directory, B's manifest)
 StagePair = tuple[str, str, Path, Mapping[str, Any], Path, Mapping[str, Any]]
@@ -44,22 +45,35 @@ def is_noise(old: float, new: float) -> bool:
     return abs(new - old) <= RELATIVE_TOLERANCE * max(abs(old), abs(new))
 
 
-def metric_row(stage: str, role_path: str, name: str, old: Any, new: Any, declared: Declaration) -> dict[str, Any]:
+def metric_row(
+    stage: str, role_path: str, name: str, old: Any, new: Any, declared: Declaration, tolerance: float | None = None
+) -> dict[str, Any]:
     """One metric of one stage on both sides, with B − A when both are numbers; DECLARED: what the
-    stage's commands declare a measurement."""
+    stage's commands declare a measurement; TOLERANCE: of the stage's check, passed on both sides."""
     numeric = is_plain_number(old) and is_plain_number(new)
-    noise = numeric and is_noise(old, new)
+    kind = TIMING if declared.is_measurement(name) else QUALITY
+    within = numeric and kind == QUALITY and tolerance is not None and abs(new - old) <= tolerance
     return {
         "stage": stage,
         "role_path": role_path,
         "metric": name,
-        "kind": TIMING if declared.is_measurement(name) else QUALITY,
+        "kind": kind,
         "a": old,
         "b": new,
         "change": new - old if numeric else None,
-        "changed": json.dumps(old) != json.dumps(new) and not noise,
+        "changed": json.dumps(old) != json.dumps(new) and not (numeric and is_noise(old, new)) and not within,
         "better": declared.better_of(name),
+        "within_tolerance": tolerance if within and old != new else None,
     }
+
+
+def check_tolerance(left: Mapping[str, Any], right: Mapping[str, Any]) -> float | None:
+    """The tolerance of a check both stages passed (a cache check's 1e-3 on any logit), else None:
+    numbers closer than it passed both times, one result and no change to report first."""
+    ends = [{bare_name(k): v for k, v in side.items()} for side in (left, right)]
+    tolerance = ends[0].get("tolerance")
+    passed = all(side.get("passed") is True and side.get("tolerance") == tolerance for side in ends)
+    return tolerance if passed and is_plain_number(tolerance) else None
 
 
 def direction(metric: str) -> int:
@@ -72,8 +86,12 @@ def direction(metric: str) -> int:
 
 
 def judgement(row: Mapping[str, Any]) -> str:
-    """`better`, `worse` or empty: B against A in the metric's declared direction; a number no
-    declaration names (a family's rate in a report) by its name (`direction`)."""
+    """`better`, `worse`, `within tolerance` (of the stage's check) or empty: B against A in the metric's
+    declared direction; a number no declaration names (a family's rate in a report) by its name (`direction`)."""
+    if row.get("within_tolerance") is not None:
+        return "within tolerance"
+    if row.get("comparable") is False and row["changed"]:
+        return NOT_COMPARABLE
     declared = {"lower": -1, "higher": 1}.get(row.get("better") or "")
     sign = declared if declared is not None else direction(row["metric"])
     if not sign or not row["changed"] or row["change"] is None:
@@ -96,7 +114,20 @@ def pair_rows(pair: StagePair) -> list[dict[str, Any]]:
     left = stage_metrics(path_a, manifest_a, extras=True)
     right = stage_metrics(path_b, manifest_b, extras=True)
     declared = union(code_declaration(manifest_a), code_declaration(manifest_b))  # never the recorded one
-    return [metric_row(stage, role_path, name, left.get(name), right.get(name), declared) for name in {**left, **right}]
+    tolerance, other_data = check_tolerance(left, right), validation_data(manifest_a) != validation_data(manifest_b)
+    rows = [
+        metric_row(stage, role_path, name, left.get(name), right.get(name), declared, tolerance)
+        for name in left | right
+    ]
+    for row in rows:
+        row["comparable"] = not (other_data and "loss" in row["metric"])  # a loss on other data is no better or worse
+    return rows
+
+
+def validation_data(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The content of each input a stage validates on (its `val_` roles, or a corpus directory as `data`)."""
+    roles = [e for e in manifest["inputs"] if e["role"] == "data" or e["role"].startswith("val_")]
+    return {e["role"]: e.get("sha256") or e.get("tree_sha256") for e in roles}
 
 
 def bare_name(metric: str) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import pandas as pd
@@ -29,7 +30,8 @@ from gptlineage.lineage.walk import short
 
 TIMINGS_TITLE = "timings (measurements: they vary from run to run, not results)"
 TOLERANCE_NOTE = (
-    f"changed: |B − A| > {RELATIVE_TOLERANCE:g} × max(|A|, |B|); better/worse: lower is better for a loss, "
+    f"changed: |B − A| > {RELATIVE_TOLERANCE:g} × max(|A|, |B|), and beyond the tolerance of a check passed"
+    " both times; better/worse: lower is better for a loss, "
     "higher for a match rate"
 )
 is_number = is_plain_number
@@ -69,7 +71,7 @@ def metric_frame(rows: Sequence[Mapping[str, Any]], every: Sequence[Mapping[str,
                 "A": row["a"],
                 "B": row["b"],
                 "B − A": ("+" if row["change"] > 0 else "") + format_value(row["change"]) if row["change"] else "",
-                "": judgement(row),
+                "": judgement(row).split(" (")[0],  # "not comparable": the headline says why, whole
             }
             for row in rows
         ],
@@ -136,10 +138,11 @@ def headline_line(result: Mapping[str, Any]) -> str:
     rows = [r for r in result["metrics"] if r["kind"] == "quality" and r["changed"] and ":" not in r["metric"]]
     said = [
         f"{row['metric']} {format_value(row['a'])} → {format_value(row['b'])}"
-        + (f" ({judgement(row)})" if judgement(row) else "")
+        + (f", {word}" if "(" in word else f" ({word})" if word else "")
         for row in rows
+        for word in [judgement(row)]
     ]
-    return "results: " + (", ".join(said) if said else "no headline metric changed")
+    return "results: " + ("; ".join(said) if said else "no headline metric changed")
 
 
 def cause_line(result: Mapping[str, Any]) -> str:
@@ -201,7 +204,7 @@ def answer_section(answers: Sequence[Mapping[str, Any]], everything: bool, md: b
 def metric_sections(result: Mapping[str, Any], everything: bool, md: bool) -> list[str]:
     """The quality metrics that changed, the families that changed, the stages whose final loss is
     worse than their best, then the changed key timings (EVERYTHING: every row)."""
-    table = markdown if md else text
+    table = markdown if md else partial(text, keep=[""])  # better/worse: the column kept, others shortened first
     rows = result["metrics"]
     chosen = [r for r in rows if everything or r["changed"]]
     quality = [r for r in chosen if r["kind"] == "quality" and not is_family_row(r)]

@@ -5,12 +5,12 @@ Example:
     gptlineage lineage show results/sft_stage2 --full   # every file, hash and run record
 
 Each artifact is one line, `role: name  command  id` (12 hex digits of its id), then its
-parameters as `key: value` lines (JSON's `null`, `true`, lists in brackets; a training run's
-`settings` left out where `resolved` repeats them), a count of its files and of its checkpoints
-(`checkpoints: 12 (step-100 … step-1200)`), where it ran (`ran on: AMD EPYC (avx2 fma avx512f;
-AVX512), 1 thread`), its sources (files outside any artifact), then its inputs indented below it. An artifact
-reached a second time is one line ending `… (shown above)`. Lines longer than the terminal are
-cut in the middle (`--full` has them whole).
+parameters as `key: value` pairs packed into lines (JSON's `null`, `true`, lists in brackets; a
+training run's `settings` left out where `resolved` repeats them), a count of its files and of its
+checkpoints (`checkpoints: 12 (step-100 … step-1200)`), where it ran where that changes (`ran on:
+AMD EPYC (avx2 fma avx512f; AVX512), 1 thread`), its sources (files outside any artifact), then its
+inputs indented below it. An artifact reached a second time is one line ending `… (shown above)`.
+Lines longer than the terminal are cut in the middle (`--full` has them whole).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 from gptlineage.errors import printable
 from gptlineage.lineage.artifact import MANIFEST, read_manifest
 from gptlineage.lineage.identity import machine_summary
-from gptlineage.lineage.text_table import middle_cut, terminal_width
+from gptlineage.lineage.text_table import cells, middle_cut, terminal_width
 from gptlineage.lineage.tree import lexical
 from gptlineage.lineage.walk import SHOW_INDENT, input_artifact_dir, resolve_artifact
 
@@ -43,42 +43,39 @@ def scalar(value: Any) -> str:
     return json.dumps(value)
 
 
-def parameter_lines(parameters: Mapping[str, Any], indent: str) -> list[str]:
-    """PARAMETERS as `key: value` lines, a nested mapping as its key then its lines indented."""
+def parameter_lines(parameters: Mapping[str, Any], indent: str, width: int) -> list[str]:
+    """`parameters: key: value, ...` packed into lines of WIDTH cells, a pair never split (one
+    parameter a line made a training run's forty lines)."""
     if set(parameters) == {"settings", "resolved"}:  # a training run: what it resolved to says it all
         parameters = {**parameters["settings"], **parameters["resolved"]}
-    lines = []
+    lines, gap = [f"{indent}parameters:"], " "
     for key, value in parameters.items():
-        if isinstance(value, dict) and value:
-            lines += [f"{indent}{key}:", *parameter_lines(value, indent + "  ")]
-        else:
-            lines.append(f"{indent}{key}: {scalar(value)}")
-    return lines
+        pair = f"{key}: {scalar(value)}"
+        if gap == ", " and cells(lines[-1]) + len(gap) + cells(pair) >= width:  # room for its comma
+            lines, gap = [*lines[:-1], lines[-1] + ",", indent + "  "], ""
+        lines[-1] += gap + pair
+        gap = ", "
+    return lines if parameters else []
 
 
-def checkpoint_line(manifest: Mapping[str, Any], indent: str) -> list[str]:
-    """`checkpoints: 12 (step-100 … step-1200)` when the artifact holds any, ordered by step."""
+def file_line(manifest: Mapping[str, Any], indent: str) -> str:
+    """`files: 12, checkpoints: 12 (step-100 … step-1200)`, the checkpoints ordered by step, when it holds any."""
     names = {entry["path"].split("/")[1] for entry in manifest["files"] if entry["path"].startswith("checkpoints/")}
-    if not names:
-        return []
     ordered = sorted(names, key=lambda name: (len(name), name))
-    span = ordered[0] if len(ordered) == 1 else f"{ordered[0]} … {ordered[-1]}"
-    return [f"{indent}checkpoints: {len(ordered)} ({span})"]
+    span = ordered[0] if len(ordered) == 1 else f"{ordered[0]} … {ordered[-1]}" if ordered else ""
+    return f"{indent}files: {len(manifest['files'])}" + (f", checkpoints: {len(ordered)} ({span})" if span else "")
 
 
-def artifact_lines(directory: Path, manifest: Mapping[str, Any], role: str, depth: int) -> list[str]:
+def artifact_lines(
+    directory: Path, manifest: Mapping[str, Any], role: str, depth: int, width: int, ran: str
+) -> list[str]:
     pad = "  " * min(depth, SHOW_INDENT) * 2
     deep = f"[depth {depth}] " if depth > SHOW_INDENT else ""
     head = f"{pad}{deep}{role + ': ' if role else ''}{directory.name}  {manifest['command']['name']}  {manifest['id'][:12]}"
     inner = pad + "    "
-    files = len(manifest["files"])
     sources = [entry for entry in manifest["inputs"] if "artifact_id" not in entry]
-    lines = [head, *parameter_lines(manifest["parameters"], inner + "  ")]
-    if lines[1:]:
-        lines.insert(1, f"{inner}parameters:")
-    lines += checkpoint_line(manifest, inner)
-    lines.append(f"{inner}files: {files}")
-    lines.append(f"{inner}ran on: {machine_summary(manifest['environment'])}")
+    lines = [head, *parameter_lines(manifest["parameters"], inner, width), file_line(manifest, inner)]
+    lines += [f"{inner}ran on: {ran}"] if ran else []
     lines += [f"{inner}source {entry['role']}: {entry['path']}" for entry in sources]
     return lines
 
@@ -88,6 +85,7 @@ def compact_lines(path: str | Path, width: int | None = None) -> list[str]:
     width = width or terminal_width()
     lines: list[str] = []
     seen: set[Path] = set()
+    last_ran = ""  # said again only where it changes
     stack: list[tuple[Path, str, int]] = [(lexical(resolve_artifact(path)), "", 0)]
     while stack:  # a loop, not recursion: a long chain cannot overflow
         directory, role, depth = stack.pop()
@@ -98,7 +96,9 @@ def compact_lines(path: str | Path, width: int | None = None) -> list[str]:
             continue
         seen.add(directory)
         manifest = read_manifest(directory)
-        lines += artifact_lines(directory, manifest, role, depth)
+        ran = machine_summary(manifest["environment"])
+        lines += artifact_lines(directory, manifest, role, depth, width, ran if ran != last_ran else "")
+        last_ran = ran
         upstream = []
         for entry in manifest["inputs"]:
             up = input_artifact_dir(directory, entry)

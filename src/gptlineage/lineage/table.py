@@ -259,11 +259,13 @@ def markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def text(table: pd.DataFrame, headers: Mapping[str, str] | None = None, width: int | None = None) -> str:
+def text(
+    table: pd.DataFrame, headers: Mapping[str, str] | None = None, width: int | None = None, keep: Sequence[str] = ()
+) -> str:
     """An aligned table for the terminal that fits WIDTH (the terminal's) and never breaks a cell
     (`gptlineage.lineage.text_table`): run and tree names shortened to what tells them apart,
-    dates to the minute, long text cut in the middle, the columns that do not fit dropped and
-    counted. HEADERS maps a column to the header shown (a newline breaks it)."""
+    dates to the minute, long text cut in the middle, the columns that do not fit dropped (never
+    those in KEEP) and counted. HEADERS maps a column to the header shown (a newline breaks it)."""
     cells = [[printable(format_value(value)) for value in row] for row in table.itertuples(index=False)]
     for index, column in enumerate(table.columns):
         if column in ("run", "tree"):
@@ -273,7 +275,7 @@ def text(table: pd.DataFrame, headers: Mapping[str, str] | None = None, width: i
             for row in cells:
                 row[index] = short_date(row[index])
     names = ["\n".join(map(printable, str((headers or {}).get(c, c)).split("\n"))) for c in table.columns]
-    return "\n".join(fit_table(names, cells, width))
+    return "\n".join(fit_table(names, cells, width, [list(table.columns).index(c) for c in keep]))
 
 
 def choose_columns(table: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:

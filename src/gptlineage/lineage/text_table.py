@@ -143,20 +143,23 @@ def shorten_text_columns(headers: Sequence[str], rows: list[list[str]], width: i
             settled.add(index)
 
 
-def fit_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int | None = None) -> list[str]:
+def fit_table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], width: int | None = None, keep: Sequence[int] = ()
+) -> list[str]:
     """The table's lines, none longer than WIDTH (the terminal's), no cell broken: long text
-    shortened in the middle, then the columns that do not fit dropped (the first always kept)
-    and named in one last line."""
+    shortened in the middle, then the columns that do not fit dropped (the first and KEEP always
+    kept) and named in one last line."""
     width = width or terminal_width()
     cells = [list(row) for row in rows]
     tight = not fits(widths_of(headers, cells, tight=False), width)  # headers break only when needed
     if tight:
         shorten_text_columns(headers, cells, width)
     widths = widths_of(headers, cells, tight)
-    kept = [0] if headers else []
+    kept = [0, *keep] if headers else []
     for index in range(1, len(headers)):
-        if sum(widths[i] for i in kept) + GAP * len(kept) + widths[index] <= width:
+        if index not in kept and sum(widths[i] for i in kept) + GAP * len(kept) + widths[index] <= width:
             kept.append(index)
+    kept.sort()
     lines = render_columns([headers[i] for i in kept], [[row[i] for i in kept] for row in cells], width, tight)
     dropped = [headers[i].replace("\n", ".") for i in range(len(headers)) if i not in kept]
     if dropped:
