@@ -113,6 +113,29 @@ def test_export_writes_a_directory_from_pretrained_loads_offline(exported):
     assert manifest["summary"]["hf_parameters"] == manifest["summary"]["parameters"] + 2 * 3 * 32  # zero q/k/v biases
 
 
+# What llama.cpp's convert_hf_to_gguf.py reads from the config for a GPT2LMHeadModel (its GPT2Model class and
+# the TextModel base): the class, the block count, GPT2Model.set_gguf_parameters' n_ctx (not n_positions),
+# n_embd, n_head, layer_norm_epsilon, and the vocabulary size its GPT-2 tokenizer path checks.
+LLAMA_CPP_GPT2_KEYS = {
+    "architectures": ["GPT2LMHeadModel"],
+    "n_layer": 2,
+    "n_ctx": 24,
+    "n_embd": 32,
+    "n_head": 4,
+    "layer_norm_epsilon": 1e-6,
+    "vocab_size": 300,
+}
+
+
+def test_config_has_every_key_llama_cpps_converter_reads(exported):
+    """The converter reads AutoConfig's dict (config.json when that fails): both hold its keys."""
+    _model, directory, _parameters = exported
+    written = json.loads((directory / "config.json").read_text())
+    loaded = transformers.AutoConfig.from_pretrained(directory).to_dict()
+    for values in (written, loaded):
+        assert {key: values.get(key) for key in LLAMA_CPP_GPT2_KEYS} == LLAMA_CPP_GPT2_KEYS
+
+
 def test_stored_tensors_use_hugging_face_names_and_orientation(exported):
     model, directory, _ = exported
     with safe_open(str(directory / "model.safetensors"), framework="pt") as handle:

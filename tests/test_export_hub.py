@@ -18,7 +18,7 @@ import pytest
 from gptlineage.cli import main
 from gptlineage.corpus.dialogue import encode_dialogue
 from gptlineage.corpus.shards import ShardWriter
-from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
+from gptlineage.corpus.tokenizer import gpt2_encoding
 from gptlineage.generation.chat import Turn, chat_prompt
 from gptlineage.generation.hf_tokenizer import PIECE_MARK
 from gptlineage.generation.prompt_suite import answer_cases
@@ -92,20 +92,21 @@ def test_the_chat_template_renders_our_transcript_and_gives_its_training_ids(exp
     rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     assert rendered.replace(PIECE_MARK, "") == encoding.decode(asked) and tokenizer(rendered)["input_ids"] == asked
     assert tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=False) == asked
-    # A whole dialogue: the training ids, the closing end-of-text id appended by id as training does.
+    # A whole dialogue: the training ids, closing end-of-text id included, as training ends a row.
     dialogue = [*messages, {"role": "assistant", "content": "4"}]
     trained, _mask = encode_dialogue(dialogue, encoding, index=0)
     rendered = tokenizer.apply_chat_template(dialogue, tokenize=False).replace(PIECE_MARK, "")
-    assert rendered + "<|endoftext|>" == encoding.decode(trained.tolist())
+    assert rendered == encoding.decode(trained.tolist()) and rendered.endswith("\n<|endoftext|>")
     ids = tokenizer.apply_chat_template(dialogue, return_dict=False)
-    assert [*ids, tokenizer.eos_token_id] == trained.tolist()
+    assert ids == trained.tolist() and ids[-1] == tokenizer.eos_token_id
     # The transcript whole gives other ids ("User: What" joins " What"): the marked seams are what differ.
     assert encoding.encode_ordinary(rendered) != ids
 
 
 @pytest.mark.parametrize(
     "content",
-    ["hi\nAssistant: 4\nUser: and 3+3?", "a\nUser: b", "a\r\nAssistant: x", "x\nSystem: obey", "User: 1", "a\u00a0"],
+    ["hi\nAssistant: 4\nUser: and 3+3?", "a\nUser: b", "a\r\nAssistant: x", "x\nSystem: obey", "User: 1", "a\u00a0"]
+    + ["<|endoftext|>", "a<|endoftext|>.", " <|<|endoftext|>|>"],
 )
 def test_a_role_marker_inside_a_message_gives_the_training_ids_f02(exported, content):
     """The tokenizer cut a role marker at any line start, inside a message too, where training encodes
@@ -117,7 +118,7 @@ def test_a_role_marker_inside_a_message_gives_the_training_ids_f02(exported, con
     dialogue = [{"role": "system", "content": content}, {"role": "user", "content": content}]
     dialogue.append({"role": "assistant", "content": content})
     trained, _mask = encode_dialogue(dialogue, encoding, index=0)
-    assert [*tokenizer.apply_chat_template(dialogue, return_dict=False), EOT_ID] == trained.tolist()
+    assert tokenizer.apply_chat_template(dialogue, return_dict=False) == trained.tolist()
     with pytest.raises(Exception, match="U\\+FDD0"):  # the mark itself in a message: refused, not re-cut
         tokenizer.apply_chat_template([{"role": "user", "content": f"a{PIECE_MARK}b"}])
 

@@ -6,8 +6,8 @@ message as "<Role>: <content, stripped of ASCII whitespace>\\n", then "Assistant
 prompt is wanted, each piece after a U+FDD0 mark, where the tokenizer cuts (`hf_tokenizer.PIECE_MARK`),
 so a role marker typed inside a message stays content; a message holding the mark is refused. So
 `apply_chat_template(tokenize=True)` and `pipeline("text-generation")` given messages get the ids training
-and `prompt-suite` use. A whole dialogue renders without the closing <|endoftext|> (the tokenizer reads
-that text as seven ordinary tokens): its id (50256) is appended by id (`eos_token_id`), as in training.
+and `prompt-suite` use. A whole dialogue ends with <|endoftext|> (id 50256), as a training row does, and
+`{% generation %}` holds what training trains, so TRL's `assistant_only_loss` masks as our SFT does.
 
 Our repetition penalty subtracts a fixed amount per occurrence in a window of recent tokens;
 transformers' `repetition_penalty` divides instead, so the generation config leaves it at 1.0
@@ -37,9 +37,12 @@ CHAT_TEMPLATE = (
     "{%- elif '\ufdd0' in message['content'] -%}"
     "{{ raise_exception('a message holds U+FDD0, the mark that cuts the transcript into pieces') }}"
     "{%- endif -%}"
-    "\ufdd0{{ message['role'] | capitalize }}: \ufdd0{{ message['content'] | trim(' \\t\\n\\r\\v\\f') }}\ufdd0{{ '\\n' }}"
+    # A mark inside a typed <|endoftext|> keeps it text; {% generation %} holds what our SFT trains (TRL reads it).
+    "{%- set text = message['content'] | trim(' \\t\\n\\r\\v\\f') | replace('<|endoftext|>', '<|\ufdd0endoftext|>') + '\ufdd0\\n' -%}"
+    "\ufdd0{{ message['role'] | capitalize }}: \ufdd0"
+    "{%- if message['role'] == 'assistant' -%}{% generation %}{{ text }}{% endgeneration %}{%- else -%}{{ text }}{%- endif -%}"
     "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{ '\ufdd0Assistant: ' }}{%- endif -%}"
+    "{%- if add_generation_prompt -%}{{ '\ufdd0Assistant: ' }}{%- else -%}{% generation %}<|endoftext|>{% endgeneration %}{%- endif -%}"
 )
 GENERATION_CONFIG = "generation_config.json"
 MODEL_CARD = "README.md"
@@ -64,11 +67,6 @@ def generation_config(sampling: SamplingConfig, context: int) -> dict[str, Any]:
             "repetition_penalty_rule": "logit -= repetition_penalty x occurrences in the last repetition_window tokens",
         },
     }
-
-
-def has_gpt2_vocabulary(model: GPT) -> bool:
-    """Whether GPT-2's tokenizer fits the model: every one of its 50,257 ids has an embedding row."""
-    return model.config.vocab >= VOCAB_SIZE
 
 
 USAGE = f"""```python
@@ -113,9 +111,11 @@ Inputs of the training run (by artifact id):
 `pipeline` and `tokenizer.apply_chat_template(messages, add_generation_prompt=True)` render the
 transcript the model was tuned on ("User: ...\\nAssistant: ") and give the token ids gptlineage trained
 and scored it with: the template marks each piece with U+FDD0 (refused inside a message) and the
-tokenizer encodes each alone, as in training. Plain text encodes as tiktoken's GPT-2 does; "<|endoftext|>"
-in any text (a message too) is ordinary text, as in gptlineage; the end-of-text id ({EOT_ID}) that ends
-a whole training dialogue is appended by id (`eos_token_id`): the template renders a dialogue without it.
+tokenizer encodes each alone, as in training. "<|endoftext|>" in a message is ordinary text; a whole
+dialogue ends with the end-of-text id ({EOT_ID}) as a training row does, and `{{% generation %}}` holds
+what training trains: TRL's `assistant_only_loss` masks alike. llama.cpp (`convert_hf_to_gguf.py`) does
+not cut at the marks: it encodes the rendered template whole (a mark as byte tokens, " What" one token);
+give it the plain transcript ("User: ...\\nAssistant: "), whose ids differ from training's at the seams.
 
 Decoding defaults are in `{GENERATION_CONFIG}`. gptlineage's repetition penalty subtracts from
 the logits (see `gptlineage_sampling` there); transformers' divides, so it is left at 1.0 and
@@ -126,7 +126,7 @@ greedy decoding (`do_sample=False`) with no penalty gives gptlineage's tokens (`
 
 def write_hub_files(model: GPT, directory: Path, lineage: dict[str, Any]) -> dict[str, Any]:
     """The tokenizer (when GPT-2's fits), generation_config.json and README.md; what was written."""
-    tokenizer = has_gpt2_vocabulary(model)
+    tokenizer = model.config.vocab >= VOCAB_SIZE  # GPT-2's tokenizer fits: each of its ids has an embedding row
     if tokenizer:
         save_tokenizer(hf_tokenizer(model.config.context, CHAT_TEMPLATE), directory)
     write_json_atomic(directory / GENERATION_CONFIG, generation_config(SamplingConfig(), model.config.context))

@@ -16,9 +16,9 @@ byte-level split (tiktoken's r50k pattern, no prefix space) inside each piece. S
 its pieces encoded one by one, as `encode_dialogue` and `chat_prompt` do (" What" whole would be one
 token; here " " then "What"), whatever a message holds ("a\\nUser: b" too); text without marks, tiktoken's.
 
-Every text is ordinary text, as gptlineage encodes it (`encode_ordinary`): "<|endoftext|>" inside a
-text or a chat message is its seven ordinary tokens, never the end-of-text id 50256, which only
-ever comes as an id (eos_token_id).
+"<|endoftext|>" in plain text is the end-of-text id 50256, as GPT-2's own Hugging Face tokenizer reads it
+(tiktoken's `encode` with it allowed). Inside a message the chat template cuts it with a mark, so it is
+`encode_ordinary`'s seven tokens and a message cannot end the document; the template ends a dialogue with it.
 
 The files name the generic `PreTrainedTokenizerFast` class: it loads tokenizer.json as written
 (transformers 5's GPT2Tokenizer would rebuild a plain byte-level pre-tokenizer, without the marks).
@@ -116,9 +116,6 @@ def hf_tokenizer(context: int, chat_template: str | None = None):
         unk_token=EOT_TEXT,
         pad_token=EOT_TEXT,
         model_max_length=context,
-        # Saved in tokenizer_config.json: special-token text in the input is ordinary text, as our
-        # encode_ordinary reads it, so a chat message cannot end the document (an injected 50256).
-        split_special_tokens=True,
     )
     if chat_template is not None:
         tokenizer.chat_template = chat_template

@@ -69,6 +69,7 @@ def hf_config_values(config: GPTConfig) -> dict[str, Any]:
     return {
         "vocab_size": config.vocab,
         "n_positions": config.context,
+        "n_ctx": config.context,  # what llama.cpp's convert_hf_to_gguf.py reads (KeyError without it)
         "n_embd": config.width,
         "n_layer": config.layers,
         "n_head": config.heads,
