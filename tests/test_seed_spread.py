@@ -67,3 +67,14 @@ def test_the_panel_places_a_default_run_and_says_when_a_run_is_not_one(monkeypat
     assert spread_panel(*chain(sft_seed=3), 0.8)["comparable"]
     assert not spread_panel(*chain(lr=0.01), 0.8)["comparable"]
     assert spread_panel(nodes, runs, None) is None
+
+
+@pytest.mark.parametrize("document", ["README.md", "docs/results.md"])
+def test_the_readme_and_results_quote_each_measured_spread(document):
+    """The headline is the measured spread: each row's mean and min-max as the page computes them."""
+    text = " ".join((Path(__file__).parents[1] / document).read_text(encoding="utf-8").split())
+    assert seed_spread.MEASURED, "no spread measured: the documents would quote nothing"
+    for row in seed_spread.MEASURED:
+        mean, span = spread_text(row.mean, row).rsplit(": mean ", 1)[1].split(", ")  # "80.0%", "75.0-85.0%"
+        quoted = mean, span, row.cpu
+        assert all(part in text for part in quoted), (document, quoted)
