@@ -473,6 +473,7 @@ def test_a_loss_on_another_validation_set_is_not_comparable(added_stage, capsys)
     assert losses and all(judgement(row) == NOT_COMPARABLE for row in losses)
     assert main(["lineage", "diff", str(added_stage["stage1"]), str(added_stage["mid"])]) == 0
     out = capsys.readouterr().out
-    assert re.match(rf"results: final_val_loss \S+ → \S+, {re.escape(NOT_COMPARABLE)}; best_val_loss ", out)
+    flat = " ".join(out.split())  # the first line wraps at the terminal's width
+    assert re.match(rf"results: final_val_loss \S+ → \S+, {re.escape(NOT_COMPARABLE)}; best_val_loss ", flat)
     table = out[out.index("quality metrics that changed:") : out.index("\n\n", out.index("quality metrics"))]
     assert "not comparable" in table and "better" not in table and "worse" not in table, out

@@ -40,7 +40,7 @@ window.addEventListener("load", () => {
   out.id = "measured";
   out.textContent = JSON.stringify({
     pres, images, figures, cases, resultsTop: box("results"), graphTop: box("graph"),
-    text: document.body.innerText });
+    text: document.body.innerText, pageWidth: document.documentElement.scrollWidth, windowWidth: window.innerWidth });
   document.body.appendChild(out);
 });
 </script>"""
@@ -64,9 +64,9 @@ def browser(chromium: str, profile: Path, *args: str) -> subprocess.CompletedPro
     return subprocess.run(command, capture_output=True, text=True, timeout=180, env=env, check=False)
 
 
-def browser_dom(chromium: str, page: Path, profile: Path) -> tuple[str, list[str]]:
+def browser_dom(chromium: str, page: Path, profile: Path, *args: str) -> tuple[str, list[str]]:
     """The DOM Chromium built from PAGE, and its console errors."""
-    done = browser(chromium, profile, "--dump-dom", page.resolve().as_uri())
+    done = browser(chromium, profile, *args, "--dump-dom", page.resolve().as_uri())
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout, [line for line in done.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
 
@@ -81,15 +81,26 @@ def deliverable(tiny_chain, tmp_path_factory) -> Path:
     return build_deliverable(tmp_path_factory.mktemp("deliverable"), tiny_chain)
 
 
-@pytest.fixture(scope="module")
-def measured(chromium, deliverable, tmp_path_factory) -> dict:
+def probed(chromium: str, deliverable: Path, profile: Path, *args: str) -> dict:
+    """What the browser laid out of the deliverable's page (PROBE's measures)."""
     probe = deliverable.parent / "probe.html"  # beside the page, not inside the artifact
     probe.write_text((deliverable / "index.html").read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"))
-    dom, console = browser_dom(chromium, probe, tmp_path_factory.mktemp("chromium"))
+    dom, console = browser_dom(chromium, probe, profile, *args)
     assert not console, console
     found = re.search(r'<output id="measured">(.*?)</output>', dom, re.S)
     assert found, "the probe did not run"
     return json.loads(unescape(found.group(1)))
+
+
+@pytest.fixture(scope="module")
+def measured(chromium, deliverable, tmp_path_factory) -> dict:
+    return probed(chromium, deliverable, tmp_path_factory.mktemp("chromium"))
+
+
+def test_nothing_is_cut_in_an_800_pixel_window(chromium, deliverable, tmp_path):
+    """The page is no wider than the window: a wide table scrolls in its own box."""
+    narrow = probed(chromium, deliverable, tmp_path, "--window-size=800,2000")
+    assert narrow["windowWidth"] <= 800 and narrow["pageWidth"] <= narrow["windowWidth"], narrow["pageWidth"]
 
 
 def test_every_json_block_shows_all_its_lines_uncut(measured):

@@ -25,7 +25,7 @@ from gptlineage.reporting.plots import (
     profile_svg,
     read_metrics,
     run_figures,
-    stage_offsets,
+    stage_spans,
 )
 
 SVG = "{http://www.w3.org/2000/svg}svg"
@@ -140,9 +140,9 @@ def test_a_loss_range_over_ten_fold_is_log_scaled():
     assert parse_svg(loss_svg(points, "wide")) is not None
 
 
-def test_overview_offsets_each_stage_by_the_steps_before_it(chain):
+def test_overview_gives_each_stage_its_own_steps_in_an_equal_share(chain):
     stages = [(name, read_metrics(chain[name] / "metrics.json")) for name in ("stage1", "stage2")]
-    assert stage_offsets(stages) == [0.0, 5.0]
+    assert stage_spans(stages)[0] == 5 and stage_spans([("empty", [])]) == [1]
     assert parse_svg(overview_svg(stages)) is not None
 
 
@@ -171,8 +171,11 @@ def test_overview_names_every_stage_apart_in_its_colour_and_clips_no_point(lengt
     assert all(figure.bbox.contains(box.x1, box.y1) for box in boxes)  # inside the figure
     colours = {line.get_label(): line.get_color() for line in axes.get_lines() if not line.get_label().startswith("_")}
     assert len(set(colours.values())) == len(names)
-    last_stage_end = sum(lengths)
-    assert axes.get_xlim()[1] > last_stage_end  # the last point is not on the edge
+    assert axes.get_xlim()[1] > len(lengths)  # the last point is not on the edge
+    # Each stage fills its equal share of the axis, however short (pretraining beside a long SFT).
+    for index, colour in enumerate(colours.values()):
+        drawn = [x for line in axes.get_lines() if line.get_color() == colour for x in line.get_xdata()]
+        assert min(drawn) == index and max(drawn) == index + 1  # validation at its step 0 and its last
     assert "training" in axes.get_title() and "validation" in axes.get_title()  # it says what it draws
 
 

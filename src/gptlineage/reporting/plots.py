@@ -237,28 +237,23 @@ def profile_svg(summary: dict[str, Any], title: str, top: int = 10) -> bytes:
         return svg_bytes(figure)
 
 
-def stage_offsets(stages: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> list[float]:
-    """Where each stage starts on the shared axis: the sum of the last steps of the stages before it."""
-    offsets, total = [], 0.0
-    for _, points in stages:
-        offsets.append(total)
-        total += max((p["step"] for p in loss_points(points)), default=0)
-    return offsets
+def stage_spans(stages: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> list[float]:
+    """Each stage's last step (1 for a stage without one): the steps its equal share of the axis holds."""
+    return [max((p["step"] for p in loss_points(points)), default=0) or 1 for _, points in stages]
 
 
-def draw_stage(axes, name: str, points: Sequence[dict[str, Any]], offset: float, color: str) -> None:
-    """One stage of the overview in its colour: its training loss (EMA, the raw faint under it) and
-    its validation loss (dots), after `offset` steps. The legend names the stage once."""
+def draw_stage(axes, name: str, points: Sequence[dict[str, Any]], index: int, span: float, color: str) -> None:
+    """One stage of the overview in its colour, in the axis' unit [INDEX, INDEX + 1] (step / SPAN past
+    INDEX): its training loss (EMA, the raw faint under it) and its validation loss (dots)."""
     train, validation = loss_points(points, "train"), loss_points(points, "validation")
-    steps = max((p["step"] for p in loss_points(points)), default=0)
-    label = f"{name} ({steps:,.0f} steps)"
+    label = f"{name} ({max((p['step'] for p in loss_points(points)), default=0):,.0f} steps)"
     if train:
-        at, losses = [offset + p["step"] for p in train], [p["loss"] for p in train]
+        at, losses = [index + p["step"] / span for p in train], [p["loss"] for p in train]
         axes.plot(at, losses, color=color, alpha=0.2, linewidth=0.7)
         axes.plot(at, ema(losses, ema_factor(len(losses))), color=color, linewidth=1.8, label=label)
     if validation:
         axes.plot(
-            [offset + p["step"] for p in validation],
+            [index + p["step"] / span for p in validation],
             [p["loss"] for p in validation],
             color=color,
             linestyle="none",
@@ -271,23 +266,33 @@ def draw_stage(axes, name: str, points: Sequence[dict[str, Any]], offset: float,
         )
 
 
+def stage_ticks(axes, spans: Sequence[float]) -> None:
+    """Ticks in each stage's own steps: its middle and its end (the next stage starts at 0 there)."""
+    at, labels = [0.0], ["0"]
+    for index, span in enumerate(spans):
+        at += [index + 0.5, index + 1.0]
+        labels += [f"{span / 2:,.0f}", f"{span:,.0f}"]
+    axes.set_xticks(at, labels)
+
+
 def overview_figure(stages: Sequence[tuple[str, Sequence[dict[str, Any]]]]):
-    """The chain on one step axis, each stage after the steps of those before it and in its own
-    colour; the stages are named in a legend beside the axes, where no two names can overlap."""
-    offsets = stage_offsets(stages)
+    """The chain on one axis, each stage in an equal share of it and in its own colour (a 100-step
+    pretraining is as wide as a 5,000-step SFT); the stages are named in a legend beside the axes,
+    where no two names can overlap."""
+    spans = stage_spans(stages)
     losses = [p["loss"] for _, points in stages for p in loss_points(points)]
     if not losses:
         raise GptlineageError("overview: no run has a finite loss")
-    end = offsets[-1] + max((p["step"] for p in loss_points(stages[-1][1])), default=0)
     figure = new_figure(*LOSS_SIZE)
     axes = figure.add_subplot()
-    for index, ((name, points), offset) in enumerate(zip(stages, offsets)):
-        draw_stage(axes, name, points, offset, STAGE_COLORS[index % len(STAGE_COLORS)])
+    for index, ((name, points), span) in enumerate(zip(stages, spans)):
+        draw_stage(axes, name, points, index, span, STAGE_COLORS[index % len(STAGE_COLORS)])
         if index > 0:
-            axes.axvline(offset, color=EDGE_COLOR, linestyle="--", linewidth=1)
-    axes.set_xlim(0, (end or 1) * 1.02)  # air after the last point
+            axes.axvline(index, color=EDGE_COLOR, linestyle="--", linewidth=1)
+    axes.set_xlim(0, len(stages) * 1.02)  # air after the last point
+    stage_ticks(axes, spans)
     set_loss_limits(axes, losses)
-    axes.set_xlabel("step (stages laid end to end)")
+    axes.set_xlabel("each stage's own steps (stages side by side, each as wide as the others)")
     axes.set_ylabel(loss_label(losses))
     axes.set_title("every stage's loss: training (EMA, raw faint) and validation (dots)")
     light_grid(axes)

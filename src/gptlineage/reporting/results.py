@@ -316,7 +316,7 @@ def results_panel(parts: Mapping[str, Path], nodes: Sequence[Node], anchors: Map
         *found.get("plots", (None, None)),
         "overview.svg",
         "The whole chain: each stage's training loss (its EMA, the raw faint under it) and validation loss"
-        " (dots) in the stage's colour, the stages laid end to end.",
+        " (dots) in the stage's colour, each stage as wide as the others, in its own steps.",
     )
     suite = prompt_suite_panel(*found.get("prompt_suite", (None, None)))
     rate = suite["overall"]["rate"] if suite["overall"] else None
