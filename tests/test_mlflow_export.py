@@ -295,6 +295,11 @@ def test_a_store_inside_the_tree_or_an_artifact_is_refused(deliverables, tmp_pat
         assert main(["lineage", "export", "mlflow", str(tree), "--tracking-uri", f"sqlite:///{store}"]) != 0
         assert said in one_error_line(capsys) and not store.parent.joinpath("mlflow.db.lock").exists()
     assert main(["lineage", "verify", str(deliverables["a"])]) == 0
+    # A tree below a results/ folder: a store beside it in that folder is refused too.
+    results = next(up for up in tree.parents if up.name == "results")
+    store = results / "mlflow.db"
+    assert main(["lineage", "export", "mlflow", str(tree), "--tracking-uri", f"sqlite:///{store}"]) != 0
+    assert f"inside the tree {results}" in one_error_line(capsys) and not store.exists()
 
 
 def test_bad_settings_are_one_line_within_seconds(deliverables, tmp_path, capsys, monkeypatch):

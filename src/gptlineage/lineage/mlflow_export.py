@@ -279,13 +279,19 @@ def write_runs(client: Any, experiment: str, nodes: list[Node], results: Path) -
     return added
 
 
+def refuse_store_inside(tree: Path, store: Path | None, tracking_uri: str) -> None:
+    """A local store's files and lock must not join TREE, a folder Snakemake and our artifacts own."""
+    if store is not None and tree.resolve() in [store.resolve(), *store.resolve().parents]:
+        raise GptlineageError(f"--tracking-uri {tracking_uri}: inside the tree {tree}; put the store elsewhere")
+
+
 def export_mlflow(results: Path, tracking_uri: str, experiment: str) -> str:
     """Runs for the tree RESULTS in EXPERIMENT at TRACKING_URI; says how many were added and found, and where."""
     results = lexical(results.absolute())
     store = store_path(tracking_uri)
     nodes = tree_nodes(results, store)  # read (and refused unless it verifies) before MLflow is touched
-    if store is not None and results.resolve() in [store.resolve(), *store.resolve().parents]:  # its lock, its files
-        raise GptlineageError(f"--tracking-uri {tracking_uri}: inside the tree {results}; put the store elsewhere")
+    for tree in [results, *[up for up in results.parents if up.name == "results"][:1]]:  # and the workflow's
+        refuse_store_inside(tree, store, tracking_uri)
     with opened_store(tracking_uri, store) as client:
         try:
             experiment = experiment_id(client, experiment)  # its id from here on
