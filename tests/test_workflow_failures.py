@@ -32,3 +32,13 @@ def test_a_bad_config_fails_before_any_job_naming_the_key(tmp_path):
     done = snakemake(workdir, "--configfile", str(bad), "--dry-run", TARGET)
     assert done.returncode != 0
     assert "data_csv.batch" in done.stdout + done.stderr
+
+
+def test_a_profile_naming_a_rule_that_does_not_exist_is_one_line(tmp_path):
+    """A misspelled rule in set-threads would silently leave the stage on one thread."""
+    workdir = copy_workflow(tmp_path)
+    done = snakemake(workdir, "--set-threads", "train_pretrian=2", "--dry-run", TARGET)
+    assert done.returncode != 0 and "Traceback" not in done.stdout + done.stderr
+    assert "rule train_pretrian, which this workflow lacks; did you mean train_pretrain?" in done.stderr
+    done = snakemake(workdir, "--set-resources", "no_such_rule:mem_mb=100", "--dry-run", TARGET)
+    assert done.returncode != 0 and "rule no_such_rule, which this workflow lacks (its rules: " in done.stderr

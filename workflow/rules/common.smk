@@ -9,6 +9,7 @@
 # function gives a job the artifacts of its own experiment, and the default's where the work is
 # shared (gptlineage.workflow_jobs), so a sweep builds each distinct job once.
 
+import difflib
 import logging
 import shlex
 import sys
@@ -66,6 +67,13 @@ def check_rules():
                 f"invalid workflow: job {name} is declared in gptlineage.workflow_graph, but"
                 f" workflow/rules/{family}.smk has no rule {name} to build it"
             )
+    settings = workflow.resource_settings  # a profile's or the command line's set-threads/set-resources
+    for name in sorted({*settings.overwrite_threads, *settings.overwrite_resources} - rules):
+        near = difflib.get_close_matches(name, rules, n=1)
+        raise SystemExit(
+            f"invalid workflow: set-threads/set-resources name rule {name}, which this workflow lacks"
+            + (f"; did you mean {near[0]}?" if near else f" (its rules: {', '.join(sorted(rules))})")
+        )
     message = stale_error(Path(workflow.basedir))
     if message:
         raise SystemExit(message)
