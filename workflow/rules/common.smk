@@ -178,9 +178,15 @@ def corpus_sources(name):
     def sources(wildcards):
         settings = slice_of(wildcards, name)
         found = slice_files(name, "input")(wildcards)
-        if not settings.get("synth_chat") and settings.get("hf_dataset") and Path(settings["hf_dataset"]).exists():
-            found.append(local(settings["hf_dataset"]))  # a local dataset directory
-        return found
+        dataset = Path(settings.get("hf_dataset") or "")
+        if settings.get("synth_chat") or not settings.get("hf_dataset") or not dataset.exists():
+            return found
+        if not dataset.is_dir():
+            return [*found, local(str(dataset))]
+        # Each file of a local dataset folder, not the folder: an edit inside changes no folder's time.
+        inside = [path for path in sorted(dataset.rglob("*")) if path.is_file()]
+        shown = [path for path in inside if not any(part[0] == "." for part in path.relative_to(dataset).parts)]
+        return [*found, *(local(str(path)) for path in shown)]  # hidden ones are caches
 
     return sources
 
