@@ -185,6 +185,13 @@ MISTAKES = [
         id="rule-without-job",
     ),
     pytest.param(
+        TABULAR,
+        ('        result("data_npy"),\n', '        result("data_nyp"),\n'),
+        "invalid workflow: job data_nyp has a rule but no declaration; a misspelling of data_npy? or add"
+        " Job('data_nyp', command, directory, slice, inputs) to gptlineage.workflow_graph",
+        id="rule-job-misspelled",
+    ),
+    pytest.param(
         GRAPH,
         (
             '        Job("small_data", "small-data", "small_data", "small_data"),\n',

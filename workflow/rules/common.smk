@@ -82,9 +82,11 @@ def check_rules():
 def declared(name):
     """The job NAME of the graph; a rule for a job the graph lacks stops in one line."""
     if name not in JOB_NAMES:
+        near = difflib.get_close_matches(name, JOB_NAMES, n=1)
         raise SystemExit(
-            f"invalid workflow: job {name} has a rule but no declaration; add Job({name!r}, command, directory,"
-            " slice, inputs) to gptlineage.workflow_graph"
+            f"invalid workflow: job {name} has a rule but no declaration; "
+            + (f"a misspelling of {near[0]}? or add" if near else "add")
+            + f" Job({name!r}, command, directory, slice, inputs) to gptlineage.workflow_graph"
         )
     return job(name)
 
