@@ -117,7 +117,7 @@ def test_the_slurm_profile_sizes_every_job_the_default_profile_sizes():
         ),
         (
             lambda c: c.update(pretrian={"steps": 2}),
-            "invalid config: key pretrian: not a stage of this workflow",
+            "invalid config: key pretrian: no job of this workflow reads it; did you mean pretrain?",
         ),
         (
             lambda c: c["corpus_sft_stage1"].update(synth_chat="stage3"),

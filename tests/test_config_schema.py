@@ -110,7 +110,7 @@ def changed(path: str, value) -> dict:
             "invalid config: key pretrain: must be a mapping of settings, got [1, 2]",
             id="not-a-mapping",
         ),
-        pytest.param("stage9", {}, "invalid config: key stage9: not a stage of this workflow", id="unknown-slice"),
+        pytest.param("stage9", {}, "invalid config: key stage9: no job of this workflow reads it", id="unknown-slice"),
         pytest.param(
             "experiments.lr_high.pretrain.seed",
             -3,

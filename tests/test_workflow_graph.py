@@ -216,7 +216,7 @@ MISTAKES = [
     pytest.param(
         "config.yaml",
         (None, "\nrow_count:\n  steps: 3\n"),
-        "invalid config: key row_count: not a stage of this workflow",
+        "invalid config: key row_count: no job of this workflow reads it (a new job's slice needs its Job in",
         id="slice-without-job",
     ),
     pytest.param(

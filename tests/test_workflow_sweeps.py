@@ -50,7 +50,10 @@ def test_a_sweep_builds_its_experiments_in_one_call_sharing_the_unchanged_jobs(w
 def test_a_bad_experiment_is_one_line_naming_its_key(workflow_copy, tmp_path):
     for experiments, message in (
         ({"train": {"sft_stage2": {"lr": 0.1}}}, "key experiments.train: an experiment name"),
-        ({"ok": {"sft_stage9": {"lr": 0.1}}}, "key experiments.ok.sft_stage9: not a stage"),
+        (
+            {"ok": {"sft_stage9": {"lr": 0.1}}},
+            "key experiments.ok.sft_stage9: no job of this workflow reads it; did you mean sft_stage2?",
+        ),
         ({"ok": {"sft_stage2": {"lr": -1}}}, "key experiments.ok.sft_stage2.lr:"),
     ):
         override = tmp_path / "override.yaml"

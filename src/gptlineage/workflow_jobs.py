@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gptlineage.workflow_graph import JOB_DIRECTORIES, JOBS, edges, job
-from gptlineage.workflow_support import EXPERIMENTS_KEY, SLICES, config_error
+from gptlineage.workflow_support import EXPERIMENTS_KEY, SLICES, config_error, unread_key_error
 
 EXPERIMENT_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 # Names an experiment cannot take: its results/<name> would be a job's directory, or where every
@@ -119,7 +119,7 @@ def experiments_error(config: dict[str, Any]) -> str | None:
             return f"invalid config: key {key}: must be a mapping of slices to override"
         for slice_name, values in overrides.items():
             if slice_name not in SLICES:
-                return f"invalid config: key {key}.{slice_name}: not a stage of this workflow"
+                return unread_key_error(f"{key}.{slice_name}")
             if not isinstance(values, dict):
                 return f"invalid config: key {key}.{slice_name}: must be a mapping of settings"
     return None

@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import decimal
+import difflib
 import re
 import shlex
 import typing
@@ -296,12 +297,22 @@ def slices_error() -> str | None:
     return None
 
 
+def unread_key_error(key: str) -> str:
+    """A config slice no job reads: a misspelled job's, or a new job the graph does not declare yet."""
+    near = difflib.get_close_matches(key.rsplit(".", 1)[-1], SLICES, n=1)
+    return f"invalid config: key {key}: no job of this workflow reads it" + (
+        f"; did you mean {near[0]}?"
+        if near
+        else f" (a new job's slice needs its Job in gptlineage.workflow_graph; slices: {', '.join(SLICES)})"
+    )
+
+
 def config_error(config: dict[str, Any]) -> str | None:
     """The first problem of a workflow config as one line naming the key, or None: an unknown
     slice, or a slice its command's settings refuse (type, range, a combination)."""
     for name in config:
         if name not in SLICES and name != EXPERIMENTS_KEY:  # experiments: checked by workflow_jobs
-            return f"invalid config: key {name}: not a stage of this workflow (stages: {', '.join(SLICES)})"
+            return unread_key_error(name)
     for name in SLICES:
         message = slice_error(name, config.get(name))
         if message:
