@@ -30,7 +30,7 @@ FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 COMMENT = re.compile(r"\s+#\s.*$")  # a trailing shell comment: `cmd   # what it does`
 # Commands that exist only once a recipe of docs/extending.md has been applied: tests/test_recipes.py
 # applies each recipe and runs them.
-RECIPE_COMMANDS = ("gptlineage answer-check",)
+RECIPE_COMMANDS = ("gptlineage answer-check", "gptlineage record --input results/prompt_suite --code scripts/")
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 

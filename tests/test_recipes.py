@@ -5,7 +5,9 @@ Each recipe alone plans the whole chain (`snakemake --dry-run`). Then they run o
 session's tiny chain (tests/test_workflow.py), so only the jobs they change run: the new stage
 trains and its model is the deliverable's, which stays `results/sft_stage2`; the new command's
 artifact is a part of the deliverable, on its page and in `lineage table`; the corpus of one's own
-feeds pretraining (its recipe's run, up to results/train/pretrain).
+feeds pretraining (its recipe's run, up to results/train/pretrain). The step of one's own runs
+on a copy of its own: its artifact has lineage (the prompt suite's id, the script's hash), its
+metric is in `lineage table`, it verifies and reproduces, and editing its script reruns it alone.
 
 A step reads "**Step N.** In `PATH`, after the line `LINE`, add:", "In `PATH`, replace the line
 `LINE` with:", "In `PATH`, add at the end:" or "In `PATH`, create the file:", each followed by a
@@ -19,11 +21,13 @@ from __future__ import annotations
 
 import csv
 import gzip
+import hashlib
 import io
 import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -42,7 +46,8 @@ EDIT_STEP = re.compile(
 )
 RUN_STEP = re.compile(r"\*\*Step \d+\.\*\* Run `(?P<command>[^`]+)`")
 STAGE, COMMAND, CORPUS = "Add a training stage", "Add a command", "Train on your own corpus"
-RECIPES = (STAGE, COMMAND, CORPUS)
+OWN_STEP = "Add your own step"
+RECIPES = (STAGE, OWN_STEP, COMMAND, CORPUS)
 
 
 @dataclass
@@ -78,6 +83,7 @@ def edit(workdir: Path, step: Step) -> None:
     target = workdir / step.path
     if step.create:
         assert not target.exists(), f"{step.path} exists already"
+        target.parent.mkdir(parents=True, exist_ok=True)  # a folder of one's own (scripts/)
         target.write_text(step.text, encoding="utf-8")
         return
     text = target.read_text(encoding="utf-8")
@@ -216,3 +222,44 @@ def test_the_own_corpus_feeds_pretraining(extended):
     assert len(sources) == 1 and sources[0]["sha256"]
     pretraining = inputs_by_role(manifest(extended, "train/pretrain")).values()
     assert any("corpus_pretrain/" in path for path in pretraining), pretraining
+
+
+@pytest.fixture(scope="module")
+def own_step(tiny_workflow, tmp_path_factory) -> Path:
+    """A copy of the session's tiny chain with the step of one's own added and run (only it runs)."""
+    workdir = tmp_path_factory.mktemp("own_step") / "tree"
+    shutil.copytree(tiny_workflow, workdir, symlinks=True)  # keeps each file's time: the chain is up to date
+    touched, _ = apply(workdir, OWN_STEP)
+    assert {"scripts/count_answers.py", "workflow/rules/my_steps.smk", "Snakefile"} <= touched
+    done = run_command(workdir, ["snakemake", "--cores", "1", "results/count_answers"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "rule count_answers:" in done.stdout + done.stderr and "rule prompt_suite:" not in done.stdout + done.stderr
+    return workdir
+
+
+def planned_rules(workdir: Path) -> set[str]:
+    done = run_command(workdir, ["snakemake", "--dry-run", "--cores", "1", "results/count_answers"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    return set(re.findall(r"^(?:local)?rule (\w+):", done.stdout, re.MULTILINE))
+
+
+def test_the_own_step_has_lineage(own_step):
+    recorded = manifest(own_step, "count_answers")
+    by_role = {entry["role"]: entry for entry in recorded["inputs"]}
+    assert recorded["command"]["name"] == "record"
+    assert by_role["input1"]["artifact_id"] == manifest(own_step, "prompt_suite")["id"]
+    script = own_step / "scripts/count_answers.py"
+    assert by_role["code:scripts/count_answers.py"]["sha256"] == hashlib.sha256(script.read_bytes()).hexdigest()
+    metrics = json.loads((own_step / "results/count_answers/metrics.json").read_text(encoding="utf-8"))
+    assert recorded["summary"] == metrics and metrics["answers"] > 0
+    done = run_command(own_step, ["gptlineage", "lineage", "table", "results", "--stage", "count_answers", "--csv"])
+    assert done.returncode == 0, done.stderr
+    (row,) = list(csv.DictReader(io.StringIO(done.stdout)))
+    assert float(row["mean_answer_words"]) == metrics["mean_answer_words"]
+    for action in ("verify", "reproduce"):
+        done = run_command(own_step, ["gptlineage", "lineage", action, "results/count_answers"])
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "REPRODUCED" in done.stdout
+    assert planned_rules(own_step) == set()  # nothing to do
+    script.write_text(script.read_text(encoding="utf-8") + "# edited\n", encoding="utf-8")
+    assert planned_rules(own_step) == {"count_answers"}  # the edited step alone reruns

@@ -16,6 +16,7 @@ command declares (`command.declaration.side_outputs` in the manifest; a manifest
 declarations: the command module's `DECLARATION` now) are left out (copies it writes outside its
 artifact) or moved into `scratch` (work folders; left out without one), and every other path
 must name one of the artifact's recorded inputs (or a folder holding one), else it is refused.
+The one exception: the command `gptlineage record` ran (its words after `--`), passed on as recorded.
 """
 
 from __future__ import annotations
@@ -241,6 +242,8 @@ def option_words(action: argparse.Action, value: Any, paths: Rebuild) -> list[st
     texts = [value_text(action, item) for item in items]
     if is_path_action(action):
         texts = [text for text in (paths.path_value(action, text) for text in texts) if text is not None]
+    if flag is None and not is_path_action(action) and isinstance(value, list):  # words of a command (record's)
+        return ["--", *texts]  # after `--`, as recorded: the command the artifact ran
     if flag is None:  # a positional: a path of ours never starts with "-"
         return [text if not text.startswith("-") else f"./{text}" for text in texts]
     return [f"{flag}={text}" for text in texts]
@@ -359,13 +362,18 @@ def same_value(given: Any, recorded: Any) -> bool:
 
 def check_declaration(manifest: Mapping[str, Any]) -> None:
     """Refuse a recorded declaration that the recorded code does not declare (a forged one would
-    let a side output through as an input path, or call results timings)."""
+    let a side output through as an input path, or call results timings). Its metrics play no
+    part in a rebuild, and a run may declare its own (record's, from its metrics.json)."""
     module = manifest["code"]["module"]
     try:
         same_code = code_closure(module)["closure_sha256"] == manifest["code"]["closure_sha256"]
     except ValueError:  # a module the package no longer has: reproduce says so itself
         return
-    if same_code and declaration_of(manifest).as_json() != declared_by(module).as_json():
+    if same_code and rebuild_facts(declaration_of(manifest)) != rebuild_facts(declared_by(module)):
         raise GptlineageError(
             "the recorded command.declaration is not what the code of its closure declares; refusing to rebuild under it"
         )
+
+
+def rebuild_facts(declaration: Declaration) -> dict[str, Any]:
+    return {key: value for key, value in declaration.as_json().items() if key != "metrics"}

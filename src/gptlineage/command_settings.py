@@ -2,8 +2,8 @@
 
 Every class comes from a light settings module of its library family (corpus.prepare_config,
 generation.settings and generation.report_settings, reporting.experiment_settings and
-reporting.matched_settings, tabular.settings, training.config), which imports no torch,
-matplotlib, pandas, jinja2, rich, numpy or tiktoken: the workflow's config check
+reporting.matched_settings, tabular.settings, training.config; record's: lineage.action_settings),
+which imports no torch, matplotlib, pandas, jinja2, rich, numpy or tiktoken: the workflow's config check
 (gptlineage.workflow_support) builds them all before any job, and `snakemake -n` should not pay
 seconds for packages no setting needs (tests/test_settings_imports.py holds it to that).
 
@@ -26,6 +26,7 @@ from gptlineage.corpus.prepare_config import PrepareConfig
 from gptlineage.corpus.synth_chat import SynthChatConfig
 from gptlineage.generation.report_settings import CacheBenchConfig, CacheCheckConfig, PromptSuiteConfig
 from gptlineage.generation.settings import ExportConfig, GenerateConfig
+from gptlineage.lineage.action_settings import RecordConfig
 from gptlineage.reporting.experiment_settings import ExperimentConfig
 from gptlineage.reporting.matched_settings import MatchedCompareConfig
 from gptlineage.tabular.settings import DataCsvConfig, DataNpyConfig, SmallDataConfig
@@ -47,6 +48,7 @@ SETTINGS: dict[registry.Command, type] = {
     registry.EXPORT_HF: ExportConfig,
     registry.MATCHED_COMPARE: MatchedCompareConfig,
     registry.EXPERIMENT: ExperimentConfig,
+    registry.RECORD: RecordConfig,
 }
 
 

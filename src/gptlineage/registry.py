@@ -73,6 +73,8 @@ MATCHED_COMPARE = Command(
     "reporting",
 )
 PLOTS = Command("plots", "draw loss, profile, overview and comparison figures of training runs", "reporting")
+# No rule of the workflow runs `record`: a rule of one's own does, for a script (docs/extending.md).
+RECORD = Command("record", "run a command of your own and record what it writes as an artifact with lineage", None)
 LINEAGE = Command("lineage", "show, verify, export or report the lineage of an artifact", None)
 EXPERIMENT = Command(
     "experiment",
@@ -97,6 +99,7 @@ COMMANDS = (
     EXPORT_HF,
     MATCHED_COMPARE,
     PLOTS,
+    RECORD,
     LINEAGE,
     EXPERIMENT,
 )

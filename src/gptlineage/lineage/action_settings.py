@@ -209,3 +209,21 @@ class ReproduceSettings:
     def __post_init__(self) -> None:
         check_settings(self)
         check_source_directories(self.sources)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordConfig:
+    """`gptlineage record`: the artifacts and code files a command of one's own reads, where its
+    artifact goes, and the command (the words after `--`)."""
+
+    input: tuple[Path, ...] = setting((), "an artifact (or a file in one) the command reads (repeatable)")
+    code: tuple[Path, ...] = setting((), "a file of the command's own code, under the working directory (repeatable)")
+    output: Path = output_setting("what the command writes, and its manifest")
+    user_command: tuple[str, ...] = setting(
+        help="after --: the command to run (no shell); {output} in a word is the folder it writes",
+        positional=True,
+        metavar="COMMAND",
+    )
+
+    def __post_init__(self) -> None:
+        check_settings(self)
