@@ -242,14 +242,12 @@ VERIFY = ("lineage", "verify", "{w}/results/data_csv")
 SHOW = ("lineage", "show", "{w}/results/data_csv")
 CRATE = ("lineage", "export", "{w}/results/data_csv", "--format", "ro-crate", "--output", "{w}/crate")
 PROV = ("lineage", "export", "{w}/results/data_csv", "--output", "{w}/prov.json")
-REPORT = ("lineage", "report", "{w}/results/data_csv", "--output", "{w}/report")
 CLIMB = "files[2].path '../../payload.txt' is not a plain relative path inside the artifact"
 
 CASES = [
     Case("files-path-climbs/verify", climbing_file_entry, VERIFY, CLIMB),
     Case("files-path-climbs/ro-crate", climbing_file_entry, CRATE, CLIMB),
     Case("files-path-climbs/prov", climbing_file_entry, PROV, CLIMB),
-    Case("files-path-climbs/report", climbing_file_entry, REPORT, CLIMB),
     Case("files-path-absolute", absolute_file_entry, VERIFY, "files[2].path '/"),
     Case("input-absolute-secret/ro-crate", absolute_secret_input, CRATE, "inputs[1].path '/"),
     Case("input-secret-wrong-hash/ro-crate", relative_secret_input_wrong_hash, CRATE, "its lineage does not verify"),
@@ -275,11 +273,9 @@ CASES = [
     Case("upstream-files-missing/verify", upstream_files_missing, VERIFY, "small_data/manifest.json: files is missing"),
     Case("upstream-files-missing/prov", upstream_files_missing, PROV, "small_data/manifest.json: files is missing"),
     Case("bytes-not-int/show", bytes_not_int, SHOW, "files[0].bytes '428' is not a byte count"),
-    Case("bytes-not-int/report", bytes_not_int, REPORT, "files[0].bytes '428' is not a byte count"),
     Case("inputs-not-a-list/verify", inputs_not_a_list, VERIFY, "inputs {'csv': 'x'} is not a list"),
     Case("argv-not-a-list/ro-crate", argv_not_a_list, CRATE, "command.argv 'gptlineage data-csv' is not a list"),
     Case("unverified/prov", flipped_upstream_byte, PROV, "its lineage does not verify (2 problems, the first:"),
-    Case("unverified/report", flipped_upstream_byte, REPORT, "no report written"),
     Case("unverified/ro-crate", flipped_upstream_byte, CRATE, "no RO-Crate written"),
     Case("expect-id", nothing, (*VERIFY, "--expect-id", ZERO_ID), "verify FAILED", f"expected {ZERO_ID}"),
     Case("rehashed-chain", rehashed_chain, (*VERIFY, "--expect-content", "{content}"), "verify FAILED", ", expected "),
@@ -298,7 +294,6 @@ CASES = [
     Case("prov-output-is-a-dir", nothing, (*PROV[:3], "--output", "{w}"), "is a directory"),
     Case("prov-missing-parent", nothing, (*PROV[:3], "--output", "{w}/no/such/prov.json"), "does not exist"),
     Case("crate-output-is-a-file", a_file, (*CRATE[:5], "--output", "{w}/taken"), "is not an RO-Crate"),
-    Case("report-output-is-a-file", a_file, (*REPORT[:3], "--output", "{w}/taken"), "is not a directory"),
     Case("no-sources-with-prov", nothing, (*PROV, "--no-sources"), "--no-sources applies to --format ro-crate"),
     Case("zip-with-prov", nothing, (*PROV, "--zip"), "--zip applies to --format ro-crate only"),
     Case("crate-without-output", nothing, CRATE[:5], "--format ro-crate needs --output DIR (the crate is a directory)"),
@@ -408,10 +403,10 @@ def test_exports_of_a_verified_chain_write_only_inside_their_output(work, capsys
     before = snapshot(watched)
     assert main([word.format(w=work) for word in CRATE]) == 0
     assert main([word.format(w=work) for word in PROV]) == 0
-    assert main([word.format(w=work) for word in REPORT]) == 0
+    assert main(["experiment", "--part", f"model={csv_of(work)}", "--output", str(work / "page")]) == 0
     after = snapshot(watched)
     added = {Path(path).relative_to(work).parts[0] for path in set(after) - set(before)}
-    assert added == {"crate", "prov.json", "report"}
+    assert added == {"crate", "prov.json", "page"}
     assert all(after[path] == state for path, state in before.items())
 
 
@@ -531,8 +526,8 @@ def run_quietly(argv: list[str]) -> tuple[int, str, str]:
 
 def test_random_manifests_never_crash_a_reader_nor_write_outside_the_output(pristine):
     """Random damage to a real manifest (missing keys, wrong types, `..`, absolute paths, huge
-    numbers, control characters), re-hashed or not: verify, show, report and both exports
-    either succeed or print one `error:` line, and nothing changes outside --output."""
+    numbers, control characters), re-hashed or not: verify, show, both exports and the experiment's
+    page either succeed or print one `error:` line, and nothing changes outside --output."""
     import tempfile
 
     from hypothesis import HealthCheck, event, given, settings
@@ -576,14 +571,14 @@ def test_random_manifests_never_crash_a_reader_nor_write_outside_the_output(pris
                 ["lineage", "show", target],
                 ["lineage", "export", target, "--output", str(out / "prov.json")],
                 ["lineage", "export", target, "--format", "ro-crate", "--output", str(out / "crate")],
-                ["lineage", "report", target, "--output", str(out / "report")],
+                ["experiment", "--part", f"model={target}", "--output", str(out / "page")],
             ):
                 code, stdout, stderr = run_quietly(argv)
                 event(f"{argv[1]} {argv[3] if argv[1] == 'export' else ''} exit {code}")  # --hypothesis-show-statistics
                 assert code in (0, 1), (argv, code)
                 assert "\x1b" not in stdout + stderr
                 if code:
-                    assert stderr.count("\n") == 1 and stderr.startswith("error: lineage: "), stderr
+                    assert stderr.count("\n") == 1 and stderr.startswith(f"error: {argv[0]}: "), stderr
                 else:
                     assert stderr == ""
             assert snapshot(work) == before

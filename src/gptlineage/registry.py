@@ -73,10 +73,10 @@ MATCHED_COMPARE = Command(
     "reporting",
 )
 PLOTS = Command("plots", "draw loss, profile, overview and comparison figures of training runs", "reporting")
-LINEAGE = Command("lineage", "show, verify, export or report the lineage of an artifact", None)
+LINEAGE = Command("lineage", "show, verify, export or compare the lineage of an artifact", None)
 EXPERIMENT = Command(
     "experiment",
-    "write the experiment's deliverable: the lineage report and key metrics of every result",
+    "write the experiment's deliverable: the lineage page and key metrics of every result",
     "reporting",
 )
 
