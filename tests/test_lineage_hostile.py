@@ -8,11 +8,15 @@ temporary tree (so nothing written outside the named output, nor the output itse
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +25,11 @@ from typing import Any
 import pytest
 
 from gptlineage.cli import main
+from gptlineage.lineage import rocrate, walk
 from gptlineage.lineage.artifact import MANIFEST, SEAL_KEY, artifact_id, content_sha256, manifest_sha256
+from gptlineage.lineage.outputs import HOST_TAG
 
+REPO = Path(__file__).resolve().parent.parent
 ZERO_ID = "0" * 64
 
 
@@ -585,3 +592,78 @@ def test_random_manifests_never_crash_a_reader_nor_write_outside_the_output(pris
             assert sorted(p.name for p in root.iterdir()) == ["out", "w"]
 
     check()
+
+
+def one_line_error(argv: list[str], capsys) -> str:
+    """Run ARGV in-process; it must fail with one stderr line and no traceback, which is returned."""
+    try:
+        status = main(argv)
+    except SystemExit as exit_info:  # argparse's one-line errors
+        status = exit_info.code
+    err = capsys.readouterr().err
+    assert status != 0 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err.strip()
+
+
+@pytest.fixture(scope="module")
+def lineage(tmp_path_factory) -> Path:
+    """A two-artifact lineage: small-data, and a data-csv run on its table."""
+    root = tmp_path_factory.mktemp("lineage")
+    assert main(["small-data", "--output", str(root / "small_data")]) == 0
+    csv = root / "small_data" / "small_regression.csv"
+    assert main(["data-csv", "--csv", str(csv), "--steps", "2", "--output", str(root / "data_csv")]) == 0
+    return root / "data_csv"
+
+
+def test_a_zip_inside_an_artifact_is_refused_before_its_build_folder_exists(lineage, capsys, monkeypatch):
+    """The build folder .crate.zip.build-XXXX was made inside the artifact before the refusal: a kill
+    (or a verify meanwhile) in that window saw an artifact with a file its manifest does not list."""
+    seen = []
+
+    def watching(output, nodes, what):  # what the artifact holds when the refusal is decided
+        seen.append(sorted(path.name for path in lineage.iterdir()))
+        return refuse_inside(output, nodes, what)
+
+    refuse_inside = walk.refuse_inside  # called by the exporters' gate, walk.verified_lineage
+    monkeypatch.setattr(walk, "refuse_inside", watching)
+    before = sorted(path.name for path in lineage.iterdir())
+    argv = ["lineage", "export", str(lineage), "--format", "ro-crate", "--zip", "--output", str(lineage / "crate.zip")]
+    assert "inside the artifact" in one_line_error(argv, capsys)
+    assert seen == [before] and sorted(path.name for path in lineage.iterdir()) == before
+
+
+def test_a_killed_zip_export_leaves_a_folder_the_next_export_removes(lineage, tmp_path, capsys):
+    """A killed --zip export left .crate.zip.build-XXXX/ (and a partial zip) that no export removed."""
+    killed = (
+        "import os, signal, sys\n"
+        "import gptlineage.lineage.crate_place as place\n"
+        "place.zipfile.ZipFile = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)  # the crate is built\n"
+        "from gptlineage.cli import main\n"
+        "main(sys.argv[1:])\n"
+    )
+    argv = ["lineage", "export", str(lineage), "--format", "ro-crate", "--zip", "--output", str(tmp_path / "crate.zip")]
+    environment = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    subprocess.run([sys.executable, "-c", killed, *argv], env=environment, check=False, capture_output=True)
+    left = [path.name for path in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith(f".crate.zip.tmp-{HOST_TAG}-"), left
+    live = tmp_path / f".crate.zip.tmp-{HOST_TAG}-1"  # pid 1 lives: its folder is kept
+    live.mkdir()
+    assert main(argv) == 0
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(["crate.zip", live.name])
+    assert "ro-crate-metadata.json" in zipfile.ZipFile(tmp_path / "crate.zip").namelist()
+
+
+@pytest.mark.parametrize("zipped", [False, True])
+def test_a_full_disk_names_the_crate_and_leaves_nothing(lineage, tmp_path, capsys, monkeypatch, zipped):
+    """A full disk said 'no space left on device writing standard output' (a file object's write names
+    no file); now the project's one line naming the crate, and nothing is left beside it."""
+
+    def full(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(rocrate, "write_json_atomic", full)  # the metadata, written last into the crate
+    output = tmp_path / ("crate.zip" if zipped else "crate")
+    argv = ["lineage", "export", str(lineage), "--format", "ro-crate", "--output", str(output)]
+    err = one_line_error(argv + (["--zip"] if zipped else []), capsys)
+    assert err == f"error: lineage: no space left on device writing {output}"
+    assert list(tmp_path.iterdir()) == []
