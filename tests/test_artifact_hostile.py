@@ -326,11 +326,11 @@ def test_D11_a_full_disk_is_one_line_no_debris_and_the_old_artifact_intact(work,
     assert snapshot(full_disk) == before  # no temporary directory left
 
 
-def test_D11_a_full_disk_under_a_report_and_a_copy_is_one_line(work, full_disk, capsys):
+def test_D11_a_full_disk_under_a_page_and_a_copy_is_one_line(work, full_disk, capsys):
     code, _, err = run_cli(
-        ["lineage", "report", str(work / "results/data_csv"), "--output", str(full_disk / "report")], capsys
+        ["experiment", "--part", f"model={work / 'results/data_csv'}", "--output", str(full_disk / "page")], capsys
     )
-    assert code == 1 and err == f"error: lineage: no space left on device writing {full_disk / 'report'}\n"
+    assert code == 1 and err == f"error: experiment: no space left on device writing {full_disk / 'page'}\n"
     argv = tiny_train(work / "corpus", work / "results/train/other", "--metrics", str(full_disk / "m.json"), steps=2)
     code, _, err = run_cli(argv, capsys)
     assert code == 1 and err == f"error: train: no space left on device writing {full_disk / 'm.json'}\n"

@@ -24,6 +24,7 @@ from gptlineage.workflow_jobs import sweep_error
 from gptlineage.workflow_support import command_slice, flags, typed_config
 
 REPO = Path(__file__).resolve().parent.parent
+BIG = "1" + "0" * 5000  # past Python's 4300-digit limit for int(text) and str(int)
 
 
 def default_config() -> dict:
@@ -47,6 +48,11 @@ def checked(config: dict) -> tuple[dict, str | None]:
     """What the Snakefile does with a config: read strings as types, then check it."""
     typed = typed_config(config)
     return typed, sweep_error(typed)
+
+
+def config_error(changes: dict) -> str | None:
+    """The Snakefile's check of the default config with CHANGES' slices merged in: its one line, or None."""
+    return checked(with_keys(changes))[1]
 
 
 @pytest.mark.parametrize(
@@ -253,3 +259,44 @@ def test_a_killed_snakemake_reruns_with_the_readmes_commands(workdir):
     done = snakemake(workdir, target)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (workdir / target / "manifest.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        (
+            {"pretrain": {"steps": BIG}},
+            "key pretrain.steps: must be in -9223372036854775808..9223372036854775807, got an integer of 4300 digits or more",
+        ),  # --config: a string
+        (
+            {"pretrain": {"steps": 10**5000}},
+            "key pretrain.steps: must be in -9223372036854775808..9223372036854775807, got an integer of 4300 digits or more",
+        ),  # a YAML file: an int
+        ({"pretrain": {"lr": 10**5000}}, "key pretrain.lr: must be finite, got inf"),  # past a float's range
+    ],
+)
+def test_an_integer_of_5001_digits_in_the_config_is_one_line(changes, words):
+    message = config_error(changes)
+    assert message.startswith("invalid config: ") and words in message
+    assert len(message) < 200
+
+
+def test_the_experiment_name_examples_is_reserved():
+    """results/examples/ is where the --help examples write (gptlineage train --help: --output
+    results/examples/train); an experiment `examples` would replace or nest in their artifacts."""
+    message = config_error({"experiments": {"examples": {"pretrain": {"steps": 5}}}})
+    assert message.startswith("invalid config: key experiments.examples: an experiment name is")
+    assert "examples" in message.partition("not a results directory")[2]
+    assert config_error({"experiments": {"examples2": {"pretrain": {"steps": 5}}}}) is None
+
+
+@pytest.mark.parametrize("text", ["te\0xt", "te\ud800xt"])
+def test_a_config_string_no_command_line_can_pass_is_refused_in_the_check(text):
+    """A NUL (or a lone surrogate) passed the check; the job then died with 'embedded null byte'
+    after Snakemake had removed its previous output."""
+    message = config_error({"corpus_pretrain": {"text_column": text}})
+    assert message.startswith("invalid config: key corpus_pretrain.text_column: holds a NUL or a character")
+    message = config_error({"corpus_pretrain": {"hf_split": ["train", text]}})
+    assert message.startswith("invalid config: key corpus_pretrain.hf_split: holds a NUL")
+    experiment = {"experiments": {"nul": {"prompt_suite": {"system": text}}}}
+    assert config_error(experiment).startswith("invalid config: key experiments.nul.prompt_suite.system: holds a NUL")

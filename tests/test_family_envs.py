@@ -249,7 +249,7 @@ def test_generation_and_reporting_run_in_their_families(built, tmp_path):
 
 
 def test_lineage_commands_run_without_torch(built, tmp_path):
-    """verify, show, table, diff and report of artifacts made with and without torch."""
+    """verify, show, table and diff of artifacts made with and without torch."""
     run_family(
         tmp_path,
         "lineage",
@@ -259,7 +259,5 @@ def test_lineage_commands_run_without_torch(built, tmp_path):
             ["lineage", "show", str(built["chat"])],
             ["lineage", "table", str(built["run"]), str(built["best"])],
             ["lineage", "diff", str(built["plays"]), str(built["chat"])],
-            ["lineage", "report", str(built["best"]), "--output", str(tmp_path / "report")],
         ],
     )
-    assert (tmp_path / "report" / "index.html").is_file()

@@ -8,11 +8,15 @@ temporary tree (so nothing written outside the named output, nor the output itse
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +25,11 @@ from typing import Any
 import pytest
 
 from gptlineage.cli import main
+from gptlineage.lineage import rocrate, walk
 from gptlineage.lineage.artifact import MANIFEST, SEAL_KEY, artifact_id, content_sha256, manifest_sha256
+from gptlineage.lineage.outputs import HOST_TAG
 
+REPO = Path(__file__).resolve().parent.parent
 ZERO_ID = "0" * 64
 
 
@@ -242,14 +249,12 @@ VERIFY = ("lineage", "verify", "{w}/results/data_csv")
 SHOW = ("lineage", "show", "{w}/results/data_csv")
 CRATE = ("lineage", "export", "{w}/results/data_csv", "--format", "ro-crate", "--output", "{w}/crate")
 PROV = ("lineage", "export", "{w}/results/data_csv", "--output", "{w}/prov.json")
-REPORT = ("lineage", "report", "{w}/results/data_csv", "--output", "{w}/report")
 CLIMB = "files[2].path '../../payload.txt' is not a plain relative path inside the artifact"
 
 CASES = [
     Case("files-path-climbs/verify", climbing_file_entry, VERIFY, CLIMB),
     Case("files-path-climbs/ro-crate", climbing_file_entry, CRATE, CLIMB),
     Case("files-path-climbs/prov", climbing_file_entry, PROV, CLIMB),
-    Case("files-path-climbs/report", climbing_file_entry, REPORT, CLIMB),
     Case("files-path-absolute", absolute_file_entry, VERIFY, "files[2].path '/"),
     Case("input-absolute-secret/ro-crate", absolute_secret_input, CRATE, "inputs[1].path '/"),
     Case("input-secret-wrong-hash/ro-crate", relative_secret_input_wrong_hash, CRATE, "its lineage does not verify"),
@@ -275,11 +280,9 @@ CASES = [
     Case("upstream-files-missing/verify", upstream_files_missing, VERIFY, "small_data/manifest.json: files is missing"),
     Case("upstream-files-missing/prov", upstream_files_missing, PROV, "small_data/manifest.json: files is missing"),
     Case("bytes-not-int/show", bytes_not_int, SHOW, "files[0].bytes '428' is not a byte count"),
-    Case("bytes-not-int/report", bytes_not_int, REPORT, "files[0].bytes '428' is not a byte count"),
     Case("inputs-not-a-list/verify", inputs_not_a_list, VERIFY, "inputs {'csv': 'x'} is not a list"),
     Case("argv-not-a-list/ro-crate", argv_not_a_list, CRATE, "command.argv 'gptlineage data-csv' is not a list"),
     Case("unverified/prov", flipped_upstream_byte, PROV, "its lineage does not verify (2 problems, the first:"),
-    Case("unverified/report", flipped_upstream_byte, REPORT, "no report written"),
     Case("unverified/ro-crate", flipped_upstream_byte, CRATE, "no RO-Crate written"),
     Case("expect-id", nothing, (*VERIFY, "--expect-id", ZERO_ID), "verify FAILED", f"expected {ZERO_ID}"),
     Case("rehashed-chain", rehashed_chain, (*VERIFY, "--expect-content", "{content}"), "verify FAILED", ", expected "),
@@ -298,7 +301,6 @@ CASES = [
     Case("prov-output-is-a-dir", nothing, (*PROV[:3], "--output", "{w}"), "is a directory"),
     Case("prov-missing-parent", nothing, (*PROV[:3], "--output", "{w}/no/such/prov.json"), "does not exist"),
     Case("crate-output-is-a-file", a_file, (*CRATE[:5], "--output", "{w}/taken"), "is not an RO-Crate"),
-    Case("report-output-is-a-file", a_file, (*REPORT[:3], "--output", "{w}/taken"), "is not a directory"),
     Case("no-sources-with-prov", nothing, (*PROV, "--no-sources"), "--no-sources applies to --format ro-crate"),
     Case("zip-with-prov", nothing, (*PROV, "--zip"), "--zip applies to --format ro-crate only"),
     Case("crate-without-output", nothing, CRATE[:5], "--format ro-crate needs --output DIR (the crate is a directory)"),
@@ -408,10 +410,10 @@ def test_exports_of_a_verified_chain_write_only_inside_their_output(work, capsys
     before = snapshot(watched)
     assert main([word.format(w=work) for word in CRATE]) == 0
     assert main([word.format(w=work) for word in PROV]) == 0
-    assert main([word.format(w=work) for word in REPORT]) == 0
+    assert main(["experiment", "--part", f"model={csv_of(work)}", "--output", str(work / "page")]) == 0
     after = snapshot(watched)
     added = {Path(path).relative_to(work).parts[0] for path in set(after) - set(before)}
-    assert added == {"crate", "prov.json", "report"}
+    assert added == {"crate", "prov.json", "page"}
     assert all(after[path] == state for path, state in before.items())
 
 
@@ -531,8 +533,8 @@ def run_quietly(argv: list[str]) -> tuple[int, str, str]:
 
 def test_random_manifests_never_crash_a_reader_nor_write_outside_the_output(pristine):
     """Random damage to a real manifest (missing keys, wrong types, `..`, absolute paths, huge
-    numbers, control characters), re-hashed or not: verify, show, report and both exports
-    either succeed or print one `error:` line, and nothing changes outside --output."""
+    numbers, control characters), re-hashed or not: verify, show, both exports and the experiment's
+    page either succeed or print one `error:` line, and nothing changes outside --output."""
     import tempfile
 
     from hypothesis import HealthCheck, event, given, settings
@@ -576,17 +578,92 @@ def test_random_manifests_never_crash_a_reader_nor_write_outside_the_output(pris
                 ["lineage", "show", target],
                 ["lineage", "export", target, "--output", str(out / "prov.json")],
                 ["lineage", "export", target, "--format", "ro-crate", "--output", str(out / "crate")],
-                ["lineage", "report", target, "--output", str(out / "report")],
+                ["experiment", "--part", f"model={target}", "--output", str(out / "page")],
             ):
                 code, stdout, stderr = run_quietly(argv)
                 event(f"{argv[1]} {argv[3] if argv[1] == 'export' else ''} exit {code}")  # --hypothesis-show-statistics
                 assert code in (0, 1), (argv, code)
                 assert "\x1b" not in stdout + stderr
                 if code:
-                    assert stderr.count("\n") == 1 and stderr.startswith("error: lineage: "), stderr
+                    assert stderr.count("\n") == 1 and stderr.startswith(f"error: {argv[0]}: "), stderr
                 else:
                     assert stderr == ""
             assert snapshot(work) == before
             assert sorted(p.name for p in root.iterdir()) == ["out", "w"]
 
     check()
+
+
+def one_line_error(argv: list[str], capsys) -> str:
+    """Run ARGV in-process; it must fail with one stderr line and no traceback, which is returned."""
+    try:
+        status = main(argv)
+    except SystemExit as exit_info:  # argparse's one-line errors
+        status = exit_info.code
+    err = capsys.readouterr().err
+    assert status != 0 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err.strip()
+
+
+@pytest.fixture(scope="module")
+def lineage(tmp_path_factory) -> Path:
+    """A two-artifact lineage: small-data, and a data-csv run on its table."""
+    root = tmp_path_factory.mktemp("lineage")
+    assert main(["small-data", "--output", str(root / "small_data")]) == 0
+    csv = root / "small_data" / "small_regression.csv"
+    assert main(["data-csv", "--csv", str(csv), "--steps", "2", "--output", str(root / "data_csv")]) == 0
+    return root / "data_csv"
+
+
+def test_a_zip_inside_an_artifact_is_refused_before_its_build_folder_exists(lineage, capsys, monkeypatch):
+    """The build folder .crate.zip.build-XXXX was made inside the artifact before the refusal: a kill
+    (or a verify meanwhile) in that window saw an artifact with a file its manifest does not list."""
+    seen = []
+
+    def watching(output, nodes, what):  # what the artifact holds when the refusal is decided
+        seen.append(sorted(path.name for path in lineage.iterdir()))
+        return refuse_inside(output, nodes, what)
+
+    refuse_inside = walk.refuse_inside  # called by the exporters' gate, walk.verified_lineage
+    monkeypatch.setattr(walk, "refuse_inside", watching)
+    before = sorted(path.name for path in lineage.iterdir())
+    argv = ["lineage", "export", str(lineage), "--format", "ro-crate", "--zip", "--output", str(lineage / "crate.zip")]
+    assert "inside the artifact" in one_line_error(argv, capsys)
+    assert seen == [before] and sorted(path.name for path in lineage.iterdir()) == before
+
+
+def test_a_killed_zip_export_leaves_a_folder_the_next_export_removes(lineage, tmp_path, capsys):
+    """A killed --zip export left .crate.zip.build-XXXX/ (and a partial zip) that no export removed."""
+    killed = (
+        "import os, signal, sys\n"
+        "import gptlineage.lineage.crate_place as place\n"
+        "place.zipfile.ZipFile = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)  # the crate is built\n"
+        "from gptlineage.cli import main\n"
+        "main(sys.argv[1:])\n"
+    )
+    argv = ["lineage", "export", str(lineage), "--format", "ro-crate", "--zip", "--output", str(tmp_path / "crate.zip")]
+    environment = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    subprocess.run([sys.executable, "-c", killed, *argv], env=environment, check=False, capture_output=True)
+    left = [path.name for path in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith(f".crate.zip.tmp-{HOST_TAG}-"), left
+    live = tmp_path / f".crate.zip.tmp-{HOST_TAG}-1"  # pid 1 lives: its folder is kept
+    live.mkdir()
+    assert main(argv) == 0
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(["crate.zip", live.name])
+    assert "ro-crate-metadata.json" in zipfile.ZipFile(tmp_path / "crate.zip").namelist()
+
+
+@pytest.mark.parametrize("zipped", [False, True])
+def test_a_full_disk_names_the_crate_and_leaves_nothing(lineage, tmp_path, capsys, monkeypatch, zipped):
+    """A full disk said 'no space left on device writing standard output' (a file object's write names
+    no file); now the project's one line naming the crate, and nothing is left beside it."""
+
+    def full(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(rocrate, "write_json_atomic", full)  # the metadata, written last into the crate
+    output = tmp_path / ("crate.zip" if zipped else "crate")
+    argv = ["lineage", "export", str(lineage), "--format", "ro-crate", "--output", str(output)]
+    err = one_line_error(argv + (["--zip"] if zipped else []), capsys)
+    assert err == f"error: lineage: no space left on device writing {output}"
+    assert list(tmp_path.iterdir()) == []

@@ -260,3 +260,28 @@ def test_a_skip_from_the_wrong_artifact_is_one_line(tmp_path, capsys, make, mess
     assert prepare(*source, *extra) != 0
     assert capsys.readouterr().err == f"error: prepare: {message.format(tmp=tmp_path)}\n"
     assert sorted(path.relative_to(tmp_path) for path in tmp_path.rglob("*")) == before
+
+
+def one_line_error(argv: list[str], capsys) -> str:
+    """Run ARGV in-process; it must fail with one stderr line and no traceback, which is returned."""
+    try:
+        status = main(argv)
+    except SystemExit as exit_info:  # argparse's one-line errors
+        status = exit_info.code
+    err = capsys.readouterr().err
+    assert status != 0 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err.strip()
+
+
+@pytest.mark.parametrize("config", [None, "sub"])
+def test_a_local_dataset_with_a_loading_script_is_one_line(tmp_path, capsys, monkeypatch, config):
+    """DIR/DIR.py (or DIR/<config>/<config>.py) made `datasets` raise a RuntimeError traceback."""
+    monkeypatch.chdir(tmp_path)
+    folder = Path("ds", config) if config else Path("ds")
+    folder.mkdir(parents=True)
+    (folder / "data.jsonl").write_text('{"text": "hello world"}\n', encoding="utf-8")
+    (folder / f"{folder.name}.py").write_text('open("PWNED", "w")\n', encoding="utf-8")
+    argv = ["prepare", "--hf-dataset", "ds", "--max-documents", "5", "--output", "out"]
+    err = one_line_error(argv + (["--hf-config", config] if config else []), capsys)
+    assert err.startswith(f"error: prepare: --hf-dataset {folder}: {folder / folder.name}.py is a dataset loading")
+    assert not Path("PWNED").exists() and not Path("out").exists()

@@ -108,3 +108,12 @@ def test_train_takes_the_jobs_threads_and_they_stay_out_of_the_id(corpus, tmp_pa
     job = train_environment(corpus, tmp_path / "job")
     assert torch.get_num_threads() == 1 and job["environment"]["threads"] == 1 and job["environment"]["cpus"] == 1
     assert job["id"] == one["id"]
+
+
+def test_omp_num_threads_of_5000_digits_is_no_cap(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1" * 5000)
+    assert cpus.available_cpus() >= 1  # was a ValueError traceback from int()
+    monkeypatch.setenv("OMP_NUM_THREADS", "²")  # a digit to str.isdigit, not to int()
+    assert cpus.available_cpus() >= 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "0001")
+    assert cpus.available_cpus() == 1

@@ -75,10 +75,10 @@ MATCHED_COMPARE = Command(
 PLOTS = Command("plots", "draw loss, profile, overview and comparison figures of training runs", "reporting")
 # No rule of the workflow runs `record`: a rule of one's own does, for a script (docs/extending.md).
 RECORD = Command("record", "run a command of your own and record what it writes as an artifact with lineage", None)
-LINEAGE = Command("lineage", "show, verify, export or report the lineage of an artifact", None)
+LINEAGE = Command("lineage", "show, verify, export or compare the lineage of an artifact", None)
 EXPERIMENT = Command(
     "experiment",
-    "write the experiment's deliverable: the lineage report and key metrics of every result",
+    "write the experiment's deliverable: the lineage page and key metrics of every result",
     "reporting",
 )
 

@@ -1,4 +1,4 @@
-"""Show, verify, export or report the lineage of an artifact.
+"""Show, verify, export or compare the lineage of an artifact.
 
 Example:
     gptlineage lineage verify results/data_csv
@@ -6,7 +6,6 @@ Example:
     gptlineage lineage verify /elsewhere/results/sft_stage2 --sources data    # a copied tree, its sources here
     gptlineage lineage export results/sft_stage2 --format ro-crate --output results/sft_stage2.crate [--no-sources]
     gptlineage lineage export mlflow results --tracking-uri file:mlruns    # one MLflow run per artifact
-    gptlineage lineage report results/sft_stage2 --output results/lineage_report
     gptlineage lineage compare before/sft_stage2 results/sft_stage2 --output results/compare
 """
 
@@ -25,7 +24,6 @@ from gptlineage.lineage.action_settings import (
     CompareSettings,
     DiffSettings,
     ExportSettings,
-    ReportSettings,
     ReproduceSettings,
     ShowSettings,
     TableSettings,
@@ -48,7 +46,6 @@ ACTIONS = {
     "show": (ShowSettings, "print the provenance tree from PATH back to its sources"),
     "verify": (VerifySettings, "rehash PATH and everything upstream; exit 0 only if every byte matches"),
     "export": (ExportSettings, "write the lineage in a standard format"),
-    "report": (ReportSettings, "write one self-contained HTML page of PATH and everything upstream"),
     "diff": (DiffSettings, "compare two artifacts' lineages stage by stage: what differs and why"),
     "table": (
         TableSettings,
@@ -96,13 +93,6 @@ def verify_action(settings: VerifySettings) -> int:
         raise GptlineageError(f"{nodes[0].path}: verify FAILED: {counts}")
     top = nodes[0].manifest
     print(f"OK: {counts} (id {top['id']}, content_sha256 {content_sha256(top)})")
-    return 0
-
-
-def report_action(settings: ReportSettings) -> int:
-    from gptlineage.reporting.page import write_report  # matplotlib loads only for the report
-
-    print(printable(f"wrote {write_report(settings.path, settings.output)}"))
     return 0
 
 
@@ -222,7 +212,6 @@ HANDLERS = {
     "show": show_action,
     "verify": verify_action,
     "export": export_action,
-    "report": report_action,
     "diff": diff_action,
     "table": table_action,
     "compare": compare_action,

@@ -143,17 +143,6 @@ class ExportSettings:
 
 
 @dataclass(frozen=True)
-class ReportSettings:
-    """`lineage report`: the artifact and the folder of its page."""
-
-    path: Path = setting(help=PATH_HELP, positional=True)
-    output: Path = output_setting(PAGE)
-
-    def __post_init__(self) -> None:
-        check_settings(self)
-
-
-@dataclass(frozen=True)
 class DiffSettings:
     """`lineage diff`: two versions of one stage, compared stage by stage."""
 

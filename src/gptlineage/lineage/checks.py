@@ -1,6 +1,6 @@
 """The shape of a manifest, read as untrusted data: one check before anything uses it.
 
-Every reader (`lineage show|verify|export|report`) goes through `read_manifest`, which parses
+Every reader (`lineage show|verify|export|compare`, the pages) goes through `read_manifest`, which parses
 the file and calls `check_manifest`: the manifest is validated against the one schema of the
 format (`gptlineage.lineage.manifest_schema`, docs/manifest.md) by the `jsonschema` library,
 with the validator of the draft the schema declares, so a missing key, a wrong type, a member

@@ -212,7 +212,7 @@ def inputs_here(node: Node, finder: SourceFinder) -> list[Path | None]:
 def link_sources(nodes: Sequence[Node], finder: SourceFinder, cwd: Path) -> None:
     """Make the plain sources of the whole lineage readable from the rerun's folder by the path
     they were given from the project root (`workdir_path`, `data/x.jsonl.gz`): a command that
-    verifies its inputs' lineage (the deliverable, lineage report) finds them there. A link per
+    verifies its inputs' lineage (the deliverable) finds them there. A link per
     first part, when the first part is free and the source lies here under the same path."""
     for node in nodes:
         for entry in node.manifest["inputs"]:

@@ -51,8 +51,8 @@ from gptlineage.reporting.sweep_figure import MAX_PANELS, SweepPoint, sweep_svg
 from gptlineage.training.layout import TrainingRunFiles
 
 PAGE = "index.html"
-# The registry's `lineage` command, which writes this page (`lineage compare`), spelled here as in
-# reporting/page.py (tests/test_lineage_compare_page.py checks the name against the registry).
+# The registry's `lineage` command, which writes this page (`lineage compare`), spelled here and not
+# imported: the registry would join the page's code (tests/test_lineage_compare_page.py checks the name).
 LINEAGE_COMMAND = "lineage"
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 MAX_SWEEP_FIGURES = 3  # parameters that take numbers and differ: one figure each, at most this many

@@ -1,10 +1,10 @@
-"""The lineage graph of a report: artifacts and their inputs, laid out in rows and drawn as inline SVG.
+"""The lineage graph of a page: artifacts and their inputs, laid out in rows and drawn as inline SVG.
 
 No Graphviz: rows come from the depth below the sources, an edge that spans several rows gets
 a waypoint in each so it bends around the boxes, and rows are reordered a few times to cut
 crossings. Each artifact's box links to its section of the page (`gptlineage.reporting.page`).
 
-Example (what `gptlineage lineage report results/sft_stage2 --output results/lineage_report` draws):
+Example (what the deliverable's page, results/sft_stage2/index.html, draws):
     graph = lineage_graph(list(walk("results/sft_stage2")))
     svg = dag_svg(graph)        # '<svg ... id="lineage-dag" ...>...</svg>'
 """

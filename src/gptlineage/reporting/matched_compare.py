@@ -17,9 +17,9 @@ from typing import Any
 from gptlineage.generation.source import load_model, model_inputs, recorded_settings
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.reporting.comparison_figure import comparison_svg
 from gptlineage.reporting.matched import check_threshold, run_matched, step_lines
 from gptlineage.reporting.matched_settings import MatchedCompareConfig
-from gptlineage.reporting.plots import comparison_svg
 from gptlineage.training.metrics import metrics_document
 
 REFERENCE = "transformers.GPT2LMHeadModel, c_attn.bias frozen at 0, torch.optim.AdamW"

@@ -1,19 +1,18 @@
-"""A lineage report: one self-contained HTML page for an artifact and everything upstream.
+"""The lineage part of a page: an artifact and everything upstream, as the experiment's page shows it.
 
 Example:
-    gptlineage lineage report results/sft_stage2 --output results/lineage_report
+    lineage = lineage_context(verified_lineage("results/sft_stage2", "experiment"))
+    page = render_page("experiment.html.j2", title="Experiment: sft_stage2", **lineage, ...)
 
-The page (index.html) needs nothing but a browser: it is rendered from Jinja2 templates
-(`templates/lineage.html.j2`, each artifact by `_artifact.html.j2`) with autoescape, CSS is
-inline, the lineage graph is an inline SVG (`gptlineage.reporting.dag`), the loss and profile
-figures of training runs are SVG data URIs drawn by `gptlineage.reporting.plots`, and there is no
-JavaScript. For each artifact it shows the command line, parameters and summary (collapsible,
-indented JSON), inputs (ids and hashes), files (sha256), run times and, for training runs, key
-metrics; above them, the training stages of the lineage in chain order. Every recorded string
-passes `visible` (control characters as escapes, newlines kept) before the template escapes it.
-The report directory is itself an artifact whose input is the reported artifact, and the same
-lineage gives the same bytes. `gptlineage experiment` renders the same sections under its
-results panel (`gptlineage.reporting.experiment`).
+`gptlineage experiment` (`gptlineage.reporting.experiment`) renders these sections below its
+results panel, from Jinja2 templates (`templates/lineage.html.j2`, each artifact by
+`_artifact.html.j2`) with autoescape: CSS is inline, the lineage graph is an inline SVG
+(`gptlineage.reporting.dag`), the loss and profile figures of training runs are SVG data URIs drawn
+by `gptlineage.reporting.plots`, and there is no JavaScript. For each artifact it shows the command
+line, parameters and summary (collapsible, indented JSON), inputs (ids and hashes), files (sha256),
+run times and, for training runs, key metrics; above them, the training stages of the lineage in
+chain order. Every recorded string passes `visible` (control characters as escapes, newlines kept)
+before the template escapes it.
 """
 
 from __future__ import annotations
@@ -29,20 +28,14 @@ from typing import Any
 from markupsafe import Markup
 
 from gptlineage.errors import GptlineageError
-from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.lineage.identity import machine_summary
-from gptlineage.lineage.walk import Node, input_artifact_dir, verified_lineage
+from gptlineage.lineage.walk import Node, input_artifact_dir
 from gptlineage.reporting.dag import Graph, dag_svg, lineage_graph
 from gptlineage.reporting.html import pretty_json, render, svg_data_uri, trusted_svg, visible
 from gptlineage.reporting.plots import is_number, loss_points, loss_svg, profile_svg, read_metrics, read_trace_summary
 from gptlineage.reporting.results import training_stages
 from gptlineage.training.layout import TrainingRunFiles
 
-# The registry's `lineage` command, which writes this page (`lineage report`), spelled here and
-# not imported: the experiment rule runs this module, and its code would then hold the registry of
-# every command (tests/test_registry.py; tests/test_report.py checks the name against it).
-LINEAGE_COMMAND = "lineage"
-REPORT_FILE = "index.html"
 OPEN_FILES_UP_TO = 12  # a longer file list starts collapsed
 
 
@@ -204,35 +197,3 @@ def lineage_context(nodes: list[Node], root: Path | None = None) -> dict[str, An
         ],
         "artifacts": [artifact_context(node, graph, root) for node in nodes],
     }
-
-
-def page_html(nodes: list[Node]) -> str:
-    """The lineage page for verified NODES (the reported artifact first)."""
-    target = nodes[0]
-    name = target.path.name
-    return render_page(
-        "lineage.html.j2",
-        title=f"Lineage of {name}",
-        target=name,
-        target_id=target.manifest["id"],
-        **lineage_context(nodes),
-    )
-
-
-def write_report(path: str | Path, output: str | Path) -> Path:
-    """Write the report artifact (index.html) at OUTPUT and return the page's path."""
-    output = Path(output)
-    if output.exists() and not output.is_dir():
-        raise GptlineageError(f"{output}: exists and is not a directory; --output names the report's directory")
-    nodes = verified_lineage(path, "report", output)
-    page = page_html(nodes)  # built first: an error leaves no half-written artifact
-    with ArtifactWriter(
-        output,
-        command=LINEAGE_COMMAND,  # `lineage report`: the action is a parameter too, as in the argv
-        parameters={"action": "report", "format": "html"},
-        inputs={"artifact": path},
-        code_module="gptlineage.commands.lineage",
-    ) as artifact:
-        (artifact.path / REPORT_FILE).write_text(page, encoding="utf-8")
-        artifact.summary = {"artifacts": page.count('<section class="artifact"'), "report": REPORT_FILE}
-    return output / REPORT_FILE

@@ -22,9 +22,6 @@ from matplotlib import rc_context
 
 from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import read_json
-
-# Re-exported: matched-compare draws its comparison.svg through this module, as plots does.
-from gptlineage.reporting.comparison_figure import comparison_svg as comparison_svg
 from gptlineage.reporting.figures import (
     DETERMINISTIC_RC,
     EDGE_COLOR,

@@ -1,4 +1,5 @@
-"""`gptlineage lineage report` and `lineage export --format ro-crate` on a real two-stage chain."""
+"""The lineage part of the experiment's page (`gptlineage experiment`: the graph, the training stages
+and every artifact's section) and `lineage export --format ro-crate` on a real two-stage chain."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import pytest
 from markupsafe import escape
 from test_page_browser import browser_dom, find_chromium
 
-from gptlineage import registry
 from gptlineage.cli import main
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.lineage.declaration import CHECKPOINT, TRAINING_RUN
@@ -30,8 +30,8 @@ def chain(tiny_chain) -> Path:
 
 @pytest.fixture(scope="module")
 def report(chain) -> Path:
-    assert main(["lineage", "report", str(chain / "stage2"), "--output", str(chain / "report")]) == 0
-    return chain / "report" / "index.html"
+    assert main(["experiment", "--part", f"model={chain / 'stage2'}", "--output", str(chain / "page")]) == 0
+    return chain / "page" / "index.html"
 
 
 def dag(page: str) -> ET.Element:
@@ -95,28 +95,13 @@ def test_recorded_markup_and_control_characters_are_escaped(tmp_path):
     odd = tmp_path / 'odd<b>&"\x1bname'
     with ArtifactWriter(odd, command="note", parameters=hostile, code_module="gptlineage.commands.lineage") as artifact:
         artifact.summary = {"said": "<img src=x onerror=alert(1)>", "bell": "\x07"}
-    assert main(["lineage", "report", str(odd), "--output", str(tmp_path / "report")]) == 0
-    page = (tmp_path / "report/index.html").read_text(encoding="utf-8")
+    assert main(["experiment", "--part", f"model={odd}", "--output", str(tmp_path / "page")]) == 0
+    page = (tmp_path / "page/index.html").read_text(encoding="utf-8")
     assert "<script" not in page and "<img src=x" not in page and "<b>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&lt;img src=x onerror=alert(1)&gt;" in page
     assert "\x1b" not in page and "\x07" not in page and "\\u001b[31mred" in page  # JSON's own escape
-    assert "<h1>Lineage of <code>odd&lt;b&gt;&amp;&#34;\\x1bname</code></h1>" in page
+    assert "<h1>Experiment: <code>odd&lt;b&gt;&amp;&#34;\\x1bname</code></h1>" in page
     assert dag(page).find(".//{http://www.w3.org/2000/svg}title").text == 'odd<b>&"\\x1bname ([note])'  # valid XML
-
-
-def test_report_is_an_artifact_of_its_input_and_the_same_bytes_on_rerun(chain, report):
-    manifest = json.loads((report.parent / "manifest.json").read_text())
-    assert manifest["command"]["name"] == registry.LINEAGE.name  # a command the registry holds
-    assert manifest["command"]["argv"][1:3] == ["lineage", "report"] and manifest["parameters"]["action"] == "report"
-    assert manifest["inputs"][0]["artifact_id"] == json.loads((chain / "stage2/manifest.json").read_text())["id"]
-    assert main(["lineage", "verify", str(report.parent)]) == 0
-    assert main(["lineage", "report", str(chain / "stage2"), "--output", str(chain / "report2")]) == 0
-    assert (chain / "report2/index.html").read_bytes() == report.read_bytes()
-
-
-def test_report_refuses_to_write_inside_an_artifact_of_the_lineage(chain, capsys):
-    assert main(["lineage", "report", str(chain / "stage2"), "--output", str(chain / "stage1/report")]) == 1
-    assert "inside the artifact" in capsys.readouterr().err and not (chain / "stage1/report").exists()
 
 
 def test_ro_crate_has_one_create_action_per_artifact_and_hashed_files(chain, tmp_path):
