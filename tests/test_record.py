@@ -96,6 +96,29 @@ def test_lineage_reproduce_reruns_the_command(project, capfd):
     assert leftovers() == []
 
 
+@pytest.mark.parametrize(
+    ("index", "word"),
+    [(-3, "evil.py"), (-2, "results/small_data/other.csv"), (-1, "{output}/x"), (None, "--extra")],
+    ids=["script", "input-place", "plain-word", "added-word"],
+)
+def test_reproduce_refuses_words_the_id_does_not_cover(project, capfd, index, word):
+    """The argv is data the id leaves out: a re-sealed edit of the command's words runs nothing."""
+    from test_lineage_reproduce import reseal
+
+    assert record() == 0
+    (project / "evil.py").write_text("open('ran', 'w')\n", encoding="utf-8")
+
+    def edit(manifest):
+        argv = manifest["command"]["argv"]
+        argv.append(word) if index is None else argv.__setitem__(index, word)
+
+    reseal(project / "results/mine", edit)
+    capfd.readouterr()
+    assert main(["lineage", "reproduce", "results/mine"]) != 0
+    assert "recorded argv's command is not the one its parameters hold" in capfd.readouterr().err
+    assert not (project / "ran").exists() and leftovers() == []
+
+
 def test_lineage_diff_compares_the_metrics(project, capfd, monkeypatch):
     assert record("results/a/mine") == 0
     monkeypatch.setenv("COUNT_METRICS", json.dumps({"rows": 24, "half": 12.5}))

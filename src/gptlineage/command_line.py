@@ -16,7 +16,7 @@ command declares (`command.declaration.side_outputs` in the manifest; a manifest
 declarations: the command module's `DECLARATION` now) are left out (copies it writes outside its
 artifact) or moved into `scratch` (work folders; left out without one), and every other path
 must name one of the artifact's recorded inputs (or a folder holding one), else it is refused.
-The one exception: the command `gptlineage record` ran (its words after `--`), passed on as recorded.
+The exception: `gptlineage record`'s words after `--`, passed on once each is the id-covered one.
 """
 
 from __future__ import annotations
@@ -50,12 +50,8 @@ def checked_argv(manifest: Mapping[str, Any], known: Sequence[str]) -> list[str]
     """The recorded argv when it is a gptlineage command line of the manifest's command, else one error;
     a store's file (`s3://...`) named where the job read it, its local copy (`lineage.locations`)."""
     argv, command = manifest["command"]["argv"], manifest["command"]["name"]
-    if (
-        not isinstance(argv, list)
-        or len(argv) < 2
-        or argv[0] != "gptlineage"
-        or not all(isinstance(word, str) and "\0" not in word for word in argv)
-    ):
+    words = isinstance(argv, list) and len(argv) >= 2 and all(isinstance(w, str) and "\0" not in w for w in argv)
+    if not words or argv[0] != "gptlineage":
         raise GptlineageError(f"recorded argv {str(argv)[:80]} is not a gptlineage command line; refusing to run it")
     name = argv[1]
     if name not in known:
@@ -282,6 +278,8 @@ def rebuilt_command(
 
     paths.recorded_from(getattr(values, OUTPUT, None), manifest["inputs"])
     paths.ran_in = ran_in(paths, getattr(values, OUTPUT, None), recorded_paths(steps, values))
+    if output is not None:
+        check_words(steps, values, manifest, paths)
     # The output last: it is named through the links the inputs made.
     pieces = [step if isinstance(step, str) or step.dest == OUTPUT else rebuilt(step) for step in steps]
     words = ["gptlineage"]
@@ -349,6 +347,29 @@ def check_against_parameters(
         raise GptlineageError(
             f"recorded argv gives {step.dest}={given!r} but the recorded parameters say {shown}; refusing to run it"
         )
+
+
+def check_words(steps: Sequence[argparse.Action | str], values: argparse.Namespace, manifest, paths: Rebuild) -> None:
+    """Refuse a command's words (record's, after --) but the id-covered ones (a role: where its input lay)."""
+    entries = {entry["role"]: entry for entry in manifest["inputs"]}
+    recorded = manifest.get("parameters", {}).get("command")
+    for step in steps:
+        given = None if isinstance(step, str) else getattr(values, step.dest, None)
+        if isinstance(step, str) or step.option_strings or is_path_action(step) or not isinstance(given, list):
+            continue
+        same = isinstance(recorded, list) and len(recorded) == len(given)
+        if not (same and all(same_word(word, text, entries, paths) for word, text in zip(recorded, given))):
+            raise GptlineageError("recorded argv's command is not the one its parameters hold; refusing to run it")
+
+
+def same_word(recorded: Any, given: str, entries: Mapping[str, Any], paths: Rebuild) -> bool:
+    """GIVEN (a word of the recorded argv) is RECORDED, or the place of the input RECORDED names."""
+    for role, entry in entries.items():
+        for head, base in ((f"input:{role}", entry.get("path")), (f"artifact-of:{role}", entry.get("artifact_path"))):
+            if isinstance(recorded, str) and base and (recorded == head or recorded.startswith(head + "/")):
+                place = paths.ran_in / entry["workdir_path"] if "workdir_path" in entry else paths.artifact_dir / base
+                return os.path.normpath(paths.ran_in / given) == os.path.normpath(str(place) + recorded[len(head) :])
+    return recorded == given
 
 
 def same_value(given: Any, recorded: Any) -> bool:
