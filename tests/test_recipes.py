@@ -136,6 +136,7 @@ def write_own_data(workdir: Path) -> None:
     lines = gzip.decompress((workdir / "data/shakespeare/plays.jsonl.gz").read_bytes()).decode().splitlines()
     rows = [json.loads(line) for line in lines]
     (workdir / "data/my_corpus.txt").write_text("\n\n".join(row["text"] for row in rows[:40]), encoding="utf-8")
+    (workdir / "data/my_more_text.txt").write_text("\n\n".join(row["text"] for row in rows[40:60]), encoding="utf-8")
     with (workdir / "data/my_dialogues.jsonl").open("w", encoding="utf-8") as handle:
         for a in range(12):
             for b in range(10):
@@ -180,6 +181,8 @@ def extended(workflow_copy) -> Path:
     (corpus_run,) = apply(workdir, CORPUS)[1]
     done = run_command(workdir, side_by_side(corpus_run, target="results/train/pretrain"))
     assert done.returncode == 0, done.stderr[-3000:]
+    done = run_command(workdir, side_by_side(corpus_run, target="results/corpus_continuation"))
+    assert done.returncode == 0, done.stderr[-3000:]
     return workdir
 
 
@@ -222,6 +225,8 @@ def test_the_own_corpus_feeds_pretraining(extended):
     assert len(sources) == 1 and sources[0]["sha256"]
     pretraining = inputs_by_role(manifest(extended, "train/pretrain")).values()
     assert any("corpus_pretrain/" in path for path in pretraining), pretraining
+    shards = {name: manifest(extended, name)["files"] for name in ("corpus_pretrain", "corpus_continuation")}
+    assert shards["corpus_pretrain"] != shards["corpus_continuation"]  # the continuation reads other text
 
 
 @pytest.fixture(scope="module")
