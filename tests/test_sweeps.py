@@ -63,7 +63,7 @@ def test_the_prefix_wildcard_admits_only_the_default_and_named_experiments():
         ({"Upper": {}}, "key experiments.Upper: an experiment name"),
         ({"a/b": {}}, "key experiments.a/b: an experiment name"),
         ({"ok": ["sft_stage2"]}, "key experiments.ok: must be a mapping"),
-        ({"ok": {"nope": {}}}, "key experiments.ok.nope: not a stage"),
+        ({"ok": {"nope": {}}}, "key experiments.ok.nope: no job of this workflow reads it"),
         ({"ok": {"pretrain": 3}}, "key experiments.ok.pretrain: must be a mapping"),
         ({"ok": {"pretrain": {"steps": -1}}}, "key experiments.ok.pretrain.steps:"),
         ({"ok": {"pretrain": {"stepz": 1}}}, "key experiments.ok.pretrain.stepz:"),
