@@ -159,3 +159,16 @@ def test_lineage_scale_runs_every_part_at_tiny_sizes(monkeypatch, tmp_path):
     assert [(row["shape"], row["artifacts"]) for row in result["scale"]] == [("chain", 8), ("wide", 8), ("diamonds", 7)]
     assert all(row["most_reads_of_one_manifest"] == {"show": 1, "diff": 1} for row in result["scale"])
     assert list(tmp_path.iterdir()) == [tmp_path / "out.json"]  # the scratch trees are removed
+
+
+def test_the_step_profile_names_each_trainers_costliest_ops_and_the_matmul_bound(throughput, monkeypatch, capsys):
+    import profile_step
+
+    flags = ("--batch", "1", "--context", "16", "--warmup", "1", "--steps", "2", "--threads", "1")
+    monkeypatch.setattr(sys, "argv", ["profile_step.py", *flags])
+    profile_step.main()
+    printed = capsys.readouterr().out
+    for arm in ("ours", "peer"):
+        assert f"{arm}: median step " in printed and "ms/step" in printed
+    share = float(printed.split("ours: median step ")[1].split("matrix multiplies ")[1].split("%")[0])
+    assert 0 < share < 100 and "with only its matrix multiplies, ours would be " in printed
