@@ -279,3 +279,16 @@ def losses(output: Path, phase: str = "train") -> list[float]:
     """The losses of one phase (train or validation) in a training artifact's metrics.json, in order."""
     points = json.loads((output / "metrics.json").read_text())["points"]
     return [p["loss"] for p in points if p["phase"] == phase]
+
+
+def one_line_error(argv: list[str], capsys) -> str:
+    """Run `gptlineage ARGV` in-process; it must fail with one stderr line and no traceback, which is returned."""
+    from gptlineage.cli import main
+
+    try:
+        status = main(argv)
+    except SystemExit as exit_info:  # argparse's one-line errors
+        status = exit_info.code
+    err = capsys.readouterr().err
+    assert status != 0 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err.strip()

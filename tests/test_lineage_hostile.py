@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import one_line_error
 
 from gptlineage.cli import main
 from gptlineage.lineage import rocrate, walk
@@ -592,17 +593,6 @@ def test_random_manifests_never_crash_a_reader_nor_write_outside_the_output(pris
             assert sorted(p.name for p in root.iterdir()) == ["out", "w"]
 
     check()
-
-
-def one_line_error(argv: list[str], capsys) -> str:
-    """Run ARGV in-process; it must fail with one stderr line and no traceback, which is returned."""
-    try:
-        status = main(argv)
-    except SystemExit as exit_info:  # argparse's one-line errors
-        status = exit_info.code
-    err = capsys.readouterr().err
-    assert status != 0 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-    return err.strip()
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import datasets
 import pytest
+from conftest import one_line_error
 
 from gptlineage.cli import main
 from gptlineage.lineage.artifact import ArtifactWriter, read_manifest
@@ -260,17 +261,6 @@ def test_a_skip_from_the_wrong_artifact_is_one_line(tmp_path, capsys, make, mess
     assert prepare(*source, *extra) != 0
     assert capsys.readouterr().err == f"error: prepare: {message.format(tmp=tmp_path)}\n"
     assert sorted(path.relative_to(tmp_path) for path in tmp_path.rglob("*")) == before
-
-
-def one_line_error(argv: list[str], capsys) -> str:
-    """Run ARGV in-process; it must fail with one stderr line and no traceback, which is returned."""
-    try:
-        status = main(argv)
-    except SystemExit as exit_info:  # argparse's one-line errors
-        status = exit_info.code
-    err = capsys.readouterr().err
-    assert status != 0 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-    return err.strip()
 
 
 @pytest.mark.parametrize("config", [None, "sub"])
