@@ -232,9 +232,9 @@ def rerun_child(rerun_prefix: str) -> int | None:
 def test_d17_a_killed_reproduce_takes_its_rerun_with_it_and_the_next_one_cleans_up(tree, capsys):
     results = tree / "results"
 
-    def longer(manifest):  # a rerun of seconds; the parameters agree, as reproduce checks first
-        manifest["command"]["argv"].extend(["--steps", "20000"])
-        manifest["parameters"]["steps"] = 20000
+    def longer(manifest):  # a rerun of minutes, killed as soon as seen; the parameters agree, as reproduce checks first
+        manifest["command"]["argv"].extend(["--steps", "2000000"])
+        manifest["parameters"]["steps"] = 2_000_000
 
     forge(results / "data_csv", longer)
     parent = subprocess.Popen(
