@@ -229,18 +229,24 @@ def rerun_child(rerun_prefix: str) -> int | None:
     return None
 
 
-def test_d17_a_killed_reproduce_takes_its_rerun_with_it_and_the_next_one_cleans_up(tree, capsys):
+def test_d17_a_killed_reproduce_takes_its_rerun_with_it_and_the_next_one_cleans_up(tree, capsys, monkeypatch):
     results = tree / "results"
+    # A temporary folder of its own: any reproduce on this host removes a dead one's scratch and rerun
+    # (another test's, run meanwhile by a second pytest worker, too early for the look below).
+    private = tree.parent / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))  # the in-process reproduce below looks there
 
-    def longer(manifest):  # a rerun of minutes, killed as soon as seen; the parameters agree, as reproduce checks first
-        manifest["command"]["argv"].extend(["--steps", "2000000"])
-        manifest["parameters"]["steps"] = 2_000_000
+    def longer(manifest):  # a rerun of seconds; the parameters agree, as reproduce checks first
+        manifest["command"]["argv"].extend(["--steps", "20000"])
+        manifest["parameters"]["steps"] = 20000
 
     forge(results / "data_csv", longer)
     parent = subprocess.Popen(
         [sys.executable, "-m", "gptlineage", "lineage", "reproduce", str(results / "data_csv")],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": str(private)},
     )
     prefix = f"/.data_csv.reproduce-{HOST_TAG}-{parent.pid}-"
     deadline = time.monotonic() + 60
@@ -258,4 +264,4 @@ def test_d17_a_killed_reproduce_takes_its_rerun_with_it_and_the_next_one_cleans_
     assert main(["lineage", "reproduce", str(results / "small_data")]) == 0
     capsys.readouterr()
     assert [p.name for p in results.iterdir() if p.name.startswith(".")] == []
-    assert not list(Path(tempfile.gettempdir()).glob(f"gptlineage-reproduce-{HOST_TAG}-{parent.pid}-*"))
+    assert list(private.iterdir()) == []  # its scratch folder too
