@@ -170,9 +170,14 @@ def opened_store(tracking_uri: str, store: Path | None) -> Iterator[Any]:
             os.close(descriptor)
 
 
+def results_folder(tree: Path) -> list[Path]:
+    """The workflow's `results` folder holding TREE (TREE itself when so named): a list of one, or empty."""
+    return [up for up in [tree, *tree.parents] if up.name == "results"][:1]
+
+
 def place_name(directory: Path, results: Path) -> str:
     """Where the artifact lies: below the `results` folder holding the tree, else the tree, else the nearest above."""
-    for base in [*[up for up in [results, *results.parents] if up.name == "results"][:1], results, *results.parents]:
+    for base in [*results_folder(results), results, *results.parents]:
         if directory.is_relative_to(base) and directory != base:
             return directory.relative_to(base).as_posix()
     return directory.name
@@ -290,7 +295,7 @@ def export_mlflow(results: Path, tracking_uri: str, experiment: str) -> str:
     results = lexical(results.absolute())
     store = store_path(tracking_uri)
     nodes = tree_nodes(results, store)  # read (and refused unless it verifies) before MLflow is touched
-    for tree in [results, *[up for up in results.parents if up.name == "results"][:1]]:  # and the workflow's
+    for tree in [results, *results_folder(results)]:
         refuse_store_inside(tree, store, tracking_uri)
     with opened_store(tracking_uri, store) as client:
         try:
