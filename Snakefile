@@ -21,7 +21,8 @@ configfile: "config.yaml"
 include: "workflow/rules/common.smk"
 
 
-check_config(config)  # first: its one line names the bad key better than a schema error does
+GRAPH = check_config(config)  # first: its one line names the bad key better than a schema error does
+size_by_family(GRAPH.names)  # a profile's train_*/corpus_* entries size every stage's jobs
 SWEEP = experiments(config)  # the default experiment ("") and each named one, by name
 
 
@@ -57,5 +58,5 @@ rule all:
     input:
         SWEEP[""].path("data_csv"),
         SWEEP[""].path("data_npy"),
-        [SWEEP[""].path(stage.corpus) for stage in TRAINING_STAGES],
+        [SWEEP[""].path(stage.corpus) for stage in GRAPH.stages],
         [experiment.path(DELIVERABLE) for experiment in SWEEP.values()],

@@ -11,8 +11,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from gptlineage.cpus import available_cpus
+from gptlineage.workflow_graph import graph
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def default_config() -> dict:
+    """config.yaml, as the workflow reads it."""
+    return yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))
+
+
+DEFAULT_GRAPH = graph(default_config())  # the default config's jobs and training stages
+STAGE_NAMES = DEFAULT_GRAPH.stage_names
 
 # The end-to-end test files (marker `e2e`, registered in pyproject.toml): they run the workflow,
 # the CLI in subprocesses, several processes or environments, a browser, or build training chains.

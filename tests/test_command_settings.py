@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import default_config
 
 from gptlineage import registry
 from gptlineage.cli import main
@@ -25,8 +26,7 @@ from gptlineage.settings import (
     setting_fields,
 )
 from gptlineage.tabular.settings import DataCsvConfig
-from gptlineage.workflow_support import SLICES as WORKFLOW_SLICES
-from gptlineage.workflow_support import command_slice, flags, wired_inputs
+from gptlineage.workflow_support import command_slice, flags, slices, wired_inputs
 
 REPO = Path(__file__).resolve().parent.parent
 # The settings class of each command of the corpus and tabular rule families.
@@ -34,7 +34,7 @@ CONFIGS = {
     command.name: settings_class(command) for command in registry.COMMANDS if command.family in ("corpus", "tabular")
 }
 # The workflow's config slices of these commands.
-SLICES = {key: each.command.name for key, each in WORKFLOW_SLICES.items() if each.command.name in CONFIGS}
+SLICES = {key: each.command.name for key, each in slices(default_config()).items() if each.command.name in CONFIGS}
 
 
 def profiles() -> list[tuple[str, dict]]:
@@ -70,8 +70,8 @@ def test_help_shows_every_setting_with_its_default(name, capsys, monkeypatch):
 
 @pytest.mark.parametrize(("profile", "key"), [(profile, key) for profile, _ in profiles() for key in SLICES])
 def test_each_config_slice_builds_the_same_settings_as_its_flags(profile, key):
-    raw = profiles()[0 if profile == "default" else 1][1][key]
-    config_slice = {**command_slice(raw, key), **wired_inputs(key, raw)}  # the flags its rule passes
+    config = profiles()[0 if profile == "default" else 1][1]
+    config_slice = {**command_slice(config, key), **wired_inputs(config, key)}  # the flags its rule passes
     name = SLICES[key]
     from_slice = from_mapping(CONFIGS[name], config_slice)
     words = shlex.split(flags(config_slice)) + ["--output", "out"]

@@ -188,7 +188,7 @@ def test_held_out_suite_false_as_text_scores_the_default_suite():
 
 def test_braces_in_text_reach_the_command_as_they_are():
     config, _ = checked(with_keys({"cache_check": {"message": "What is {x}?"}}))
-    assert "--message 'What is {x}?'" in flags(command_slice(config["cache_check"], "cache_check"))
+    assert "--message 'What is {x}?'" in flags(command_slice(config, "cache_check"))
 
 
 def test_an_alias_bomb_is_one_short_line():

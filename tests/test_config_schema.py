@@ -20,7 +20,7 @@ from test_workflow import REPO
 
 from gptlineage import workflow_schema
 from gptlineage.workflow_jobs import sweep_error
-from gptlineage.workflow_support import SLICES, typed_config
+from gptlineage.workflow_support import slices, typed_config
 
 SCHEMA = REPO / workflow_schema.SCHEMA_FILE
 
@@ -41,14 +41,16 @@ def test_the_committed_schema_is_what_the_settings_classes_generate():
 
 def test_every_slice_and_setting_is_described_with_its_type_default_and_range():
     definitions = yaml.safe_load(SCHEMA.read_text(encoding="utf-8"))["$defs"]
-    assert set(definitions) == set(SLICES)
-    steps = definitions["pretrain"]["properties"]["steps"]
+    stages = default_config()["stages"]
+    stage_slices = {*stages, *(f"corpus_{name}" for name in stages)}  # two definitions serve them all
+    assert set(definitions) == set(slices(default_config())) - stage_slices | {"corpus", "stage"}
+    steps = definitions["stage"]["properties"]["steps"]
     assert steps["anyOf"] == [{"type": "integer", "minimum": 0}, {"type": "null"}] and steps["description"]
     dtype = definitions["data_csv"]["properties"]["dtype"]
     assert dtype["anyOf"][0] == {"type": "string", "enum": ["float32", "float64"]} and dtype["default"] == "float32"
-    assert definitions["continuation"]["properties"]["start"]["enum"] == ["best", "final"]
+    assert definitions["stage"]["properties"]["start"]["enum"] == [None, "best", "final"]  # null: the first stage
     assert "output" not in definitions["data_csv"]["properties"]  # set by the rule: refused as unknown
-    assert "train_bin" not in definitions["pretrain"]["properties"]
+    assert "train_bin" not in definitions["stage"]["properties"]
     # no path of this checkout: the packaged suite is named by its place in the package
     assert str(REPO) not in SCHEMA.read_text(encoding="utf-8")
     suite = definitions["prompt_suite"]["properties"]["suite"]
@@ -110,7 +112,9 @@ def changed(path: str, value) -> dict:
             "invalid config: key pretrain: must be a mapping of settings, got [1, 2]",
             id="not-a-mapping",
         ),
-        pytest.param("stage9", {}, "invalid config: key stage9: no job of this workflow reads it", id="unknown-slice"),
+        pytest.param(
+            "stage9", {"stepz": 1}, "invalid config: key stage9: no job of this workflow reads it", id="unknown-slice"
+        ),
         pytest.param(
             "experiments.lr_high.pretrain.seed",
             -3,
@@ -128,6 +132,8 @@ def changed(path: str, value) -> dict:
     ],
 )
 def test_what_the_config_check_refuses_the_schema_refuses_too(path, value, message):
+    # The stages are the config's own, so the schema reads any key it does not know as a training
+    # stage's slice (`stage9: {stepz: 1}` has no such setting); the check knows the stages.
     config = changed(path, value)
     before = copy.deepcopy(config)
     error = sweep_error(typed_config(config))
@@ -146,3 +152,16 @@ def test_the_module_writes_the_schema_and_its_check_names_a_stale_file(tmp_path,
     assert workflow_schema.main(["--output", str(target)]) == 0
     assert target.read_text(encoding="utf-8") == SCHEMA.read_text(encoding="utf-8")
     assert workflow_schema.main(["--check", "--output", str(target)]) == 0
+
+
+def test_a_key_no_stage_names_is_refused_by_the_check_where_the_schema_takes_it_for_a_stage():
+    config = changed("stage9", {"steps": 3})
+    assert schema_accepts(config)  # a training stage's slice, for all the schema can tell
+    assert sweep_error(typed_config(config)) == (
+        "invalid config: key stage9: no job of this workflow reads it; did you mean stages? (a stage's slices are"
+        " read once stages: lists the stage; a new job's, once gptlineage.workflow_graph declares it)"
+    )
+    config = changed("stages", [*default_config()["stages"], "stage9"])
+    config["corpus_stage9"] = {"input": ["data/shakespeare/plays.jsonl.gz"], "max_documents": 5}
+    config["stage9"] = {"start": "best", "steps": 3}
+    assert schema_accepts(config) and sweep_error(typed_config(config)) is None  # a new stage: no new schema

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import DEFAULT_GRAPH
 
-from gptlineage.registry import DELIVERABLE, TRAINING_STAGES
-from gptlineage.workflow_graph import JOB_DIRECTORIES, edges
+from gptlineage.workflow_graph import DELIVERABLE, edges
 
 REPO = Path(__file__).resolve().parent.parent
 README_LIMIT = 12_000  # bytes: the README is the front door; the manual holds the rest
@@ -106,7 +106,7 @@ def built_jobs() -> set[str]:
     """The jobs `snakemake all` runs on the default config: the deliverable, everything upstream of
     it, and the corpora (the `all` rule's other targets)."""
     graph = edges(yaml.safe_load((REPO / "config.yaml").read_text()))
-    todo = [DELIVERABLE, *(stage.corpus for stage in TRAINING_STAGES)]
+    todo = [DELIVERABLE, *(stage.corpus for stage in DEFAULT_GRAPH.stages)]
     jobs: set[str] = set()
     while todo:
         job = todo.pop()
@@ -121,7 +121,7 @@ def test_results_readme_lists_every_directory_the_workflow_writes():
     listed = {}
     for row in rows:
         directories, jobs = (re.findall(r"`([^`]+)`", cell) for cell in row.split("|")[1:3])
-        assert [f"{JOB_DIRECTORIES[job]}/" for job in jobs] == directories, row
+        assert [f"{DEFAULT_GRAPH.directories[job]}/" for job in jobs] == directories, row
         listed.update(dict.fromkeys(jobs))
     assert set(listed) == built_jobs()
 

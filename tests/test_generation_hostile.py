@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_TRAIN
+from conftest import TINY_TRAIN, default_config
 
 from gptlineage import cli, devices
 from gptlineage.corpus.tokenizer import gpt2_encoding
@@ -160,9 +160,10 @@ def test_hostile_input_is_refused_in_one_line(argv, stdin, error, corpus, tmp_pa
 def test_the_workflow_config_check_takes_device_names_not_devices():
     # A workflow is checked where it is submitted, which may have no GPU: cuda is a name it accepts.
     assert (
-        slice_error("pretrain", {"device": "tpu"}) == f"invalid config: key pretrain.device: {BAD_DEVICE.format('tpu')}"
+        slice_error({**default_config(), "pretrain": {"device": "tpu"}}, "pretrain")
+        == f"invalid config: key pretrain.device: {BAD_DEVICE.format('tpu')}"
     )
-    assert slice_error("pretrain", {"device": "cuda:1"}) is None
+    assert slice_error({**default_config(), "pretrain": {"device": "cuda:1"}}, "pretrain") is None
 
 
 # ---------------------------------------------------------------- safe behaviours

@@ -87,11 +87,11 @@ def test_workflow_slices_build_the_configs(config_file):
         ("cache_bench", CacheBenchConfig),
         ("prompt_suite", PromptSuiteConfig),
     ):
-        flags_of_slice = command_slice(config[key], key)  # the workflow's own keys left out
+        flags_of_slice = command_slice(config, key)  # the workflow's own keys left out
         built = from_mapping(cls, {**flags_of_slice, **given})
         for name, value in flags_of_slice.items():
             assert as_mapping(built)[name] == value
-    flags_of_slice = command_slice(config.get("matched_compare", {}), "matched_compare")
+    flags_of_slice = command_slice(config, "matched_compare")
     matched = from_mapping(MatchedCompareConfig, {**flags_of_slice, **given, "data": "d"})
     assert matched.settings.updates == 50
 

@@ -275,7 +275,7 @@ def test_missing_and_unsupported_inputs_name_the_file(tmp_path, capsys):
 
 def parsed_config(config: dict, name: str) -> PrepareConfig:
     """The PrepareConfig the workflow's shell line gives for one config slice (its flags)."""
-    config_slice = command_slice(config[name], name)
+    config_slice = command_slice(config, name)
     parser = argparse.ArgumentParser()
     prepare_command.add_arguments(parser)
     config = from_args(PrepareConfig, parser.parse_args(shlex.split(flags(config_slice)) + ["--output", "unused"]))

@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 from test_workflow import REPO, copy_workflow, make_tiny
 
-from gptlineage.registry import DELIVERABLE
+from gptlineage.workflow_graph import DELIVERABLE
 
 PAGE = REPO / "docs" / "extending.md"
 EDIT_STEP = re.compile(
@@ -153,6 +153,8 @@ def test_each_recipe_alone_plans_the_whole_chain(tmp_path, title):
     write_own_data(workdir)
     touched, workflows = apply(workdir, title)
     assert touched, f"{title}: no edit read from {PAGE.name}"
+    if title == STAGE:
+        assert touched == {"config.yaml"}  # a stage is the config's alone: no package, profile or schema edit
     words = workflows[-1] if workflows else ["snakemake", "--cores", "1", f"results/{DELIVERABLE}"]
     done = run_command(workdir, [*words[:1], "--dry-run", *words[1:]])
     assert done.returncode == 0, done.stderr[-3000:]

@@ -12,10 +12,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import STAGE_NAMES
 from docutils.core import publish_parts
 from jinja2 import Environment
-
-from gptlineage.registry import STAGE_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "workflow" / "report"

@@ -252,7 +252,7 @@ def test_a_cancelled_training_job_is_resubmitted_and_ends_as_an_uninterrupted_ru
     assert "an interrupted run of this same command left it" in (workdir / "logs/train_pretrain.log").read_text()
     # The same command on this side, uninterrupted.
     config = yaml.safe_load((workdir / "config.yaml").read_text())
-    argv = shlex.split(flags(command_slice(config["pretrain"], "pretrain")))
+    argv = shlex.split(flags(command_slice(config, "pretrain")))
     reference = tmp_path / "uninterrupted"
     done = subprocess.run(
         [

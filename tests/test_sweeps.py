@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gptlineage.registry import DELIVERABLE
+from gptlineage.workflow_graph import DELIVERABLE
 from gptlineage.workflow_jobs import experiments, prefix_pattern, sweep_error
 
 REPO = Path(__file__).resolve().parent.parent

@@ -21,14 +21,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY_TRAIN
+from conftest import STAGE_NAMES, TINY_TRAIN
 from tensorboard.backend.event_processing import event_file_loader
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.backend.event_processing.plugin_event_multiplexer import EventMultiplexer
 
 from gptlineage.cli import main
 from gptlineage.lineage.artifact import SCHEMA
-from gptlineage.registry import STAGE_NAMES
 from gptlineage.training import loop
 
 TAGS = {"train/loss": ("train", "loss"), "train/learning_rate": ("train", "learning_rate")}

@@ -200,7 +200,7 @@ def stage(cluster, tmp_path_factory) -> dict:
     workdir = copy_workflow(tmp_path_factory.mktemp("two-hosts"))
     config = write_config(workdir, **PRETRAIN)
     make_corpus(workdir)
-    argv = shlex.split(flags(command_slice(config["pretrain"], "pretrain")))
+    argv = shlex.split(flags(command_slice(config, "pretrain")))
     stop, killed = threading.Event(), {}
     watcher = threading.Thread(target=kill_rank_1_after_first_checkpoint, args=(workdir, stop, killed))
     watcher.start()

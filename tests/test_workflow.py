@@ -19,8 +19,7 @@ import zipfile
 from pathlib import Path
 
 import yaml
-
-from gptlineage.registry import STAGE_NAMES
+from conftest import DEFAULT_GRAPH, STAGE_NAMES
 
 REPO = Path(__file__).resolve().parent.parent
 # The user's one target; it builds every result below.
@@ -110,7 +109,8 @@ def make_tiny(path: Path) -> None:
     config["cache_bench"]["generate"] = 8
     config["prompt_suite"]["generate"] = 8
     config["matched_compare"].update({"updates": 4, "eval_every": 2, "batch": 2})
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    stages = config.pop("stages")  # written as config.yaml writes it, the line the stage recipe edits
+    path.write_text(f"stages: [{', '.join(stages)}]\n" + yaml.safe_dump(config, sort_keys=False))
 
 
 def build_tiny_workflow(root: Path) -> Path:
@@ -140,11 +140,9 @@ def test_every_job_writes_its_log_with_the_commands_output_and_its_benchmark(wor
     logs = {path.stem: path.read_text() for path in (workflow_copy / "logs").glob("*.log")}
     assert {"select_best_pretrain", "train_pretrain", "synth_chat", "sft_stage2", "data_npy"} <= set(logs)
     assert len(logs) == len(RESULTS)  # one log per job, and one job per result
-    from gptlineage.workflow_graph import JOB_DIRECTORIES
-
     for name, text in logs.items():
         # stdout too, not only errors: every command names the artifact it wrote
-        assert f"results/{JOB_DIRECTORIES[name]}" in text, name
+        assert f"results/{DEFAULT_GRAPH.directories[name]}" in text, name
         benchmark = (workflow_copy / "logs" / f"{name}.benchmark.tsv").read_text().splitlines()
         assert benchmark[0].split("\t")[:3] == ["s", "h:m:s", "max_rss"], name
         assert float(benchmark[1].split("\t")[0]) > 0, name
@@ -274,9 +272,8 @@ def test_the_paper_profile_lists_its_jobs(workflow_copy):
 
 
 def test_the_job_table_names_every_result_the_workflow_builds():
-    from gptlineage.workflow_graph import JOB_DIRECTORIES
     from gptlineage.workflow_jobs import experiments
 
     default = experiments(yaml.safe_load((REPO / "config.yaml").read_text()))[""]
-    built = {default.path(job) for job in JOB_DIRECTORIES if "{" not in job}
+    built = {default.path(job) for job in DEFAULT_GRAPH.names}
     assert built - {"results/train/best_sft_stage2"} == set(RESULTS)  # no rule asks for the last stage's best

@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import DEFAULT_GRAPH, STAGE_NAMES, default_config
 from test_workflow import copy_workflow, snakemake
 
-from gptlineage.registry import DELIVERABLE, TRAINING_STAGES, TrainingStage
-from gptlineage.workflow_graph import JOBS, edges, graph_error
+from gptlineage.workflow_graph import DELIVERABLE, edges, graph_error, stages_error
 from gptlineage.workflow_jobs import merged
+
+JOBS = DEFAULT_GRAPH.jobs
 
 RULEGRAPH_NODE = re.compile(r'^\s*(\d+)\[label = "(\w+)"', re.MULTILINE)
 RULEGRAPH_EDGE = re.compile(r"^\s*(\d+) -> (\d+)", re.MULTILINE)
@@ -106,7 +108,7 @@ def test_every_job_is_one_rule_of_the_workflow(workdir):
 
 
 def test_the_declarations_have_no_mistake():
-    assert graph_error() is None
+    assert graph_error(JOBS) is None and stages_error(default_config()) is None
 
 
 @pytest.mark.parametrize(
@@ -123,12 +125,23 @@ def test_the_declarations_have_no_mistake():
         ("a b", "training stage name 'a b' must be letters, digits and '_', starting with a letter"),
         ("", "training stage name '' must be letters, digits and '_', starting with a letter"),
         ("../up", "training stage name '../up' must be letters, digits and '_', starting with a letter"),
-        ("sft_stage1", "training stage sft_stage1 is declared twice"),
+        ("sft_stage1", "training stage sft_stage1 is listed twice"),
+        ("prompt_suite", "training stage name 'prompt_suite' is already a key of the config"),
+        ("corpus_pretrain", "training stage name 'corpus_pretrain' is already a key of the config"),
+        (7, "training stage name 7 must be letters, digits and '_', starting with a letter"),
     ],
 )
 def test_a_stage_name_the_workflow_cannot_hold_is_one_line_before_any_job(name, line):
-    stages = (*TRAINING_STAGES, TrainingStage(name, "sft_stage2"))
-    assert graph_error(stages=stages) == f"invalid workflow: {line}"
+    config = {**default_config(), "stages": [*STAGE_NAMES, name]}
+    assert stages_error(config) == f"invalid config: key stages: {line}"
+
+
+@pytest.mark.parametrize("stages", [None, [], "pretrain", {"pretrain": {}}])
+def test_a_missing_or_empty_stage_list_is_one_line(stages):
+    assert stages_error({**default_config(), "stages": stages}) == (
+        "invalid config: key stages: must list the training stages in chain order, as "
+        "[pretrain, continuation, sft_stage1, sft_stage2]"
+    )
 
 
 def test_a_part_declared_twice_and_a_directory_outside_results_are_one_line_each():
@@ -143,7 +156,6 @@ def test_a_part_declared_twice_and_a_directory_outside_results_are_one_line_each
 
 PROFILE_NOTE = "Using workflow specific profile"  # Snakemake's own first line
 GRAPH = "src/gptlineage/workflow_graph.py"
-REGISTRY = "src/gptlineage/registry.py"
 TABULAR = "workflow/rules/tabular.smk"
 ROW_COUNT_RULE = """
 
@@ -165,11 +177,11 @@ MISTAKES = [
         id="unknown-command",
     ),
     pytest.param(
-        REGISTRY,
-        ('    TrainingStage("sft_stage2", "sft_stage1"),\n', '    TrainingStage("sft_stage2", "sft_stage_1"),\n'),
-        "invalid workflow: training stage sft_stage2: previous stage 'sft_stage_1' is no stage of "
-        "gptlineage.registry.TRAINING_STAGES (pretrain, continuation, sft_stage1, sft_stage2)",
-        id="previous-stage-missing",
+        "config.yaml",
+        ("stages: [pretrain, continuation, sft_stage1, sft_stage2]", "stages: [pretrain, continuation, sft_stage1]"),
+        "invalid config: key corpus_sft_stage2: no job of this workflow reads it; did you mean corpus_sft_stage1? (a"
+        " stage's slices are read once stages: lists the stage",
+        id="stage-slices-without-stage",
     ),
     pytest.param(
         GRAPH,
@@ -216,7 +228,8 @@ MISTAKES = [
     pytest.param(
         "config.yaml",
         (None, "\nrow_count:\n  steps: 3\n"),
-        "invalid config: key row_count: no job of this workflow reads it (a new job's slice needs its Job in",
+        "invalid config: key row_count: no job of this workflow reads it (a stage's slices are read once stages:"
+        " lists the stage; a new job's, once gptlineage.workflow_graph declares it; slices:",
         id="slice-without-job",
     ),
     pytest.param(

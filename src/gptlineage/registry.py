@@ -1,4 +1,4 @@
-"""The one list of `gptlineage` commands and of the workflow's training stages.
+"""The one list of `gptlineage` commands.
 
 A command is declared here once: its name, the module that runs it (imported only when the
 command is chosen, so `gptlineage lineage ...` never loads torch), its one-line help and the rule
@@ -13,10 +13,6 @@ Example:
     'gptlineage.commands.data_csv'
     >>> PREPARE.family
     'corpus'
-    >>> [stage.train for stage in TRAINING_STAGES][:2]
-    ['train_pretrain', 'train_continuation']
-    >>> FINAL_STAGE.name, DELIVERABLE
-    ('sft_stage2', 'sft_stage2')
 """
 
 from __future__ import annotations
@@ -109,43 +105,3 @@ COMMAND_NAMES = tuple(each.name for each in COMMANDS)
 def command(name: str) -> Command:
     """The command called NAME (KeyError for a name that is none)."""
     return {each.name: each for each in COMMANDS}[name]
-
-
-@dataclass(frozen=True)
-class TrainingStage:
-    """One stage of the training chain, `name` everywhere: its config slice is `name`, its corpus
-    the rule corpus_<name> (results/corpus_<name>), its training the rule train_<name>
-    (results/train/<name>, the best checkpoint results/train/best_<name>); it starts from the best
-    checkpoint of `previous` (None: from scratch). The last stage's model is the experiment's final
-    model."""
-
-    name: str
-    previous: str | None
-
-    @property
-    def corpus(self) -> str:
-        return f"corpus_{self.name}"
-
-    @property
-    def train(self) -> str:
-        """The training rule (its run lies in results/train/<name>)."""
-        return f"train_{self.name}"
-
-
-TRAINING_STAGES = (
-    TrainingStage("pretrain", None),
-    TrainingStage("continuation", "pretrain"),
-    TrainingStage("sft_stage1", "continuation"),
-    TrainingStage("sft_stage2", "sft_stage1"),
-)
-STAGE_NAMES = tuple(stage.name for stage in TRAINING_STAGES)
-FINAL_STAGE = TRAINING_STAGES[-1]  # its model is the one the generation checks and the deliverable hold
-# The deliverable's job and directory (results/sft_stage2): the users' own command,
-# `snakemake --cores 1 results/sft_stage2`, builds the whole experiment. It keeps this name, the
-# paper's final stage, when a stage is added after it.
-DELIVERABLE = "sft_stage2"
-
-
-def stage(name: str) -> TrainingStage:
-    """The training stage called NAME (KeyError for a name that is none)."""
-    return {each.name: each for each in TRAINING_STAGES}[name]

@@ -1,27 +1,32 @@
 """The workflow's job graph, declared once: every job, the command it runs, its config slice, its
 directory under results/, its inputs by role from other jobs, and its part in the deliverable.
 
-Everything else reads this table: the rules' `input:` (workflow/rules/common.smk `inputs`), the
+The training chain is the config's: `stages: [pretrain, continuation, ...]` lists the stages in
+order, each starting from the one before it, and `graph(config)` builds three jobs per stage
+(corpus_<stage>, train_<stage>, select_best_<stage>) around the jobs every experiment has.
+Everything else reads the graph: the rules' `input:` (workflow/rules/common.smk `inputs`), the
 sweeps' upstream jobs and shared work (gptlineage.workflow_jobs), the config slices and their
 check (gptlineage.workflow_support), the README's job graph and results/README.md (tested
-against it), the profiles' rule names (tested), and the DAG Snakemake builds (tested with
-`--rulegraph`). A job is one rule of the same name. An input may hold only under a setting of
-the job's own slice (`when`/`equals`), and may name its upstream job through the slice's values
-(`"select_best_{run_stage}"`): the graph of a config is `edges(config)`.
+against it), and the DAG Snakemake builds (tested with `--rulegraph`). A job is one rule of the
+same name. An input may hold only under a setting of the job's own slice (`when`/`equals`), and
+may name its upstream job through the slice's values (`"select_best_{run_stage}"`): the edges
+of a config are `edges(config)`.
 
 Example:
-    >>> job("data_csv").inputs[0].job, job("data_csv").directory
-    ('small_data', 'data_csv')
-    >>> edges({"continuation": {"start": "best"}})["train_continuation"]
-    ('corpus_continuation', 'select_best_pretrain')
-    >>> DELIVERABLE_PARTS["model"], job(DELIVERABLE).directory
-    ('train_sft_stage2', 'sft_stage2')
+    >>> chain = graph({"stages": ["pretrain", "sft"]})
+    >>> chain.job("data_csv").inputs[0].job, chain.job("train_sft").directory
+    ('small_data', 'train/sft')
+    >>> edges({"stages": ["pretrain", "sft"], "sft": {"start": "best"}})["train_sft"]
+    ('corpus_sft', 'select_best_pretrain')
+    >>> chain.parts["model"], chain.job(DELIVERABLE).directory
+    ('train_sft', 'sft_stage2')
 
     python -m gptlineage.workflow_graph    # the job graph of config.yaml, as the README shows it
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from dataclasses import dataclass
@@ -30,8 +35,13 @@ from typing import Any
 
 import yaml
 
-from gptlineage.registry import COMMAND_NAMES, DELIVERABLE, FINAL_STAGE, STAGE_NAMES, TRAINING_STAGES, Command, command
+from gptlineage.registry import COMMAND_NAMES, Command, command
 
+STAGES_KEY = "stages"  # the config's list of training stages, in chain order
+# The deliverable's job and directory (results/sft_stage2): the users' own command,
+# `snakemake --cores 1 results/sft_stage2`, builds the whole experiment. It keeps this name, the
+# paper's final stage, whatever the stages are called; it holds the last stage's model.
+DELIVERABLE = "sft_stage2"
 # Where a training stage's corpus paths come from: --data sets them all (training.config.DATA_ROLES).
 CORPUS_FLAGS = ("data", "train_bin", "val_bin", "train_mask", "val_mask", "train_records", "val_records")
 
@@ -103,7 +113,27 @@ def tabular_jobs() -> list[Job]:
     ]
 
 
-def stage_jobs(stage: Any) -> list[Job]:
+@dataclass(frozen=True)
+class TrainingStage:
+    """One stage of the training chain, `name` everywhere: its config slice is `name`, its corpus
+    the rule corpus_<name> (results/corpus_<name>), its training the rule train_<name>
+    (results/train/<name>, the best checkpoint results/train/best_<name>); it starts from
+    `previous` (None: from scratch), the stage before it in the config's `stages:`."""
+
+    name: str
+    previous: str | None
+
+    @property
+    def corpus(self) -> str:
+        return f"corpus_{self.name}"
+
+    @property
+    def train(self) -> str:
+        """The training rule (its run lies in results/train/<name>)."""
+        return f"train_{self.name}"
+
+
+def stage_jobs(stage: TrainingStage, final: bool) -> list[Job]:
     """A training stage's three jobs: its corpus, its training run and its best checkpoint. A stage
     after the first starts from the previous one's best checkpoint or final parameters (`start`);
     its corpus may read a synth_chat dataset and continue after the previous stage's corpus."""
@@ -114,7 +144,7 @@ def stage_jobs(stage: Any) -> list[Job]:
         corpus_inputs.append(Input("skip_after", f"corpus_{stage.previous}", when=skip, flags=(skip,)))
         for start, job_name in (("best", f"select_best_{stage.previous}"), ("final", f"train_{stage.previous}")):
             training_inputs.append(Input("start", job_name, when="start", equals=start, flags=("load_params",)))
-    part = "model" if stage == FINAL_STAGE else None  # the final model leads the deliverable
+    part = "model" if final else None  # the final model leads the deliverable
     return [
         Job(stage.corpus, "prepare", stage.corpus, stage.corpus, tuple(corpus_inputs)),
         Job(stage.train, "train", f"train/{stage.name}", stage.name, tuple(training_inputs), part=part),
@@ -122,15 +152,15 @@ def stage_jobs(stage: Any) -> list[Job]:
     ]
 
 
-def result_jobs() -> list[Job]:
+def result_jobs(stages: tuple[TrainingStage, ...]) -> list[Job]:
     """The checks and figures of the final model and of the chain, each a part of the deliverable."""
-    model = Input("run", FINAL_STAGE.train, flags=("run",))
+    model = Input("run", stages[-1].train if stages else "train_", flags=("run",))
     suite = Input("suite", "synth_chat", when="held_out_suite", flags=("suite",))
     compared = (
         Input("run", "select_best_{run_stage}", flags=("run",)),
         Input("data", "corpus_{data_stage}", flags=("data",)),
     )
-    figures = (Input("runs", tuple(stage.train for stage in TRAINING_STAGES)), Input("comparison", "matched_compare"))
+    figures = (Input("runs", tuple(stage.train for stage in stages)), Input("comparison", "matched_compare"))
     return [
         Job("cache_check", "cache-check", "cache_check", "cache_check", (model,), part="cache_check"),
         Job("cache_bench", "cache-bench", "cache_bench", "cache_bench", (model,), part="cache_bench"),
@@ -143,40 +173,83 @@ def result_jobs() -> list[Job]:
     ]
 
 
-def declared_jobs() -> tuple[Job, ...]:
+def declared_jobs(stages: tuple[TrainingStage, ...]) -> tuple[Job, ...]:
     """Every job in chain order, the deliverable last: it holds every job that has a part."""
     table = [*tabular_jobs(), Job("synth_chat", "synth-chat", "synth_chat", "synth_chat")]
-    for stage in TRAINING_STAGES:
-        table += stage_jobs(stage)
-    table += result_jobs()
+    for stage in stages:
+        table += stage_jobs(stage, final=stage == stages[-1])
+    table += result_jobs(stages)
     parts = sorted((each for each in table if each.part), key=lambda each: each.part != "model")
     deliverable = tuple(Input(each.part, each.name) for each in parts)
     return (*table, Job(DELIVERABLE, "experiment", DELIVERABLE, None, deliverable))
 
 
-JOBS = declared_jobs()
-JOB_NAMES = tuple(each.name for each in JOBS)
-JOBS_BY_NAME = {each.name: each for each in JOBS}
-# The deliverable's parts by role (`gptlineage experiment --part ROLE=PATH`): the final model first.
-DELIVERABLE_PARTS = {each.role: each.job for each in JOBS[-1].inputs}
-JOB_DIRECTORIES = {each.name: each.directory for each in JOBS}
-# Each config slice and the command whose settings build it.
-SLICE_COMMANDS = {each.slice: each.command for each in JOBS if each.slice}
+@dataclass(frozen=True)
+class Graph:
+    """The jobs of one training chain: `stages` in order, `jobs` in chain order, the deliverable last."""
+
+    stages: tuple[TrainingStage, ...]
+    jobs: tuple[Job, ...]
+
+    @functools.cached_property
+    def by_name(self) -> dict[str, Job]:
+        return {each.name: each for each in self.jobs}
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.by_name)
+
+    @property
+    def stage_names(self) -> tuple[str, ...]:
+        return tuple(stage.name for stage in self.stages)
+
+    @property
+    def directories(self) -> dict[str, str]:
+        return {each.name: each.directory for each in self.jobs}
+
+    @property
+    def parts(self) -> dict[str, str]:
+        """The deliverable's parts by role (`gptlineage experiment --part ROLE=PATH`), the model first."""
+        return {each.role: each.job for each in self.jobs[-1].inputs}
+
+    @property
+    def slice_commands(self) -> dict[str, str]:
+        """Each config slice and the command whose settings build it."""
+        return {each.slice: each.command for each in self.jobs if each.slice}
+
+    def job(self, name: str) -> Job:
+        """The job called NAME (KeyError for a name that is none; `graph_error` names it in one line)."""
+        return self.by_name[name]
 
 
-def job(name: str) -> Job:
-    """The job called NAME (KeyError for a name that is none; `graph_error` names it in one line)."""
-    return JOBS_BY_NAME[name]
+def stage_names(config: dict[str, Any]) -> tuple[str, ...]:
+    """The training stages CONFIG lists (its `stages:`), in order; what is no list of text reads as
+    none (`stages_error` names it in one line before any use)."""
+    names = config.get(STAGES_KEY)
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        return ()
+    return tuple(names)
+
+
+@functools.lru_cache(maxsize=32)
+def chain_graph(names: tuple[str, ...]) -> Graph:
+    """The graph of the chain of stages NAMES, each starting from the one before it."""
+    stages = tuple(TrainingStage(name, names[index - 1] if index else None) for index, name in enumerate(names))
+    return Graph(stages, declared_jobs(stages))
+
+
+def graph(config: dict[str, Any]) -> Graph:
+    """The job graph of CONFIG's training chain."""
+    return chain_graph(stage_names(config))
 
 
 def edges(config: dict[str, Any]) -> dict[str, tuple[str, ...]]:
     """Each job's input jobs under CONFIG, in the order of its inputs."""
-    graph = {}
-    for each in JOBS:
+    found = {}
+    for each in graph(config).jobs:
         config_slice = (config.get(each.slice) if each.slice else None) or {}
-        found = [name for edge in each.inputs_under(config_slice) for name in edge.jobs(config_slice)]
-        graph[each.name] = tuple(found)
-    return graph
+        found[each.name] = tuple(name for edge in each.inputs_under(config_slice) for name in edge.jobs(config_slice))
+    return found
 
 
 # A stage name becomes a rule name, a shell word and a folder: letters, digits and '_', a letter
@@ -196,6 +269,26 @@ def stage_name_error(name: object) -> str | None:
     return None
 
 
+def stages_error(config: dict[str, Any]) -> str | None:
+    """The first problem of CONFIG's `stages:` as one line naming the key, or None: a list of one
+    or more stage names, each a valid name, none twice, none a job's or another slice's name."""
+    names = config.get(STAGES_KEY)
+    example = "[pretrain, continuation, sft_stage1, sft_stage2]"
+    if not isinstance(names, list) or not names:
+        return f"invalid config: key {STAGES_KEY}: must list the training stages in chain order, as {example}"
+    others = set(chain_graph(()).slice_commands) | {STAGES_KEY, "experiments"}  # the config's other keys
+    corpora = {f"corpus_{name}" for name in names}  # a stage's corpus slice, no other stage's name
+    for name in names:
+        why = stage_name_error(name)
+        if why is None and names.count(name) > 1:
+            why = f"training stage {name} is listed twice"
+        if why is None and (name in others or name in corpora):
+            why = f"training stage name {name!r} is already a key of the config"
+        if why is not None:
+            return f"invalid config: key {STAGES_KEY}: {why}"
+    return None
+
+
 def declaration_error(jobs: tuple[Job, ...]) -> str | None:
     """A part declared by two jobs, or a job directory that is not a plain path inside results/."""
     owners: dict[str, str] = {}
@@ -212,20 +305,9 @@ def declaration_error(jobs: tuple[Job, ...]) -> str | None:
     return None
 
 
-def graph_error(jobs: tuple[Job, ...] = JOBS, stages: tuple = TRAINING_STAGES) -> str | None:
-    """The first mistake of the declarations as one line saying what to add where, or None."""
+def graph_error(jobs: tuple[Job, ...]) -> str | None:
+    """The first mistake of the job declarations as one line saying what to add where, or None."""
     names = [each.name for each in jobs]
-    stage_names = [stage.name for stage in stages]
-    for stage in stages:
-        if (why := stage_name_error(stage.name)) is not None:
-            return f"invalid workflow: {why}"
-        if stage_names.count(stage.name) > 1:
-            return f"invalid workflow: training stage {stage.name} is declared twice"
-        if stage.previous is not None and stage.previous not in STAGE_NAMES:
-            return (
-                f"invalid workflow: training stage {stage.name}: previous stage {stage.previous!r} is no stage "
-                f"of gptlineage.registry.TRAINING_STAGES ({', '.join(STAGE_NAMES)})"
-            )
     for each in jobs:
         if names.count(each.name) > 1:
             return f"invalid workflow: job {each.name} is declared twice in gptlineage.workflow_graph"

@@ -1,10 +1,13 @@
 """The workflow config's JSON Schema, generated from the settings classes the config check builds.
 
-Each config slice (workflow_support.SLICES) is an object whose properties are its command's
+Each config slice (workflow_support.slices) is an object whose properties are its command's
 settings: type, default, help (as description), minimum/maximum (strict bounds as exclusive
 ones) and choices (enum), null allowed for every key (a null key keeps its default), plus the
 workflow's own keys with their allowed values. The keys the rule sets itself are left out, so
-the schema refuses them as unknown. `experiments:` maps a name to overrides of the same slices.
+the schema refuses them as unknown. The training stages are the config's own (`stages:`), so
+two definitions serve them all: `corpus` for every `corpus_<stage>` key and `stage` for any other
+key (the workflow's check refuses a key that names no stage before the schema is read); adding a
+stage needs no new schema. `experiments:` maps a name to overrides of the same slices.
 Nothing here is written by hand: the committed workflow/schemas/config.schema.yaml is this
 module's output (tests/test_config_schema.py regenerates it), read by the Snakefile's
 `snakemake.utils.validate` after the project's own check (whose one-line errors come first) and
@@ -28,8 +31,9 @@ from typing import Any
 import yaml
 
 from gptlineage.settings import is_seed, setting_fields
-from gptlineage.workflow_jobs import EXPERIMENT_NAME, RESERVED
-from gptlineage.workflow_support import EXPERIMENTS_KEY, SLICES, wired_keys
+from gptlineage.workflow_graph import STAGE_NAME, STAGES_KEY, graph
+from gptlineage.workflow_jobs import EXPERIMENT_NAME, reserved
+from gptlineage.workflow_support import EXPERIMENTS_KEY, slices, wired_keys
 
 SCHEMA_FILE = Path("workflow/schemas/config.schema.yaml")
 HEADER = (
@@ -40,9 +44,13 @@ JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", P
 BOUNDS = {"minimum": "minimum", "maximum": "maximum", "above": "exclusiveMinimum", "below": "exclusiveMaximum"}
 
 
-def slice_settings(name: str) -> type:
-    """The settings class of the config slice NAME (the one place that reads SLICES' reference)."""
-    return SLICES[name].settings
+# A chain of two stages stands for any: "stage" is a stage after the first, "corpus_stage" its corpus.
+GENERIC = {STAGES_KEY: ["first", "stage"]}
+# The definitions of a stage's two slices, by the generic chain's slice names, and the first stage's
+# slices, whose workflow keys' choices they also take (a first stage's `start` is null).
+STAGE_DEFINITIONS = {"corpus_stage": "corpus", "stage": "stage"}
+FIRST_STAGE = {"corpus_stage": "corpus_first", "stage": "first"}
+CORPUS_KEY = f"^corpus_{STAGE_NAME.pattern}$"
 
 
 def json_value(value: Any) -> Any:
@@ -85,17 +93,30 @@ def setting_schema(field: dataclasses.Field, annotation: Any) -> dict[str, Any]:
 
 
 def slice_schema(name: str) -> dict[str, Any]:
-    """The object schema of the slice NAME: its command's settings and its workflow keys."""
-    refused = set(wired_keys(name, {}))
+    """The object schema of the generic chain's slice NAME: its command's settings and workflow keys."""
+    declared, stage_names = slices(GENERIC)[name], graph(GENERIC).stage_names
+    refused = set(wired_keys(GENERIC, name))
     properties = {
         field.name: setting_schema(field, annotation)
-        for field, annotation in setting_fields(slice_settings(name))
+        for field, annotation in setting_fields(declared.settings)
         if field.name not in refused
     }
-    for key, allowed in SLICES[name].workflow_keys.items():
-        properties[key] = {"enum": list(allowed), "description": f"a workflow key of the {name} rule"}
+    first = slices(GENERIC)[FIRST_STAGE[name]].workflow_keys if name in FIRST_STAGE else {}
+    for key, choices in declared.workflow_keys.items():
+        allowed = tuple(dict.fromkeys((*first.get(key, ()), *choices)))
+        rule = STAGE_DEFINITIONS.get(name, name)
+        values = (
+            {"type": "string", "pattern": f"^{STAGE_NAME.pattern}$"}
+            if allowed == stage_names
+            else {"enum": list(allowed)}
+        )
+        properties[key] = {
+            **values,
+            "description": f"a workflow key of the {rule} rule"
+            + (": a stage's name" if allowed == stage_names else ""),
+        }
     return {
-        "description": f"settings of `gptlineage {SLICES[name].command.name}` (its flags, without the dashes)",
+        "description": f"settings of `gptlineage {declared.command.name}` (its flags, without the dashes)",
         "type": ["object", "null"],
         "properties": dict(sorted(properties.items())),
         "additionalProperties": False,
@@ -103,29 +124,43 @@ def slice_schema(name: str) -> dict[str, Any]:
 
 
 def config_schema() -> dict[str, Any]:
-    """The whole config's schema: every slice, and `experiments:` overriding the same slices."""
+    """The whole config's schema: the stages, every slice, and `experiments:` overriding them."""
+    fixed = [name for name in graph({}).slice_commands if name in slices(GENERIC)]
 
-    def slices() -> dict[str, Any]:  # fresh dicts each time: YAML would write shared ones as anchors
-        return {name: {"$ref": f"#/$defs/{name}"} for name in SLICES}
+    def overrides() -> dict[str, Any]:  # fresh dicts each time: YAML would write shared ones as anchors
+        return {
+            "properties": {name: {"$ref": f"#/$defs/{name}"} for name in fixed},
+            "patternProperties": {CORPUS_KEY: {"$ref": "#/$defs/corpus"}},
+            "additionalProperties": {"$ref": "#/$defs/stage"},  # a training stage's slice
+        }
 
-    experiment = {"type": "object", "properties": slices(), "additionalProperties": False}
-    names = {"pattern": f"^{EXPERIMENT_NAME.pattern}$", "not": {"enum": sorted(RESERVED)}}
+    stage_list = {
+        "description": "the training stages in chain order, each starting from the one before it",
+        "type": "array",
+        "minItems": 1,
+        "items": {"type": "string", "pattern": f"^{STAGE_NAME.pattern}$"},
+    }
+    names = {
+        "pattern": f"^{EXPERIMENT_NAME.pattern}$",
+        "not": {"anyOf": [{"enum": sorted(reserved(graph({})))}, {"pattern": "^corpus_"}]},
+    }
+    schema = overrides()
+    schema["properties"][STAGES_KEY] = stage_list
+    schema["properties"][EXPERIMENTS_KEY] = {
+        "description": "named experiments of a sweep, each overriding slices of the default",
+        "type": ["object", "null"],
+        "propertyNames": names,
+        "additionalProperties": {"type": "object", **overrides()},
+    }
+    definitions = {STAGE_DEFINITIONS.get(name, name): slice_schema(name) for name in [*fixed, *STAGE_DEFINITIONS]}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "gptlineage workflow config",
-        "description": "config.yaml and config.paper.yaml: one slice of settings per rule (README)",
+        "description": "config.yaml and config.paper.yaml: the training stages, one slice of settings per rule (README)",
         "type": "object",
-        "properties": {
-            **slices(),
-            EXPERIMENTS_KEY: {
-                "description": "named experiments of a sweep, each overriding slices of the default",
-                "type": ["object", "null"],
-                "propertyNames": names,
-                "additionalProperties": experiment,
-            },
-        },
-        "additionalProperties": False,
-        "$defs": {name: slice_schema(name) for name in SLICES},
+        "required": [STAGES_KEY],
+        **schema,
+        "$defs": definitions,
     }
 
 

@@ -4,8 +4,8 @@ settings class), the slice as command-line flags, and the config check run befor
 The workflow (Snakefile and workflow/rules/) writes no setting, default or range of
 its own: a config slice is checked by building the settings dataclass of the command its rule
 runs, so a bad key gives the same one line as the command's flag would, before any job starts.
-The training stages are declared in gptlineage.registry; the slices and the rule files generate
-one slice and one rule per stage from them.
+The training stages are the config's `stages:` (gptlineage.workflow_graph): each has a corpus
+slice corpus_<stage> and a training slice <stage>, and the rule files make their rules.
 Before the check, `typed_config` reads the strings Snakemake's `--config 'pretrain={steps: 4}'`
 hands over as their settings' types; the check then also refuses a key the rule sets itself
 (`wired_keys`) and a path holding braces (Snakemake's wildcards).
@@ -13,11 +13,10 @@ hands over as their settings' types; the check then also refuses a key the rule 
 Example:
     >>> flags({"steps": 5, "skip_header": True, "hf_split": ["a", "b"], "hf_config": None})
     '--hf-split a --hf-split b --skip-header --steps 5'
-    >>> [stage.corpus for stage in TRAINING_STAGES][:2]
-    ['corpus_pretrain', 'corpus_continuation']
-    >>> command_slice({"synth_chat": "stage1", "seed": 3}, "corpus_sft_stage1")
+    >>> config = {"stages": ["pretrain", "sft"], "corpus_sft": {"synth_chat": "stage1", "seed": 3}}
+    >>> command_slice(config, "corpus_sft")
     {'seed': 3}
-    >>> typed_slice("pretrain", {"steps": "4", "lr": "1e-3", "start": "null"})
+    >>> typed_config({**config, "sft": {"steps": "4", "lr": "1e-3", "start": "null"}})["sft"]
     {'steps': 4, 'lr': 0.001, 'start': None}
 """
 
@@ -25,6 +24,7 @@ from __future__ import annotations
 
 import decimal
 import difflib
+import functools
 import re
 import shlex
 import typing
@@ -38,11 +38,11 @@ from gptlineage.command_settings import SETTINGS
 from gptlineage.corpus.layout import TRAIN_BIN, VAL_BIN
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.checks import encodable
-from gptlineage.registry import STAGE_NAMES, TRAINING_STAGES, Command, TrainingStage, command
+from gptlineage.registry import Command, command
 from gptlineage.settings import SettingError, describe, from_mapping, is_sequence, setting_fields
 from gptlineage.tabular.layout import CSV_FILE, X_FILE, Y_FILE
 from gptlineage.training.config import DIALOGUE_ROLES, plan
-from gptlineage.workflow_graph import JOB_DIRECTORIES, JOBS, SLICE_COMMANDS
+from gptlineage.workflow_graph import STAGES_KEY, Graph, TrainingStage, graph, stages_error
 
 
 @dataclass(frozen=True)
@@ -91,27 +91,34 @@ def stage_slices(stage: TrainingStage) -> dict[str, Slice]:
     }
 
 
-# The slices whose rule supplies placeholders for the check or reads workflow keys of its own; any
-# other job's slice is its command's settings alone (Slice(command)).
-SLICE_DETAILS: dict[str, Slice] = {
-    "data_csv": Slice(registry.DATA_CSV, {"csv": CSV_FILE}),
-    "data_npy": Slice(registry.DATA_NPY, {"x": X_FILE, "y": Y_FILE}),
-    **{name: details for stage in TRAINING_STAGES for name, details in stage_slices(stage).items()},
-    # held_out_suite: score the synth_chat artifact's held-out suite (false: the slice's `suite`, or
-    # the command's default, the reference's nine prompts).
-    "prompt_suite": Slice(registry.PROMPT_SUITE, workflow_keys={"held_out_suite": (True, False)}),
-    # run_stage: the model is that stage's best checkpoint; data_stage: the batches are its corpus.
-    "matched_compare": Slice(
-        registry.MATCHED_COMPARE, workflow_keys={"run_stage": STAGE_NAMES, "data_stage": STAGE_NAMES}
-    ),
-}
-# One slice per job that has settings, in the job graph's order (a job of an undeclared command
-# has none: the graph's check names it).
-SLICES: dict[str, Slice] = {
-    name: SLICE_DETAILS.get(name) or Slice(command(command_name))
-    for name, command_name in SLICE_COMMANDS.items()
-    if command_name in registry.COMMAND_NAMES
-}
+@functools.lru_cache(maxsize=32)
+def chain_slices(chain: Graph) -> dict[str, Slice]:
+    """One slice per job of CHAIN that has settings, in the graph's order (a job of an undeclared
+    command has none: the graph's check names it). Slices whose rule supplies placeholders for the
+    check or reads workflow keys of its own are spelled out; any other is its command's settings."""
+    details = {
+        "data_csv": Slice(registry.DATA_CSV, {"csv": CSV_FILE}),
+        "data_npy": Slice(registry.DATA_NPY, {"x": X_FILE, "y": Y_FILE}),
+        **{name: each for stage in chain.stages for name, each in stage_slices(stage).items()},
+        # held_out_suite: score the synth_chat artifact's held-out suite (false: the slice's `suite`,
+        # or the command's default, the reference's nine prompts).
+        "prompt_suite": Slice(registry.PROMPT_SUITE, workflow_keys={"held_out_suite": (True, False)}),
+        # run_stage: the model is that stage's best checkpoint; data_stage: the batches are its corpus.
+        "matched_compare": Slice(
+            registry.MATCHED_COMPARE,
+            workflow_keys={"run_stage": chain.stage_names, "data_stage": chain.stage_names},
+        ),
+    }
+    return {
+        name: details.get(name) or Slice(command(command_name))
+        for name, command_name in chain.slice_commands.items()
+        if command_name in registry.COMMAND_NAMES
+    }
+
+
+def slices(config: dict[str, Any]) -> dict[str, Slice]:
+    """The slices of CONFIG's workflow, by name: the fixed jobs' and two per training stage."""
+    return chain_slices(graph(config))
 
 
 def flags(config_slice: dict[str, Any]) -> str:
@@ -132,10 +139,10 @@ def flags(config_slice: dict[str, Any]) -> str:
     return " ".join(words)
 
 
-def command_slice(config_slice: dict[str, Any], name: str) -> dict[str, Any]:
-    """The keys of a slice that are flags of its command (the workflow's own keys removed)."""
-    own = SLICES[name].workflow_keys
-    return {key: value for key, value in (config_slice or {}).items() if key not in own}
+def command_slice(config: dict[str, Any], name: str) -> dict[str, Any]:
+    """The keys of CONFIG's slice NAME that are flags of its command (the workflow's own keys removed)."""
+    own = slices(config)[name].workflow_keys
+    return {key: value for key, value in (config.get(name) or {}).items() if key not in own}
 
 
 def gpus(config_slice: dict[str, Any]) -> int:
@@ -160,29 +167,29 @@ def training_resources(config_slice: dict[str, Any]) -> dict[str, Any]:
     return resources
 
 
-def slice_error(name: str, config_slice: Any) -> str | None:
-    """The first problem of one slice as one line naming `<slice>.<key>`, or None."""
+def slice_error(config: dict[str, Any], name: str) -> str | None:
+    """The first problem of CONFIG's slice NAME as one line naming `<slice>.<key>`, or None."""
+    declared, config_slice = slices(config)[name], config.get(name)
     if config_slice is None:
         config_slice = {}
     if not isinstance(config_slice, dict):
         return f"invalid config: key {name}: must be a mapping of settings, got {describe(config_slice)}"
-    for key, allowed in SLICES[name].workflow_keys.items():
+    for key, allowed in declared.workflow_keys.items():
         value = config_slice.get(key)
         if not any(type(value) is type(choice) and value == choice for choice in allowed):  # 1 is no `true`
             choices = ", ".join("null" if choice is None else str(choice).lower() for choice in allowed)
             return f"invalid config: key {name}.{key}: must be one of {choices}, got {describe(value)}"
-    for key, source in wired_keys(name, config_slice).items():
+    for key, source in wired_keys(config, name).items():
         if key in config_slice:
             return f"invalid config: key {name}.{key}: set by the workflow ({source}); remove it"
-    values = command_slice(config_slice, name)
-    message = braces_error(name, values) or unpassable_error(name, values)
+    values = command_slice(config, name)
+    message = braces_error(declared.settings, name, values) or unpassable_error(name, values)
     if message:
         return message
-    supplied = wired_inputs(name, config_slice)
     try:
-        settings = from_mapping(SLICES[name].settings, {**supplied, **values})
-        if SLICES[name].resolve:
-            SLICES[name].resolve(settings)
+        settings = from_mapping(declared.settings, {**wired_inputs(config, name), **values})
+        if declared.resolve:
+            declared.resolve(settings)
     except SettingError as error:
         detail = error.detail if error.name in values else str(error)
         return f"invalid config: key {name}.{error.name}: {detail}"
@@ -195,10 +202,10 @@ def slice_error(name: str, config_slice: Any) -> str | None:
 SOURCE_KEYS = ("input", "hf_dataset")
 
 
-def braces_error(name: str, values: dict[str, Any]) -> str | None:
+def braces_error(settings: type, name: str, values: dict[str, Any]) -> str | None:
     """A path with { or } as one line: Snakemake reads braces in a job's files as wildcards (a
     WildcardError after the check). Text reaches the command as it is (`message: "What is {x}?"`)."""
-    types_by_name = {field.name: annotation for field, annotation in setting_fields(SLICES[name].settings)}
+    types_by_name = {field.name: annotation for field, annotation in setting_fields(settings)}
     for key, value in values.items():
         annotation = types_by_name.get(key)
         item_type = typing.get_args(annotation)[0] if typing.get_origin(annotation) is tuple else annotation
@@ -225,43 +232,45 @@ def unpassable_error(name: str, values: dict[str, Any]) -> str | None:
     return None
 
 
-def holding_edges(name: str, config_slice: dict[str, Any]) -> list[Any]:
-    """The input edges of slice NAME's job that hold under the slice (gptlineage.workflow_graph)."""
-    return [edge for each in JOBS if each.slice == name for edge in each.inputs_under(config_slice)]
+def holding_edges(config: dict[str, Any], name: str) -> list[Any]:
+    """The input edges of slice NAME's job that hold under CONFIG's slice (gptlineage.workflow_graph)."""
+    config_slice = config.get(name) or {}
+    return [edge for each in graph(config).jobs if each.slice == name for edge in each.inputs_under(config_slice)]
 
 
-def wired_keys(name: str, config_slice: dict[str, Any]) -> dict[str, str]:
-    """The keys a slice may not set, each with where its rule takes the flag from: its output, and
+def wired_keys(config: dict[str, Any], name: str) -> dict[str, str]:
+    """The keys slice NAME may not set, each with where its rule takes the flag from: its output, and
     the flags of its job's input edges (but the slice's own workflow keys, which name an edge)."""
     wired = {"output": "its rule's directory under results/"}
-    for edge in holding_edges(name, config_slice):
+    config_slice = config.get(name) or {}
+    for edge in holding_edges(config, name):
         source = " or ".join(output_of(job) for job in edge.jobs(config_slice))
-        flags = [flag for flag in edge.flags if flag not in SLICES[name].workflow_keys]
+        flags = [flag for flag in edge.flags if flag not in slices(config)[name].workflow_keys]
         wired.update(dict.fromkeys(flags, f"{source}, as {edge.when} says" if edge.when else source))
     return wired
 
 
-def wired_inputs(name: str, config_slice: dict[str, Any]) -> dict[str, Any]:
-    """Placeholders, for the check, of the flags the rule sets: its output, and where each input
-    edge's artifact lies; the slice's `supplied` values win (None: no placeholder)."""
-    fields = {field.name for field, _ in setting_fields(SLICES[name].settings)}
+def wired_inputs(config: dict[str, Any], name: str) -> dict[str, Any]:
+    """Placeholders, for the check, of the flags slice NAME's rule sets: its output, and where each
+    input edge's artifact lies; the slice's `supplied` values win (None: no placeholder)."""
+    declared, directories = slices(config)[name], graph(config).directories
+    fields = {field.name for field, _ in setting_fields(declared.settings)}
     placeholders = {"output": "results/x"}
-    for edge in holding_edges(name, config_slice):
-        placeholders.update(
-            dict.fromkeys(edge.flags, f"results/{JOB_DIRECTORIES.get(edge.jobs(config_slice)[0], 'x')}")
-        )
-    placeholders.update(SLICES[name].supplied)
+    for edge in holding_edges(config, name):
+        upstream = edge.jobs(config.get(name) or {})[0]
+        placeholders.update(dict.fromkeys(edge.flags, f"results/{directories.get(upstream, 'x')}"))
+    placeholders.update(declared.supplied)
     return {flag: value for flag, value in placeholders.items() if flag in fields}
 
 
-def typed_slice(name: str, config_slice: Any) -> Any:
+def typed_slice(declared: Slice | None, config_slice: Any) -> Any:
     """A slice with its string values read as their settings' types (`from_text`): Snakemake's
     `--config 'pretrain={steps: 4}'` gives the string '4'. A workflow key reads 'true', 'false'
     and 'null' as YAML does; anything that does not parse stays as it is, for the check to refuse."""
-    if name not in SLICES or not isinstance(config_slice, dict):
+    if declared is None or not isinstance(config_slice, dict):
         return config_slice
-    own = SLICES[name].workflow_keys
-    typed = typed_values(SLICES[name].settings, config_slice)
+    own = declared.workflow_keys
+    typed = typed_values(declared.settings, config_slice)
     for key in own:
         if key in config_slice:
             # The key's choices decide: a bool choice reads as a flag, a null one reads 'null'.
@@ -272,12 +281,13 @@ def typed_slice(name: str, config_slice: Any) -> Any:
 
 def typed_config(config: dict[str, Any]) -> dict[str, Any]:
     """CONFIG with every slice typed (`typed_slice`), the experiments' overrides too."""
-    typed = {name: typed_slice(name, values) for name, values in config.items()}
+    declared = slices(config)
+    typed = {name: typed_slice(declared.get(name), values) for name, values in config.items()}
     section = config.get(EXPERIMENTS_KEY)
     if isinstance(section, dict):
         typed[EXPERIMENTS_KEY] = {
             experiment: (
-                {name: typed_slice(name, values) for name, values in overrides.items()}
+                {name: typed_slice(declared.get(name), values) for name, values in overrides.items()}
                 if isinstance(overrides, dict)
                 else overrides
             )
@@ -286,9 +296,9 @@ def typed_config(config: dict[str, Any]) -> dict[str, Any]:
     return typed
 
 
-def slices_error() -> str | None:
+def slices_error(config: dict[str, Any]) -> str | None:
     """One line for a declared slice whose command has no settings class to build it, or None."""
-    for name, declared in SLICES.items():
+    for name, declared in slices(config).items():
         if declared.command not in SETTINGS:
             return (
                 f"invalid workflow: config slice {name}: command {declared.command.name} has no settings class: bind"
@@ -297,24 +307,33 @@ def slices_error() -> str | None:
     return None
 
 
-def unread_key_error(key: str) -> str:
-    """A config slice no job reads: a misspelled job's, or a new job the graph does not declare yet."""
-    near = difflib.get_close_matches(key.rsplit(".", 1)[-1], SLICES, n=1)
-    return f"invalid config: key {key}: no job of this workflow reads it" + (
-        f"; did you mean {near[0]}?"
-        if near
-        else f" (a new job's slice needs its Job in gptlineage.workflow_graph; slices: {', '.join(SLICES)})"
+def unread_key_error(config: dict[str, Any], key: str) -> str:
+    """A config key no job reads: a misspelled slice's, a stage's not listed in `stages:`, or a new
+    job's that the graph does not declare yet."""
+    known = [*slices(config), STAGES_KEY]
+    near = difflib.get_close_matches(key.rsplit(".", 1)[-1], known, n=1)
+    return (
+        f"invalid config: key {key}: no job of this workflow reads it"
+        + (f"; did you mean {near[0]}?" if near else "")
+        + f" (a stage's slices are read once {STAGES_KEY}: lists the stage; a new job's, once"
+        + " gptlineage.workflow_graph declares it"
+        + ("" if near else f"; slices: {', '.join(known)}")
+        + ")"
     )
 
 
 def config_error(config: dict[str, Any]) -> str | None:
-    """The first problem of a workflow config as one line naming the key, or None: an unknown
-    slice, or a slice its command's settings refuse (type, range, a combination)."""
+    """The first problem of a workflow config as one line naming the key, or None: the stages, an
+    unknown slice, or a slice its command's settings refuse (type, range, a combination)."""
+    message = stages_error(config)
+    if message:
+        return message
+    declared = slices(config)
     for name in config:
-        if name not in SLICES and name != EXPERIMENTS_KEY:  # experiments: checked by workflow_jobs
-            return unread_key_error(name)
-    for name in SLICES:
-        message = slice_error(name, config.get(name))
+        if name not in declared and name not in (EXPERIMENTS_KEY, STAGES_KEY):  # experiments: workflow_jobs
+            return unread_key_error(config, name)
+    for name in declared:
+        message = slice_error(config, name)
         if message:
             return message
     return None

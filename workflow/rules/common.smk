@@ -1,8 +1,8 @@
 # Helpers for the workflow: the package source files a command runs (so a job reruns when its
 # code changes, and only then), the config check, the experiments of a sweep, and the inputs and
 # flags the rules derive from an experiment's config slices. Every job, its inputs by role and its
-# directory are declared in gptlineage.workflow_graph; a rule takes them with `inputs(job)` and
-# `result(job)`.
+# directory are declared in gptlineage.workflow_graph, the training stages by config's `stages:`
+# (GRAPH, set by the Snakefile after the check); a rule takes them with `inputs(job)` and `result(job)`.
 #
 # Every rule's paths carry the `prefix` wildcard: "" for the default experiment (results/...),
 # "<name>/" for a named experiment of config's `experiments:` (results/<name>/...). An input
@@ -10,6 +10,7 @@
 # shared (gptlineage.workflow_jobs), so a sweep builds each distinct job once.
 
 import difflib
+import fnmatch
 import logging
 import shlex
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # the top-level Snakefile's folder
 from gptlineage.lineage.codedeps import module_files  # noqa: E402  (needs the path above)
 from gptlineage.progress import MILESTONES_VARIABLE  # noqa: E402
-from gptlineage.registry import DELIVERABLE, TRAINING_STAGES, command  # noqa: E402
+from gptlineage.registry import command  # noqa: E402
 from gptlineage.tabular.layout import CSV_FILE, X_FILE, Y_FILE  # noqa: E402
 from gptlineage.workflow_support import (  # noqa: E402
     command_slice,
@@ -28,7 +29,7 @@ from gptlineage.workflow_support import (  # noqa: E402
     training_resources,
     typed_config,
 )
-from gptlineage.workflow_graph import DELIVERABLE_PARTS, JOB_NAMES, graph_error, job  # noqa: E402
+from gptlineage.workflow_graph import DELIVERABLE, graph, graph_error, stages_error  # noqa: E402
 from gptlineage.workflow_jobs import experiments, overridden, prefix_pattern, sweep_error  # noqa: E402
 from gptlineage.workflow_schema import stale_error  # noqa: E402
 from gptlineage.corpus.synth_chat import SUITE_FILE  # noqa: E402
@@ -51,24 +52,26 @@ def check_config(config):
     what to add where. Strings are first read as their settings' types, in place: `--config
     'pretrain={steps: 4}'` hands over the string '4'."""
     config.update(typed_config(config))
-    message = graph_error() or slices_error() or sweep_error(config)
+    message = stages_error(config) or graph_error(graph(config).jobs) or slices_error(config) or sweep_error(config)
     if message:
         raise SystemExit(message)  # Snakemake prints the one line alone (a WorkflowError adds a traceback)
+    return graph(config)
 
 
 def check_rules():
     """Each job of the graph has its rule (a rule without a job stops at its `result`), and the
     config schema is what the slices generate (so `validate`, after this, refuses nothing stale)."""
     rules = {each.name for each in workflow.rules}
-    for name in JOB_NAMES:
+    for name in GRAPH.names:
         if name not in rules:
-            family = job(name).declared_command.family
+            family = GRAPH.job(name).declared_command.family
             raise SystemExit(
                 f"invalid workflow: job {name} is declared in gptlineage.workflow_graph, but"
                 f" workflow/rules/{family}.smk has no rule {name} to build it"
             )
     settings = workflow.resource_settings  # a profile's or the command line's set-threads/set-resources
-    for name in sorted({*settings.overwrite_threads, *settings.overwrite_resources} - rules):
+    named = {*settings.overwrite_threads, *settings.overwrite_resources}
+    for name in sorted(name for name in named - rules if not fnmatch.filter(rules, name)):
         near = difflib.get_close_matches(name, rules, n=1)
         raise SystemExit(
             f"invalid workflow: set-threads/set-resources name rule {name}, which this workflow lacks"
@@ -79,16 +82,33 @@ def check_rules():
         raise SystemExit(message)
 
 
+def size_by_family(names):
+    """A profile's set-threads/set-resources entry under a pattern (`train_*`, `corpus_*`) sizes
+    each job of NAMES it matches, under the job's own entry (which wins key by key): a stage added
+    to config.yaml is sized as the others without a line in any profile. Snakemake reads these
+    tables as each rule is defined, so this runs before the rule files."""
+    settings = workflow.resource_settings
+    threads, resources = settings._parsed_overwrite_threads, settings._parsed_overwrite_resources
+    for pattern in [key for key in threads if "*" in key]:
+        for name in fnmatch.filter(names, pattern):
+            threads.setdefault(name, threads[pattern])
+    for pattern in [key for key in resources if "*" in key]:
+        for name in fnmatch.filter(names, pattern):
+            sized = resources[pattern].copy()
+            sized.update(resources.get(name, {}))
+            resources[name] = sized
+
+
 def declared(name):
     """The job NAME of the graph; a rule for a job the graph lacks stops in one line."""
-    if name not in JOB_NAMES:
-        near = difflib.get_close_matches(name, JOB_NAMES, n=1)
+    if name not in GRAPH.names:
+        near = difflib.get_close_matches(name, GRAPH.names, n=1)
         raise SystemExit(
             f"invalid workflow: job {name} has a rule but no declaration; "
             + (f"a misspelling of {near[0]}? or add" if near else "add")
             + f" Job({name!r}, command, directory, slice, inputs) to gptlineage.workflow_graph"
         )
-    return job(name)
+    return GRAPH.job(name)
 
 
 def result(name):
@@ -149,7 +169,7 @@ def cli(name):
     """A params function: the command-line flags of the experiment's slice NAME (its workflow keys left out)."""
 
     def words(wildcards):
-        return flags(command_slice(slice_of(wildcards, name), name))
+        return flags(command_slice(experiment_of(wildcards).config, name))
 
     return words
 
@@ -220,7 +240,7 @@ def suite_flag(wildcards, input):
 
 def parts_flags(wildcards, input):
     """--part ROLE=PATH for each part of the deliverable (the code inputs left out)."""
-    return " ".join(f"--part {role}={getattr(input, role)}" for role in DELIVERABLE_PARTS)
+    return " ".join(f"--part {role}={getattr(input, role)}" for role in GRAPH.parts)
 
 
 def experiment_name(wildcards):

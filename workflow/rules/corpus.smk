@@ -21,7 +21,7 @@ rule synth_chat:
         "gptlineage synth-chat {params.cli} --output {output} > {log} 2>&1"
 
 
-for stage in TRAINING_STAGES:
+for stage in GRAPH.stages:
 
     rule:
         name:

@@ -24,7 +24,7 @@ def tensorboard_flag(stage):
     return flag
 
 
-for stage in TRAINING_STAGES:
+for stage in GRAPH.stages:
 
     rule:
         name:
