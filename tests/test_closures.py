@@ -23,7 +23,7 @@ from gptlineage.reporting.dag import svg_text
 from gptlineage.reporting.html import pretty_json, visible
 
 SOURCE_ROOT = Path(gptlineage.__file__).resolve().parent.parent
-TRAIN = registry.TRAIN.module
+TRAIN = registry.command("train").module
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +94,10 @@ def test_editing_code_that_computes_trains_outputs_changes_its_closure(source_co
 # What writes the bytes of a page (the deliverable's index.html, `lineage compare`'s): each is found
 # in the file it lives in now, so a move into a module that only presents fails here.
 PAGE_WRITERS = (escaped, printable, visible, pretty_json, svg_text)
-PAGE_COMMANDS = [c for c in registry.COMMANDS if "gptlineage/reporting/html.py" in run_files(c.module, SOURCE_ROOT)]
-GRAPH_COMMANDS = [registry.EXPERIMENT]  # svg_text draws the lineage graph: only the deliverable's page has one
+PAGE_COMMANDS = [c for c in registry.commands() if "gptlineage/reporting/html.py" in run_files(c.module, SOURCE_ROOT)]
+GRAPH_COMMANDS = [
+    registry.command("experiment")
+]  # svg_text draws the lineage graph: only the deliverable's page has one
 
 
 def edited_function(function) -> tuple[str, object]:
@@ -126,7 +128,7 @@ def test_every_presentation_module_exists():
     assert all(module_path(name, SOURCE_ROOT) is not None for name in PRESENTATION)
 
 
-@pytest.mark.parametrize("command", registry.COMMANDS, ids=lambda command: command.name)
+@pytest.mark.parametrize("command", registry.commands(), ids=lambda command: command.name)
 def test_a_closure_leaves_out_only_presentation_modules(command):
     """What a command runs but its closure does not hold is a PRESENTATION module, nothing else."""
     presentation = {module_path(name, SOURCE_ROOT).as_posix() for name in PRESENTATION}

@@ -17,7 +17,7 @@ from gptlineage.lineage.codedeps import PRESENTATION, import_nodes, module_files
 SOURCE_ROOT = Path(gptlineage.__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("command", sorted(registry.COMMAND_NAMES))
+@pytest.mark.parametrize("command", sorted(registry.command_names()))
 def test_static_code_inputs_cover_the_modules_a_command_loads(command):
     module = registry.command(command).module
     probe = (

@@ -15,7 +15,6 @@ from conftest import default_config
 
 from gptlineage import registry
 from gptlineage.cli import main
-from gptlineage.command_settings import settings_class
 from gptlineage.corpus.prepare_config import PrepareConfig
 from gptlineage.parser import load_command
 from gptlineage.settings import (
@@ -30,9 +29,7 @@ from gptlineage.workflow_support import command_slice, flags, slices, wired_inpu
 
 REPO = Path(__file__).resolve().parent.parent
 # The settings class of each command of the corpus and tabular rule families.
-CONFIGS = {
-    command.name: settings_class(command) for command in registry.COMMANDS if command.family in ("corpus", "tabular")
-}
+CONFIGS = {command.name: command.settings for command in registry.commands() if command.family in ("corpus", "tabular")}
 # The workflow's config slices of these commands.
 SLICES = {key: each.command.name for key, each in slices(default_config()).items() if each.command.name in CONFIGS}
 

@@ -101,7 +101,7 @@ def test_every_env_file_belongs_to_a_rule_family_and_every_family_has_one():
     assert {path.stem for path in ENVS.glob("*.yaml")} == set(FAMILIES)
     # the rules run exactly the commands the registry places in a family, each in that family
     declared: dict[str, set[str]] = {}
-    for command in registry.COMMANDS:
+    for command in registry.commands():
         if command.family:
             declared.setdefault(command.family, set()).add(command.name)
     assert declared == FAMILIES
@@ -109,7 +109,7 @@ def test_every_env_file_belongs_to_a_rule_family_and_every_family_has_one():
 
 def env_header(family: str) -> list[str]:
     """An env file's first two lines, from the registry: its family, and the commands placed in it."""
-    names = [command.name for command in registry.COMMANDS if command.family == family]
+    names = [command.name for command in registry.commands() if command.family == family]
     return [
         f"# Conda environment of the {family} rule family (`snakemake --sdm conda`).",
         f"# Commands: gptlineage {', '.join(names)}.",

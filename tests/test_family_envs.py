@@ -37,7 +37,7 @@ PLAYS = REPO / "data" / "shakespeare" / "plays.jsonl.gz"
 # Every third-party module the package imports anywhere: each family's stand-in must lack the
 # ones its packages do not install.
 ALL_IMPORTS = sorted(
-    {name for command in registry.COMMANDS for name in third_party_imports(command.module, SOURCE_ROOT)}
+    {name for command in registry.commands() for name in third_party_imports(command.module, SOURCE_ROOT)}
 )
 RANDOM_MODEL = [
     "--random-init",

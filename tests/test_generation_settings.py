@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gptlineage import cli, registry
+from gptlineage import cli
 from gptlineage.errors import GptlineageError
 from gptlineage.generation.chat import GenerateConfig
 from gptlineage.generation.decoding import SamplingConfig
@@ -31,12 +31,12 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = {
-    registry.GENERATE.name: GenerateConfig,
-    registry.CACHE_CHECK.name: CacheCheckConfig,
-    registry.CACHE_BENCH.name: CacheBenchConfig,
-    registry.PROMPT_SUITE.name: PromptSuiteConfig,
-    registry.MATCHED_COMPARE.name: MatchedCompareConfig,
-    registry.EXPORT_HF.name: ExportConfig,
+    "generate": GenerateConfig,
+    "cache-check": CacheCheckConfig,
+    "cache-bench": CacheBenchConfig,
+    "prompt-suite": PromptSuiteConfig,
+    "matched-compare": MatchedCompareConfig,
+    "export-hf": ExportConfig,
 }
 TINY = ["--random-init", "--preset", "quick", "--context", "96", "--width", "8", "--heads", "2", "--layers", "1"]
 

@@ -20,8 +20,8 @@ import test_workflow
 
 from gptlineage import registry
 
-SKIPPED = {registry.LINEAGE, registry.WATCH}  # their examples belong to their own tests
-COMMANDS = [command.name for command in registry.COMMANDS if command not in SKIPPED]
+SKIPPED = {registry.command("lineage"), registry.command("watch")}  # their examples belong to their own tests
+COMMANDS = [command.name for command in registry.commands() if command not in SKIPPED]
 # transformers (export-hf, matched-compare) must never reach for the network
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from tiny_runs import two_deliverables
 
-from gptlineage import registry
 from gptlineage.cli import main
 from gptlineage.lineage.diff import stages
 from gptlineage.lineage.runs import ComparedRun, named_stages
@@ -57,7 +56,7 @@ def svg_images(text: str) -> dict[str, ET.Element]:
 def test_the_page_is_an_artifact_whose_inputs_are_the_runs(page, deliverables, capsys):
     recorded = manifest(page)
     assert [f["path"] for f in recorded["files"]] == ["index.html"]
-    assert recorded["command"]["name"] == registry.LINEAGE.name  # a command the registry holds
+    assert recorded["command"]["name"] == "lineage"  # a command the registry holds
     assert recorded["command"]["argv"][1:3] == ["lineage", "compare"] and recorded["parameters"]["action"] == "compare"
     inputs = {entry["role"]: entry["artifact_id"] for entry in recorded["inputs"]}
     assert inputs == {"a": manifest(deliverables["a"])["id"], "b": manifest(deliverables["b"])["id"]}

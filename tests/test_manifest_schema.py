@@ -12,7 +12,6 @@ from pathlib import Path
 import jsonschema  # a dependency of snakemake: the published schema must be one other tools read
 import pytest
 
-from gptlineage import registry
 from gptlineage.cli import main
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage import checks
@@ -20,7 +19,7 @@ from gptlineage.lineage.artifact import MANIFEST, ArtifactWriter, artifact_id, r
 from gptlineage.lineage.checks import check_manifest, validate, validator_of
 from gptlineage.lineage.declaration import DROP, NOTHING, SCRATCH, Declaration, Metric, declaration_of
 from gptlineage.lineage.manifest_schema import MANIFEST_SCHEMA, schema_text
-from gptlineage.registry import COMMAND_NAMES
+from gptlineage.registry import command_names
 
 ROOT = Path(__file__).resolve().parents[1]
 LINEAGE = ROOT / "src" / "gptlineage" / "lineage"
@@ -118,7 +117,7 @@ def string_constants(path: Path) -> list[str]:
 def test_the_lineage_layer_names_no_command():
     """What a command is (its side outputs, metrics, timings) comes from its declaration only."""
     # `lineage` is also the layer's own name, `record` a word of its own (a checkpoint's record).
-    names = [name for name in COMMAND_NAMES if name not in (registry.LINEAGE.name, registry.RECORD.name)]
+    names = [name for name in command_names() if name not in ("lineage", "record")]
     pattern = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])")
     found = {
         f"{path.name}: {text!r}"

@@ -15,7 +15,6 @@ from conftest import TINY_MODEL
 from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
 
-from gptlineage import registry
 from gptlineage.cli import main
 from gptlineage.model.gpt import GPT
 from gptlineage.model.parameters import save_parameters
@@ -47,7 +46,7 @@ def crafted(tmp_path: Path, key: str, value: str) -> Path:
     ],
     ids=["shape-deep", "shape-bigint", "aliases-deep", "aliases-bigint"],
 )
-@pytest.mark.parametrize("command", [registry.GENERATE.name, registry.EXPORT_HF.name])
+@pytest.mark.parametrize("command", ["generate", "export-hf"])
 def test_unusable_metadata_json_is_one_error_line_naming_the_file(tmp_path, capsys, key, value, why, command):
     weights = crafted(tmp_path, key, value)
     tail = ["--prompt", "a", "--generate", "2"] if command == "generate" else ["--output", str(tmp_path / "hf")]

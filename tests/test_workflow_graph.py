@@ -172,8 +172,8 @@ MISTAKES = [
     pytest.param(
         GRAPH,
         ('Job("small_data", "small-data"', 'Job("small_data", "small-dta"'),
-        "invalid workflow: job small_data: command 'small-dta' is not declared: add Command('small-dta', help, family)"
-        " to gptlineage.registry.COMMANDS",
+        "invalid workflow: job small_data: command 'small-dta' is not declared: its module"
+        " gptlineage/commands/small_dta.py declares COMMAND = Command('small-dta', help, family, settings)",
         id="unknown-command",
     ),
     pytest.param(
@@ -221,8 +221,8 @@ MISTAKES = [
             '        Job("small_data", "small-data", "small_data", "small_data"),\n'
             '        Job("row_count", "lineage", "row_count", "row_count"),\n',
         ),
-        "invalid workflow: config slice row_count: command lineage has no settings class: bind one in"
-        " gptlineage.command_settings.SETTINGS, or declare the job with slice None",
+        "invalid workflow: config slice row_count: command lineage has no settings class: name it in its COMMAND"
+        " (gptlineage/commands), or declare the job with slice None",
         id="slice-without-settings",
     ),
     pytest.param(

@@ -45,7 +45,6 @@ ENTRY = (
     "cli",
     "parser",
     "command_line",
-    "command_settings",
     "workflow_graph",
     "workflow_support",
     "workflow_jobs",

@@ -4,7 +4,7 @@ Example:
     gptlineage --help
     gptlineage data-csv --help
 
-The commands are declared in gptlineage.registry and the parser is built from it
+The commands are found by gptlineage.registry and the parser is built from it
 (gptlineage.parser); each command module defines EXAMPLE, `add_arguments(parser)` and `run(args)`.
 A `GptlineageError` becomes one line on stderr, `error: <command>: <message>`, and exit
 status 1, as does an error of the machine (a full disk, a permission refused: `error: data-csv:
@@ -68,7 +68,7 @@ def refuse_non_utf8(argv: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    chosen = next((word for word in argv if word in registry.COMMAND_NAMES), None)
+    chosen = next((word for word in argv if word in registry.command_names()), None)
     parser = build_parser(chosen)
     args = parser.parse_args(argv)
     args.argv = argv  # the words as given, for a command that relaunches itself (train --processes)

@@ -56,7 +56,7 @@ def checked_argv(manifest: Mapping[str, Any], known: Sequence[str]) -> list[str]
     name = argv[1]
     if name not in known:
         raise GptlineageError(f"recorded command {name!r} is not a gptlineage command; refusing to run it")
-    if name != command and not (name == registry.LINEAGE.name and len(argv) > 2 and command == f"lineage-{argv[2]}"):
+    if name != command and not (name == "lineage" and len(argv) > 2 and command == f"lineage-{argv[2]}"):
         raise GptlineageError(
             f"recorded argv runs {name!r} but the manifest's command is {command!r}; refusing to run it"
         )
@@ -261,7 +261,7 @@ def rebuilt_command(
     PLACES: where each recorded input lies here (default: its recorded place; `lineage.reproduce`
     gives the plain sources verify found, at their place or in --sources).
     """
-    argv = checked_argv(manifest, registry.COMMAND_NAMES)
+    argv = checked_argv(manifest, registry.command_names())
     parser, values = parse_recorded(argv)
     steps = list(chosen_actions(parser, values))
     if output is not None:  # a rerun: a forged value is refused before it runs for hours

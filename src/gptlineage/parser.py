@@ -39,7 +39,7 @@ def build_parser(chosen: str | None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gptlineage {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
-    for command in registry.COMMANDS:
+    for command in registry.commands():
         if command.name != chosen:
             subparsers.add_parser(command.name, help=command.help)
             continue

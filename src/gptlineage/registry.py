@@ -1,22 +1,28 @@
-"""The one list of `gptlineage` commands.
+"""The `gptlineage` commands, found where each is declared: no table lists them.
 
-A command is declared here once: its name, the module that runs it (imported only when the
-command is chosen, so `gptlineage lineage ...` never loads torch), its one-line help and the rule
-family it runs in (`envs/<family>.yaml`; None for a command no rule runs). The command line
-(gptlineage.cli), the workflow (gptlineage.workflow_support, workflow/rules/*.smk) and the tests
-read them from here. This module imports nothing of the package: the command line and the
-lineage command import it, and what it imported would become part of their code. Each command's
-settings class is bound in gptlineage.command_settings, which imports the settings modules.
+Every module of gptlineage.commands declares its command beside its flags and its work:
+`COMMAND = Command(name, help, family, settings)`, with EXAMPLE, `add_arguments(parser)` and
+`run(args)`. The registry imports each of them to read that line, so a command module is light:
+it imports its torch-free settings class, and its library (torch, numpy, ...) only inside `run`,
+when the command runs. Adding a command is adding its module; the command line (gptlineage.cli),
+the workflow (gptlineage.workflow_support, workflow/rules/*.smk) and the tests find it here.
+This module imports nothing of the package by name: the command line and the lineage command
+import it, and what it imported would become part of their code.
 
 Example:
     >>> command("data-csv").module
     'gptlineage.commands.data_csv'
-    >>> PREPARE.family
-    'corpus'
+    >>> command("prepare").family, command("prepare").settings.__name__
+    ('corpus', 'PrepareConfig')
+    >>> "lineage" in command_names()
+    True
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
+import pkgutil
 from dataclasses import dataclass
 
 COMMANDS_PACKAGE = "gptlineage.commands"
@@ -24,84 +30,45 @@ COMMANDS_PACKAGE = "gptlineage.commands"
 
 @dataclass(frozen=True)
 class Command:
-    """One `gptlineage <name>` command: `module` (gptlineage.commands.<name with _>) defines its
-    EXAMPLE, `add_arguments(parser)` and `run(args)`."""
+    """One `gptlineage <name>` command: `help` is its line in `gptlineage --help`, `family` the
+    rule family it runs in (envs/<family>.yaml; None for a command no rule runs), `settings` the
+    frozen dataclass its flags and its config slice build (None: its flags are argparse's own)."""
 
     name: str
     help: str
-    family: str | None  # the rule family (envs/<family>.yaml); None: no rule runs it
+    family: str | None
+    settings: type | None = None
 
     @property
     def module(self) -> str:
         return f"{COMMANDS_PACKAGE}.{self.name.replace('-', '_')}"
 
 
-SMALL_DATA = Command("small-data", "write the 25-row regression table (CSV and NPY)", "tabular")
-DATA_CSV = Command("data-csv", "train the small MLP on the regression CSV", "tabular")
-DATA_NPY = Command("data-npy", "train the small MLP on the regression NPY arrays", "tabular")
-SYNTH_CHAT = Command(
-    "synth-chat",
-    "write the synthetic chat datasets (stage 1, stage 2) and the held-out prompt suite",
-    "corpus",
-)
-PREPARE = Command("prepare", "tokenize a corpus into GPT-2 token shards", "corpus")
-TRAIN = Command("train", "train a GPT on prepared shards (pretraining, continuation, instruction tuning)", "training")
-WATCH = Command("watch", "follow a running training stage: step N/T, loss, tokens/s, ETA and a loss curve", None)
-SELECT_BEST = Command(
-    "select-best", "pick a training run's saved checkpoint with the lowest validation loss", "training"
-)
-GENERATE = Command(
-    "generate", "generate text from a checkpoint: one completion, one chat answer or an interactive chat", None
-)
-CACHE_CHECK = Command(
-    "cache-check", "compare key/value-cached and full-prefix logits (and certify a greedy rollout)", "generation"
-)
-CACHE_BENCH = Command("cache-bench", "time cached against full-prefix generation", "generation")
-PROMPT_SUITE = Command("prompt-suite", "answer a prompt suite greedily and score exact matches", "generation")
-EXPORT_HF = Command(
-    "export-hf",
-    "export a checkpoint as a Hugging Face GPT-2 directory (config.json, model.safetensors)",
-    "reporting",
-)
-MATCHED_COMPARE = Command(
-    "matched-compare",
-    "train one checkpoint with our trainer and a Hugging Face reference on the same batches; compare",
-    "reporting",
-)
-PLOTS = Command("plots", "draw loss, profile, overview and comparison figures of training runs", "reporting")
-# No rule of the workflow runs `record`: a rule of one's own does, for a script (docs/extending.md).
-RECORD = Command("record", "run a command of your own and record what it writes as an artifact with lineage", None)
-LINEAGE = Command("lineage", "show, verify, export or compare the lineage of an artifact", None)
-EXPERIMENT = Command(
-    "experiment",
-    "write the experiment's deliverable: the lineage page and key metrics of every result",
-    "reporting",
-)
+class UndeclaredCommand(Exception):
+    """A module of gptlineage.commands without its COMMAND line (a programming error, one line)."""
 
-# In the order `gptlineage --help` lists them.
-COMMANDS = (
-    SMALL_DATA,
-    DATA_CSV,
-    DATA_NPY,
-    SYNTH_CHAT,
-    PREPARE,
-    TRAIN,
-    WATCH,
-    SELECT_BEST,
-    GENERATE,
-    CACHE_CHECK,
-    CACHE_BENCH,
-    PROMPT_SUITE,
-    EXPORT_HF,
-    MATCHED_COMPARE,
-    PLOTS,
-    RECORD,
-    LINEAGE,
-    EXPERIMENT,
-)
-COMMAND_NAMES = tuple(each.name for each in COMMANDS)
+
+@functools.cache
+def commands() -> tuple[Command, ...]:
+    """Every command, in name order: the COMMAND of each module of gptlineage.commands."""
+    package = importlib.import_module(COMMANDS_PACKAGE)
+    found = []
+    for module_name in sorted(info.name for info in pkgutil.iter_modules(package.__path__)):
+        module = importlib.import_module(f"{COMMANDS_PACKAGE}.{module_name}")
+        declared = getattr(module, "COMMAND", None)
+        if not isinstance(declared, Command) or declared.module != module.__name__:
+            raise UndeclaredCommand(
+                f"{module.__name__} declares no COMMAND = Command({module_name.replace('_', '-')!r}, help, family,"
+                " settings) of its own name"
+            )
+        found.append(declared)
+    return tuple(found)
+
+
+def command_names() -> tuple[str, ...]:
+    return tuple(each.name for each in commands())
 
 
 def command(name: str) -> Command:
     """The command called NAME (KeyError for a name that is none)."""
-    return {each.name: each for each in COMMANDS}[name]
+    return {each.name: each for each in commands()}[name]

@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from gptlineage.registry import COMMAND_NAMES, Command, command
+from gptlineage.registry import Command, command, command_names
 
 STAGES_KEY = "stages"  # the config's list of training stages, in chain order
 # The deliverable's job and directory (results/sft_stage2): the users' own command,
@@ -311,10 +311,11 @@ def graph_error(jobs: tuple[Job, ...]) -> str | None:
     for each in jobs:
         if names.count(each.name) > 1:
             return f"invalid workflow: job {each.name} is declared twice in gptlineage.workflow_graph"
-        if each.command not in COMMAND_NAMES:
+        if each.command not in command_names():
             return (
-                f"invalid workflow: job {each.name}: command {each.command!r} is not declared: add "
-                f"Command({each.command!r}, help, family) to gptlineage.registry.COMMANDS"
+                f"invalid workflow: job {each.name}: command {each.command!r} is not declared: its module "
+                f"gptlineage/commands/{each.command.replace('-', '_')}.py declares COMMAND = Command({each.command!r}, "
+                "help, family, settings)"
             )
         for edge in each.inputs:
             for name in edge.job if isinstance(edge.job, tuple) else (edge.job,):

@@ -33,12 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gptlineage import registry
-from gptlineage.command_settings import SETTINGS
 from gptlineage.corpus.layout import TRAIN_BIN, VAL_BIN
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.checks import encodable
-from gptlineage.registry import Command, command
+from gptlineage.registry import Command, command, command_names
 from gptlineage.settings import SettingError, describe, from_mapping, is_sequence, setting_fields
 from gptlineage.tabular.layout import CSV_FILE, X_FILE, Y_FILE
 from gptlineage.training.config import DIALOGUE_ROLES, plan
@@ -58,8 +56,9 @@ class Slice:
 
     @property
     def settings(self) -> type:
-        """The settings dataclass of the slice's command (every command a slice names has one)."""
-        return SETTINGS[self.command]
+        """The settings dataclass of the slice's command (`slices_error` checks it has one)."""
+        assert self.command.settings is not None, self.command.name
+        return self.command.settings
 
 
 START_POINTS = ("best", "final")
@@ -79,9 +78,9 @@ def stage_slices(stage: TrainingStage) -> dict[str, Slice]:
     """A training stage's two slices: its corpus (prepare) and its training (train)."""
     corpus_keys = {"synth_chat": CHAT_DATASETS, "skip_documents_from": SKIP_AFTER if stage.previous else (None,)}
     return {
-        stage.corpus: Slice(registry.PREPARE, workflow_keys=corpus_keys),
+        stage.corpus: Slice(command("prepare"), workflow_keys=corpus_keys),
         stage.name: Slice(
-            registry.TRAIN,
+            command("train"),
             # --data names the corpus: its shards' names; masks and records are the corpus's own.
             {"train_bin": TRAIN_BIN, "val_bin": VAL_BIN, **dict.fromkeys(DIALOGUE_ROLES)},
             # start: the previous stage's best saved checkpoint or its final parameters.
@@ -97,22 +96,22 @@ def chain_slices(chain: Graph) -> dict[str, Slice]:
     command has none: the graph's check names it). Slices whose rule supplies placeholders for the
     check or reads workflow keys of its own are spelled out; any other is its command's settings."""
     details = {
-        "data_csv": Slice(registry.DATA_CSV, {"csv": CSV_FILE}),
-        "data_npy": Slice(registry.DATA_NPY, {"x": X_FILE, "y": Y_FILE}),
+        "data_csv": Slice(command("data-csv"), {"csv": CSV_FILE}),
+        "data_npy": Slice(command("data-npy"), {"x": X_FILE, "y": Y_FILE}),
         **{name: each for stage in chain.stages for name, each in stage_slices(stage).items()},
         # held_out_suite: score the synth_chat artifact's held-out suite (false: the slice's `suite`,
         # or the command's default, the reference's nine prompts).
-        "prompt_suite": Slice(registry.PROMPT_SUITE, workflow_keys={"held_out_suite": (True, False)}),
+        "prompt_suite": Slice(command("prompt-suite"), workflow_keys={"held_out_suite": (True, False)}),
         # run_stage: the model is that stage's best checkpoint; data_stage: the batches are its corpus.
         "matched_compare": Slice(
-            registry.MATCHED_COMPARE,
+            command("matched-compare"),
             workflow_keys={"run_stage": chain.stage_names, "data_stage": chain.stage_names},
         ),
     }
     return {
         name: details.get(name) or Slice(command(command_name))
         for name, command_name in chain.slice_commands.items()
-        if command_name in registry.COMMAND_NAMES
+        if command_name in command_names()
     }
 
 
@@ -299,10 +298,10 @@ def typed_config(config: dict[str, Any]) -> dict[str, Any]:
 def slices_error(config: dict[str, Any]) -> str | None:
     """One line for a declared slice whose command has no settings class to build it, or None."""
     for name, declared in slices(config).items():
-        if declared.command not in SETTINGS:
+        if declared.command.settings is None:
             return (
-                f"invalid workflow: config slice {name}: command {declared.command.name} has no settings class: bind"
-                f" one in gptlineage.command_settings.SETTINGS, or declare the job with slice None"
+                f"invalid workflow: config slice {name}: command {declared.command.name} has no settings class: name"
+                f" it in its COMMAND (gptlineage/commands), or declare the job with slice None"
             )
     return None
 

@@ -12,7 +12,6 @@ import torch
 from gptlineage.cli import main
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import read_manifest
-from gptlineage.registry import DATA_CSV, DATA_NPY
 from gptlineage.settings import SettingError, from_mapping
 from gptlineage.tabular.csv_loader import CsvOptions, from_csv
 from gptlineage.tabular.regression import RegressionTrainConfig, train_regression, transcript_train_lines
@@ -106,10 +105,10 @@ def test_ieee_with_float64_is_refused_by_the_trainer(small_data):
         train_regression(data, RegressionTrainConfig(steps=1, dtype="float64"), "ieee")
 
 
-@pytest.mark.parametrize("command", [DATA_CSV.name, DATA_NPY.name])
+@pytest.mark.parametrize("command", ["data-csv", "data-npy"])
 def test_the_commands_print_ieee_and_write_native_numbers(small_data, tmp_path, capsys, command):
     files = ["--csv", str(small_data / f"{SMALL}.csv")]
-    if command == DATA_NPY.name:
+    if command == "data-npy":
         files = ["--x", str(small_data / f"{SMALL}_X.npy"), "--y", str(small_data / f"{SMALL}_y.npy")]
     common = [command, *files, "--batch", "5", "--steps", "5", "--seed", "2026", "--device", "cpu"]
     status, native_out, err = run_cli(capsys, *common, "--output", str(tmp_path / "native"))

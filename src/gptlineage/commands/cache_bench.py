@@ -16,12 +16,18 @@ from __future__ import annotations
 
 import argparse
 
-from gptlineage.generation.cache_bench import CacheBenchConfig, cache_bench_report
-from gptlineage.generation.source import load_model, model_artifact
+from gptlineage.generation.report_settings import CacheBenchConfig
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.declaration import Declaration, Metric
+from gptlineage.registry import Command
 from gptlineage.settings import add_flags, from_args
 
+COMMAND = Command(
+    "cache-bench",
+    "time cached against full-prefix generation",
+    "generation",
+    CacheBenchConfig,
+)
 EXAMPLE = (
     "gptlineage cache-bench --run results/sft_stage2 --generate 8 --timed-runs 1 --output results/examples/cache_bench"
 )
@@ -38,6 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The library is imported when the command runs: the registry imports this module to list it.
+    from gptlineage.generation.cache_bench import cache_bench_report
+    from gptlineage.generation.source import load_model, model_artifact
+
     config = from_args(CacheBenchConfig, args)
     model = load_model(config.model)
     report = cache_bench_report(config, model)

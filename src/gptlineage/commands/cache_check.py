@@ -14,12 +14,18 @@ from __future__ import annotations
 
 import argparse
 
-from gptlineage.generation.cache_check import CacheCheckConfig, cache_check_report
-from gptlineage.generation.source import load_model, model_artifact
+from gptlineage.generation.report_settings import CacheCheckConfig
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.declaration import Declaration, Metric
+from gptlineage.registry import Command
 from gptlineage.settings import add_flags, from_args
 
+COMMAND = Command(
+    "cache-check",
+    "compare key/value-cached and full-prefix logits (and certify a greedy rollout)",
+    "generation",
+    CacheCheckConfig,
+)
 EXAMPLE = (
     'gptlineage cache-check --run results/sft_stage2 --system "" --rollout 8 --output results/examples/cache_check'
 )
@@ -35,6 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The library is imported when the command runs: the registry imports this module to list it.
+    from gptlineage.generation.cache_check import cache_check_report
+    from gptlineage.generation.source import load_model, model_artifact
+
     config = from_args(CacheCheckConfig, args)
     model = load_model(config.model)
     report = cache_check_report(config, model)

@@ -16,9 +16,16 @@ from __future__ import annotations
 import argparse
 
 from gptlineage.lineage.declaration import Declaration, Metric
+from gptlineage.registry import Command
 from gptlineage.settings import add_flags, add_output_flag, from_args
-from gptlineage.tabular.tutorial import DataCsvConfig, csv_tutorial
+from gptlineage.tabular.settings import DataCsvConfig
 
+COMMAND = Command(
+    "data-csv",
+    "train the small MLP on the regression CSV",
+    "tabular",
+    DataCsvConfig,
+)
 EXAMPLE = (
     "gptlineage data-csv --csv results/small_data/small_regression.csv --seed 2026 --steps 5 "
     "--output results/examples/data_csv"
@@ -34,5 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The library is imported when the command runs: the registry imports this module to list it.
+    from gptlineage.tabular.tutorial import csv_tutorial
+
     csv_tutorial(from_args(DataCsvConfig, args), args.output)
     return 0

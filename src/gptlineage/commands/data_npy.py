@@ -15,9 +15,16 @@ from __future__ import annotations
 import argparse
 
 from gptlineage.lineage.declaration import Declaration, Metric
+from gptlineage.registry import Command
 from gptlineage.settings import add_flags, add_output_flag, from_args
-from gptlineage.tabular.tutorial import DataNpyConfig, npy_tutorial
+from gptlineage.tabular.settings import DataNpyConfig
 
+COMMAND = Command(
+    "data-npy",
+    "train the small MLP on the regression NPY arrays",
+    "tabular",
+    DataNpyConfig,
+)
 EXAMPLE = (
     "gptlineage data-npy --x results/small_data/small_regression_X.npy "
     "--y results/small_data/small_regression_y.npy --seed 2026 --steps 5 "
@@ -34,5 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The library is imported when the command runs: the registry imports this module to list it.
+    from gptlineage.tabular.tutorial import npy_tutorial
+
     npy_tutorial(from_args(DataNpyConfig, args), args.output)
     return 0

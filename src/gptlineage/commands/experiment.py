@@ -16,9 +16,16 @@ from __future__ import annotations
 import argparse
 
 from gptlineage.lineage.declaration import WALL_TIME, Declaration
-from gptlineage.reporting.experiment import ExperimentConfig, write_experiment
+from gptlineage.registry import Command
+from gptlineage.reporting.experiment_settings import ExperimentConfig
 from gptlineage.settings import add_flags, from_args
 
+COMMAND = Command(
+    "experiment",
+    "write the experiment's deliverable: the lineage page and key metrics of every result",
+    "reporting",
+    ExperimentConfig,
+)
 EXAMPLE = (
     "gptlineage experiment --part model=results/train/sft_stage2 --part prompt_suite=results/prompt_suite "
     "--output results/examples/experiment"
@@ -32,5 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The library is imported when the command runs: the registry imports this module to list it.
+    from gptlineage.reporting.experiment import write_experiment
+
     print(f"wrote {write_experiment(from_args(ExperimentConfig, args))}")
     return 0

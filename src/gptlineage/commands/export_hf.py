@@ -11,9 +11,16 @@ from __future__ import annotations
 
 import argparse
 
-from gptlineage.generation.export_hf import ExportConfig, export_hf
+from gptlineage.generation.settings import ExportConfig
+from gptlineage.registry import Command
 from gptlineage.settings import add_flags, from_args
 
+COMMAND = Command(
+    "export-hf",
+    "export a checkpoint as a Hugging Face GPT-2 directory (config.json, model.safetensors)",
+    "reporting",
+    ExportConfig,
+)
 EXAMPLE = "gptlineage export-hf --run results/sft_stage2 --output results/examples/export_hf"
 
 
@@ -22,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The library is imported when the command runs: the registry imports this module to list it.
+    from gptlineage.generation.export_hf import export_hf
+
     config = from_args(ExportConfig, args)
     summary = export_hf(config, args.command)
     difference = summary["probe_max_abs_logit_difference"]

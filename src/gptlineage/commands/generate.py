@@ -25,18 +25,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gptlineage.corpus.tokenizer import gpt2_encoding, tokenizer_identity
-from gptlineage.generation.chat import GenerateConfig, generate_records
-from gptlineage.generation.decoding import describe_sampling
-from gptlineage.generation.source import (
-    check_text_vocabulary,
-    load_model,
-    model_artifact,
-    recorded_settings,
-)
+from gptlineage.generation.settings import GenerateConfig
 from gptlineage.jsonio import write_json_atomic
+from gptlineage.registry import Command
 from gptlineage.settings import add_flags, from_args
 
+COMMAND = Command(
+    "generate",
+    "generate text from a checkpoint: one completion, one chat answer or an interactive chat",
+    None,
+    GenerateConfig,
+)
 EXAMPLE = (
     'gptlineage generate --run results/sft_stage2 --message "What is the capital of Japan?" --top-k 1 --generate 16'
 )
@@ -47,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The library is imported when the command runs: the registry imports this module to list it.
+    from gptlineage.corpus.tokenizer import gpt2_encoding, tokenizer_identity
+    from gptlineage.generation.chat import generate_records
+    from gptlineage.generation.decoding import describe_sampling
+    from gptlineage.generation.source import check_text_vocabulary, load_model, model_artifact, recorded_settings
+
     config = from_args(GenerateConfig, args)
     model = load_model(config.model)
     check_text_vocabulary(model)

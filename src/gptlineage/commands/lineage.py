@@ -34,8 +34,15 @@ from gptlineage.lineage.outputs import process_gone
 from gptlineage.lineage.prov import prov_document, write_prov_json
 from gptlineage.lineage.sources import NOT_HERE
 from gptlineage.lineage.walk import show_lines, verify
+from gptlineage.registry import Command
 from gptlineage.settings import add_flags, from_args
 
+COMMAND = Command(
+    "lineage",
+    "show, verify, export or compare the lineage of an artifact",
+    None,
+    None,
+)
 EXAMPLE = "gptlineage lineage show results/data_csv"
 PROV_START = b'{\n  "prefix": {'  # how every PROV-JSON file we write begins (json.dump, indent 2)
 

@@ -16,10 +16,16 @@ from __future__ import annotations
 import argparse
 
 from gptlineage.lineage.declaration import Declaration, Metric
-from gptlineage.reporting.matched import summary_line
-from gptlineage.reporting.matched_compare import MatchedCompareConfig, write_matched_compare
+from gptlineage.registry import Command
+from gptlineage.reporting.matched_settings import MatchedCompareConfig
 from gptlineage.settings import add_flags, from_args
 
+COMMAND = Command(
+    "matched-compare",
+    "train one checkpoint with our trainer and a Hugging Face reference on the same batches; compare",
+    "reporting",
+    MatchedCompareConfig,
+)
 EXAMPLE = (
     "gptlineage matched-compare --run results/sft_stage2 --data results/corpus_sft_stage1 --updates 2 "
     "--eval-every 1 --output results/examples/matched_compare"
@@ -44,6 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The library is imported when the command runs: the registry imports this module to list it.
+    from gptlineage.reporting.matched import summary_line
+    from gptlineage.reporting.matched_compare import write_matched_compare
+
     config = from_args(MatchedCompareConfig, args)
     comparison = write_matched_compare(config, args.command)
     print(summary_line(comparison))

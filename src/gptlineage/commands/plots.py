@@ -22,8 +22,7 @@ from pathlib import Path
 
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import ArtifactWriter, check_member_file, find_artifact_dir
-from gptlineage.reporting.comparison_figure import comparison_svg
-from gptlineage.reporting.plots import overview_svg, read_metrics, run_figures
+from gptlineage.registry import Command
 from gptlineage.settings import add_flags, check_settings, from_args, output_setting, setting
 from gptlineage.training.layout import TrainingRunFiles
 
@@ -47,6 +46,14 @@ class PlotsConfig:
 
     def __post_init__(self) -> None:
         check_settings(self)
+
+
+COMMAND = Command(
+    "plots",
+    "draw loss, profile, overview and comparison figures of training runs",
+    "reporting",
+    PlotsConfig,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -88,6 +95,10 @@ def run_inputs(runs: Sequence[Path]) -> dict[str, Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The library is imported when the command runs: the registry imports this module to list it.
+    from gptlineage.reporting.comparison_figure import comparison_svg
+    from gptlineage.reporting.plots import overview_svg, read_metrics, run_figures
+
     config = from_args(PlotsConfig, args)
     names = run_names(config.run)
     comparison = config.comparison if config.comparison is not None and config.comparison.is_dir() else None

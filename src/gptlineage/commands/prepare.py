@@ -16,12 +16,18 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from gptlineage.corpus.prepare import PrepareConfig, prepare
-from gptlineage.corpus.sources import source_inputs
+from gptlineage.corpus.prepare_config import PrepareConfig
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.lineage.declaration import CORPUS, Declaration
+from gptlineage.registry import Command
 from gptlineage.settings import add_flags, add_output_flag, as_mapping, from_args
 
+COMMAND = Command(
+    "prepare",
+    "tokenize a corpus into GPT-2 token shards",
+    "corpus",
+    PrepareConfig,
+)
 EXAMPLE = (
     "gptlineage prepare --input data/shakespeare/plays.jsonl.gz --max-documents 20 "
     "--output results/examples/corpus_pretrain"
@@ -36,6 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The library is imported when the command runs: the registry imports this module to list it.
+    from gptlineage.corpus.prepare import prepare
+    from gptlineage.corpus.sources import source_inputs
+
     config = from_args(PrepareConfig, args)
     with ArtifactWriter(
         args.output, command=args.command, parameters=as_mapping(config), inputs=source_inputs(config)

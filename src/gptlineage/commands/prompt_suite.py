@@ -13,13 +13,18 @@ from __future__ import annotations
 
 import argparse
 
-from gptlineage.corpus.synth_chat import read_prompt_suite
-from gptlineage.generation.prompt_suite import PromptSuiteConfig, check_suite_text, suite_report
-from gptlineage.generation.source import load_model, model_artifact, recorded_settings
+from gptlineage.generation.report_settings import PromptSuiteConfig
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.declaration import SUITE_ANSWERS, Declaration, Metric
+from gptlineage.registry import Command
 from gptlineage.settings import add_flags, from_args
 
+COMMAND = Command(
+    "prompt-suite",
+    "answer a prompt suite greedily and score exact matches",
+    "generation",
+    PromptSuiteConfig,
+)
 EXAMPLE = (
     "gptlineage prompt-suite --run results/sft_stage2 --suite results/synth_chat/prompt-suite.json "
     "--generate 16 --output results/examples/prompt_suite"
@@ -39,6 +44,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The library is imported when the command runs: the registry imports this module to list it.
+    from gptlineage.corpus.synth_chat import read_prompt_suite
+    from gptlineage.generation.prompt_suite import check_suite_text, suite_report
+    from gptlineage.generation.source import load_model, model_artifact, recorded_settings
+
     config = from_args(PromptSuiteConfig, args)
     suite = read_prompt_suite(config.suite_file)  # a bad suite fails before the model is loaded
     check_suite_text(config.suite_file, suite)

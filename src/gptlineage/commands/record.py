@@ -38,8 +38,15 @@ from gptlineage.lineage.action_settings import RecordConfig
 from gptlineage.lineage.artifact import ArtifactWriter, find_artifact_dir, read_manifest
 from gptlineage.lineage.declaration import Declaration, Metric
 from gptlineage.lineage.sources import workdir_path
+from gptlineage.registry import Command
 from gptlineage.settings import add_flags, from_args
 
+COMMAND = Command(
+    "record",
+    "run a command of your own and record what it writes as an artifact with lineage",
+    None,
+    RecordConfig,
+)
 EXAMPLE = (
     "gptlineage record --input results/prompt_suite --output results/examples/record "
     "-- python -m json.tool results/prompt_suite/report.json {output}/report.json"

@@ -24,6 +24,7 @@ from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import parse_json, read_json, write_json_atomic
 from gptlineage.lineage.artifact import ArtifactWriter, link_member
 from gptlineage.lineage.declaration import CHECKPOINT, Declaration, Metric
+from gptlineage.registry import Command
 from gptlineage.settings import add_flags, check_settings, from_args, output_setting, setting
 from gptlineage.training.layout import PARAMETERS_FILE, PASSPORT_FILE, TrainingRunFiles, list_checkpoints
 from gptlineage.training.metrics import best_checkpoint
@@ -48,6 +49,14 @@ class SelectBestConfig:
 
     def __post_init__(self) -> None:
         check_settings(self)
+
+
+COMMAND = Command(
+    "select-best",
+    "pick a training run's saved checkpoint with the lowest validation loss",
+    "training",
+    SelectBestConfig,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

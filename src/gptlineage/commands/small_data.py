@@ -12,11 +12,17 @@ from __future__ import annotations
 import argparse
 
 from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.registry import Command
 from gptlineage.settings import add_flags, add_output_flag, from_args
 from gptlineage.tabular.layout import CSV_FILE, X_FILE, Y_FILE
 from gptlineage.tabular.settings import SmallDataConfig
-from gptlineage.tabular.table import regression_table, write_npy, write_regression_csv
 
+COMMAND = Command(
+    "small-data",
+    "write the 25-row regression table (CSV and NPY)",
+    "tabular",
+    SmallDataConfig,
+)
 EXAMPLE = "gptlineage small-data --output results/examples/small_data"
 
 
@@ -26,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The library is imported when the command runs: the registry imports this module to list it.
+    from gptlineage.tabular.table import regression_table, write_npy, write_regression_csv
+
     from_args(SmallDataConfig, args)  # no settings yet: the table is fixed
     inputs, targets = regression_table()
     with ArtifactWriter(args.output, command=args.command, parameters={"rows": len(inputs)}) as artifact:

@@ -24,8 +24,15 @@ from gptlineage.corpus.synth_chat import (
     write_synth_chat,
 )
 from gptlineage.lineage.artifact import ArtifactWriter
+from gptlineage.registry import Command
 from gptlineage.settings import add_flags, add_output_flag, as_mapping, from_args
 
+COMMAND = Command(
+    "synth-chat",
+    "write the synthetic chat datasets (stage 1, stage 2) and the held-out prompt suite",
+    "corpus",
+    SynthChatConfig,
+)
 EXAMPLE = (
     "gptlineage synth-chat --stage1-dialogues 300 --stage2-dialogues-per-split 100 --suite-prompts 14 "
     "--seed 1337 --output results/examples/synth_chat"

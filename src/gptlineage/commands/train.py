@@ -41,13 +41,17 @@ from __future__ import annotations
 
 import argparse
 
-from gptlineage.generation.training_sample import end_of_training_sample
 from gptlineage.lineage.declaration import DROP, SCRATCH, TRAINING_RUN, Declaration, Metric
+from gptlineage.registry import Command
 from gptlineage.settings import add_flags, from_args
 from gptlineage.training.config import TrainConfig, TrainOutputs
-from gptlineage.training.data import with_corpus_files
-from gptlineage.training.launch import launch, with_precision
 
+COMMAND = Command(
+    "train",
+    "train a GPT on prepared shards (pretraining, continuation, instruction tuning)",
+    "training",
+    TrainConfig,
+)
 EXAMPLE = (
     "gptlineage train --preset quick --data results/corpus_pretrain --steps 4 --eval-every 2 "
     "--output results/examples/train"
@@ -80,6 +84,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The library is imported when the command runs: the registry imports this module to list it.
+    from gptlineage.generation.training_sample import end_of_training_sample
+    from gptlineage.training.data import with_corpus_files
+    from gptlineage.training.launch import launch, with_precision
+
     config = with_precision(with_corpus_files(from_args(TrainConfig, args)))
     outputs = from_args(TrainOutputs, args)
     return launch(args.command, args.argv, config, outputs, sample=end_of_training_sample)

@@ -26,6 +26,7 @@ from typing import TextIO
 from gptlineage.errors import GptlineageError, printable
 from gptlineage.lineage.text_table import cells, terminal_width, wrap
 from gptlineage.progress import counted
+from gptlineage.registry import Command
 from gptlineage.settings import add_flags, check_settings, from_args, setting
 from gptlineage.training.layout import METRICS_FILE, METRICS_LOG_FILE
 from gptlineage.training.watch import (
@@ -53,6 +54,14 @@ class WatchConfig:
 
     def __post_init__(self) -> None:
         check_settings(self)
+
+
+COMMAND = Command(
+    "watch",
+    "follow a running training stage: step N/T, loss, tokens/s, ETA and a loss curve",
+    None,
+    WatchConfig,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
