@@ -37,7 +37,7 @@ include: "workflow/rules/generation.smk"
 include: "workflow/rules/reporting.smk"
 
 
-check_rules()  # every job of gptlineage.workflow_graph has its rule; the schema is current
+check_rules()  # every job the command modules declare has its rule; the schema is current
 validate(config, "workflow/schemas/config.schema.yaml", set_default=False)
 drop_cached_benchmarks()
 

@@ -159,7 +159,7 @@ def test_a_key_no_stage_names_is_refused_by_the_check_where_the_schema_takes_it_
     assert schema_accepts(config)  # a training stage's slice, for all the schema can tell
     assert sweep_error(typed_config(config)) == (
         "invalid config: key stage9: no job of this workflow reads it; did you mean stages? (a stage's slices are"
-        " read once stages: lists the stage; a new job's, once gptlineage.workflow_graph declares it)"
+        " read once stages: lists the stage; a new job's, once the jobs(stages) of its command module declare it)"
     )
     config = changed("stages", [*default_config()["stages"], "stage9"])
     config["corpus_stage9"] = {"input": ["data/shakespeare/plays.jsonl.gz"], "max_documents": 5}

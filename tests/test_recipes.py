@@ -155,6 +155,9 @@ def test_each_recipe_alone_plans_the_whole_chain(tmp_path, title):
     assert touched, f"{title}: no edit read from {PAGE.name}"
     if title == STAGE:
         assert touched == {"config.yaml"}  # a stage is the config's alone: no package, profile or schema edit
+    if title == COMMAND:  # its own modules, its rule and its config: no central table of the package
+        central = {f"src/gptlineage/{name}.py" for name in ("registry", "workflow_graph", "workflow_support", "cli")}
+        assert not touched & central and {"src/gptlineage/commands/answer_check.py", "config.yaml"} <= touched
     words = workflows[-1] if workflows else ["snakemake", "--cores", "1", f"results/{DELIVERABLE}"]
     done = run_command(workdir, [*words[:1], "--dry-run", *words[1:]])
     assert done.returncode == 0, done.stderr[-3000:]

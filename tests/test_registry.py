@@ -31,7 +31,7 @@ RULES = REPO / "workflow" / "rules"
 INLINE_COMMAND = re.compile(r"""[`"'(]gptlineage ([a-z][a-z0-9_-]*)""")
 LINE_COMMAND = re.compile(r"^[ \t>$]*gptlineage ([a-z][a-z0-9_-]*)", re.MULTILINE)
 FENCED_BLOCK = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
-DECLARED_COMMAND = re.compile(r'Command\("([a-z][a-z0-9-]*)"')
+DECLARED_COMMAND = re.compile(r'Command\(\s*"([a-z][a-z0-9-]*)"')
 # An env file's header lists its family's commands: `# Commands: gptlineage train, select-best.`
 HEADER_COMMANDS = re.compile(r"^# Commands: gptlineage (.*?)\.?$", re.MULTILINE)
 PROFILES = [*sorted(REPO.glob("profiles/*/config.yaml")), REPO / "tools" / "local_slurm_profile" / "config.yaml"]

@@ -146,7 +146,8 @@ def test_a_missing_or_empty_stage_list_is_one_line(stages):
 
 def test_a_part_declared_twice_and_a_directory_outside_results_are_one_line_each():
     twice = tuple(dataclasses.replace(e, part="cache_check") if e.name == "cache_bench" else e for e in JOBS)
-    assert graph_error(jobs=twice) == "invalid workflow: part cache_check is declared by cache_check and cache_bench"
+    first, second = [e.name for e in JOBS if e.name in ("cache_check", "cache_bench")]  # in the graph's order
+    assert graph_error(jobs=twice) == f"invalid workflow: part cache_check is declared by {first} and {second}"
     for directory in ("../outside", "/abs", "train//x", "a b"):
         moved = tuple(dataclasses.replace(e, directory=directory) if e.name == "plots" else e for e in JOBS)
         assert graph_error(jobs=moved) == (
@@ -155,7 +156,8 @@ def test_a_part_declared_twice_and_a_directory_outside_results_are_one_line_each
 
 
 PROFILE_NOTE = "Using workflow specific profile"  # Snakemake's own first line
-GRAPH = "src/gptlineage/workflow_graph.py"
+SMALL_DATA = "src/gptlineage/commands/small_data.py"
+DATA_CSV = "src/gptlineage/commands/data_csv.py"
 TABULAR = "workflow/rules/tabular.smk"
 ROW_COUNT_RULE = """
 
@@ -170,7 +172,7 @@ rule row_count:
 # Each mistake: the file, the text to find in it and what to put there (None: append), the line.
 MISTAKES = [
     pytest.param(
-        GRAPH,
+        SMALL_DATA,
         ('Job("small_data", "small-data"', 'Job("small_data", "small-dta"'),
         "invalid workflow: job small_data: command 'small-dta' is not declared: its module"
         " gptlineage/commands/small_dta.py declares COMMAND = Command('small-dta', help, family, settings)",
@@ -184,44 +186,42 @@ MISTAKES = [
         id="stage-slices-without-stage",
     ),
     pytest.param(
-        GRAPH,
+        DATA_CSV,
         ('table = Input("data", "small_data"', 'table = Input("data", "smal_data"'),
-        "invalid workflow: job data_csv: input data names job 'smal_data', which gptlineage.workflow_graph declares",
+        "invalid workflow: job data_csv: input data names job 'smal_data', which no command module declares",
         id="input-job-missing",
     ),
     pytest.param(
         TABULAR,
         (None, ROW_COUNT_RULE),
         "invalid workflow: job row_count has a rule but no declaration; add Job('row_count', command, directory,"
-        " slice, inputs) to gptlineage.workflow_graph",
+        " slice, inputs) to the jobs(stages) of its command's module",
         id="rule-without-job",
     ),
     pytest.param(
         TABULAR,
         ('        result("data_npy"),\n', '        result("data_nyp"),\n'),
         "invalid workflow: job data_nyp has a rule but no declaration; a misspelling of data_npy? or add"
-        " Job('data_nyp', command, directory, slice, inputs) to gptlineage.workflow_graph",
+        " Job('data_nyp', command, directory, slice, inputs) to the jobs(stages) of its command's module",
         id="rule-job-misspelled",
     ),
     pytest.param(
-        GRAPH,
+        SMALL_DATA,
         (
-            '        Job("small_data", "small-data", "small_data", "small_data"),\n',
-            '        Job("small_data", "small-data", "small_data", "small_data"),\n'
-            '        Job("row_count", "small-data", "row_count", None, (Input("data", "small_data"),)),\n',
+            'return [Job("small_data", "small-data", "small_data", "small_data")]',
+            'return [Job("small_data", "small-data", "small_data", "small_data"), Job("row_count", "small-data", "rows", None)]',
         ),
-        "invalid workflow: job row_count is declared in gptlineage.workflow_graph, but workflow/rules/tabular.smk"
+        "invalid workflow: job row_count is declared by gptlineage.commands.small_data, but workflow/rules/tabular.smk"
         " has no rule row_count to build it",
         id="job-without-rule",
     ),
     pytest.param(
-        GRAPH,
+        SMALL_DATA,
         (
-            '        Job("small_data", "small-data", "small_data", "small_data"),\n',
-            '        Job("small_data", "small-data", "small_data", "small_data"),\n'
-            '        Job("row_count", "lineage", "row_count", "row_count"),\n',
+            'return [Job("small_data", "small-data", "small_data", "small_data")]',
+            'return [Job("small_data", "small-data", "small_data", "small_data"), Job("row_count", "lineage", "rows", "rows")]',
         ),
-        "invalid workflow: config slice row_count: command lineage has no settings class: name it in its COMMAND"
+        "invalid workflow: config slice rows: command lineage has no settings class: name it in its COMMAND"
         " (gptlineage/commands), or declare the job with slice None",
         id="slice-without-settings",
     ),
@@ -229,7 +229,7 @@ MISTAKES = [
         "config.yaml",
         (None, "\nrow_count:\n  steps: 3\n"),
         "invalid config: key row_count: no job of this workflow reads it (a stage's slices are read once stages:"
-        " lists the stage; a new job's, once gptlineage.workflow_graph declares it; slices:",
+        " lists the stage; a new job's, once the jobs(stages) of its command module declare it; slices:",
         id="slice-without-job",
     ),
     pytest.param(
@@ -239,6 +239,13 @@ MISTAKES = [
         " python -m gptlineage.workflow_schema",
         id="stale-schema",
     ),
+    pytest.param(
+        "src/gptlineage/commands/row_count.py",
+        (None, '"""A command module without its COMMAND line."""\n'),
+        "invalid workflow: gptlineage.commands.row_count declares no COMMAND = Command('row-count', help, family,"
+        " settings) of its own name",
+        id="command-module-without-command",
+    ),
 ]
 
 
@@ -246,7 +253,7 @@ MISTAKES = [
 def test_a_recipe_mistake_is_one_line_saying_what_to_add_where(tmp_path, path, edit, line):
     workdir = copy_workflow(tmp_path)
     target = workdir / path
-    text = target.read_text(encoding="utf-8")
+    text = target.read_text(encoding="utf-8") if target.exists() else ""  # a file of one's own
     found, replacement = edit
     assert found is None or found in text, f"{path} no longer holds {found!r}: update this row"
     target.write_text(text + replacement if found is None else text.replace(found, replacement, 1), encoding="utf-8")

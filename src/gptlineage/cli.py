@@ -68,7 +68,11 @@ def refuse_non_utf8(argv: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    chosen = next((word for word in argv if word in registry.command_names()), None)
+    try:
+        chosen = next((word for word in argv if word in registry.command_names()), None)
+    except registry.UndeclaredCommand as error:  # a command module of one's own, half written
+        print(f"error: gptlineage: {error}", file=sys.stderr)
+        return 1
     parser = build_parser(chosen)
     args = parser.parse_args(argv)
     args.argv = argv  # the words as given, for a command that relaunches itself (train --processes)

@@ -2,12 +2,13 @@
 
 Every module of gptlineage.commands declares its command beside its flags and its work:
 `COMMAND = Command(name, help, family, settings)`, with EXAMPLE, `add_arguments(parser)` and
-`run(args)`. The registry imports each of them to read that line, so a command module is light:
-it imports its torch-free settings class, and its library (torch, numpy, ...) only inside `run`,
-when the command runs. Adding a command is adding its module; the command line (gptlineage.cli),
-the workflow (gptlineage.workflow_support, workflow/rules/*.smk) and the tests find it here.
-This module imports nothing of the package by name: the command line and the lineage command
-import it, and what it imported would become part of their code.
+`run(args)`, and, for a command the workflow runs, `jobs(stages)`: its jobs in a training chain
+of STAGES (`Job`s with their `Input` edges; gptlineage.workflow_graph gathers them). The registry
+imports each module to read these, so a command module is light: it imports its torch-free
+settings class, and its library (torch, numpy, ...) only inside `run`, when the command runs.
+Adding a command is adding its module; the command line (gptlineage.cli), the workflow and the
+tests find it here. This module imports nothing of the package by name, and it names no command:
+it is part of every command's code (each imports its Command), so editing it re-keys them all.
 
 Example:
     >>> command("data-csv").module
@@ -23,7 +24,9 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 COMMANDS_PACKAGE = "gptlineage.commands"
 
@@ -72,3 +75,93 @@ def command_names() -> tuple[str, ...]:
 def command(name: str) -> Command:
     """The command called NAME (KeyError for a name that is none)."""
     return {each.name: each for each in commands()}[name]
+
+
+# ---------------------------------------------------------------- what a command's jobs declare
+
+
+@dataclass(frozen=True)
+class TrainingStage:
+    """One stage of the training chain (config.yaml's `stages:`), `name` everywhere: its config
+    slice is `name`, its corpus the job corpus_<name> (results/corpus_<name>), its training the job
+    train_<name> (results/train/<name>, the best checkpoint results/train/best_<name>); it starts
+    from `previous` (None: from scratch), the stage before it."""
+
+    name: str
+    previous: str | None
+
+    @property
+    def corpus(self) -> str:
+        return f"corpus_{self.name}"
+
+    @property
+    def train(self) -> str:
+        """The training job (its run lies in results/train/<name>)."""
+        return f"train_{self.name}"
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input edge of a job: the rule's input `role` ({input.<role>} in its shell line) is the
+    artifact of `job` (a tuple: a list of artifacts, in order). `job` may name its job through the
+    slice's values ("corpus_{data_stage}"). With `when`, the edge exists only while the job's slice
+    sets that key to `equals` (None: to any true value). `flags` are the command's flags the rule
+    sets from it, so the slice may not set them."""
+
+    role: str
+    job: str | tuple[str, ...]
+    when: str | None = None
+    equals: Any = None
+    flags: tuple[str, ...] = ()
+
+    def holds(self, config_slice: dict[str, Any]) -> bool:
+        """Whether the edge exists under the job's config slice."""
+        if self.when is None:
+            return True
+        value = config_slice.get(self.when)
+        return bool(value) if self.equals is None else value == self.equals
+
+    def jobs(self, config_slice: dict[str, Any]) -> tuple[str, ...]:
+        """The upstream jobs, their names filled in from the slice (a key it lacks stays "{key}")."""
+        names = self.job if isinstance(self.job, tuple) else (self.job,)
+        return tuple(name.format_map(Unfilled(config_slice)) for name in names)
+
+
+class Unfilled(dict):
+    """A slice's values for str.format_map, where a key the slice lacks stays as written."""
+
+    def __missing__(self, key: str) -> str:
+        return f"{{{key}}}"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job: the rule `name` runs `gptlineage <command>` with the config slice `slice` (None: it
+    has no settings of its own) and writes results/<directory> (results/<experiment>/<directory> in
+    a sweep); `part` is its role in the deliverable (`gptlineage experiment --part ROLE=PATH`).
+    For the config check: `supplied` are placeholders of the flags its rule sets, `workflow_keys`
+    the slice's own keys (which edge to wire) with their allowed values, `resolve` a check of the
+    built settings."""
+
+    name: str
+    command: str
+    directory: str
+    slice: str | None
+    inputs: tuple[Input, ...] = ()
+    part: str | None = None
+    supplied: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    workflow_keys: dict[str, tuple] = field(default_factory=dict, hash=False, compare=False)
+    resolve: Callable[[Any], Any] | None = field(default=None, hash=False, compare=False)
+
+    def inputs_under(self, config_slice: dict[str, Any]) -> list[Input]:
+        """The input edges that hold under the job's config slice."""
+        return [edge for edge in self.inputs if edge.holds(config_slice)]
+
+    @property
+    def declared_command(self) -> Command:
+        return command(self.command)
+
+
+def final_model(stages: tuple[TrainingStage, ...]) -> Input:
+    """The input edge of a check of the final model: the last stage's training run, as --run."""
+    return Input("run", stages[-1].train if stages else "train_", flags=("run",))

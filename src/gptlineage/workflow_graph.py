@@ -1,8 +1,10 @@
-"""The workflow's job graph, declared once: every job, the command it runs, its config slice, its
-directory under results/, its inputs by role from other jobs, and its part in the deliverable.
+"""The workflow's job graph: every job, the command it runs, its config slice, its directory under
+results/, its inputs by role from other jobs, and its part in the deliverable.
 
+Each command module declares its own jobs (`jobs(stages)`, gptlineage.registry), so no table here
+lists them: the graph gathers them and adds the deliverable, which holds every job with a part.
 The training chain is the config's: `stages: [pretrain, continuation, ...]` lists the stages in
-order, each starting from the one before it, and `graph(config)` builds three jobs per stage
+order, each starting from the one before it, and `graph(config)` holds three jobs per stage
 (corpus_<stage>, train_<stage>, select_best_<stage>) around the jobs every experiment has.
 Everything else reads the graph: the rules' `input:` (workflow/rules/common.smk `inputs`), the
 sweeps' upstream jobs and shared work (gptlineage.workflow_jobs), the config slices and their
@@ -27,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import importlib
 import re
 import sys
 from dataclasses import dataclass
@@ -35,153 +38,40 @@ from typing import Any
 
 import yaml
 
-from gptlineage.registry import Command, command, command_names
+from gptlineage.registry import Input, Job, TrainingStage, command_names, commands
 
 STAGES_KEY = "stages"  # the config's list of training stages, in chain order
 # The deliverable's job and directory (results/sft_stage2): the users' own command,
 # `snakemake --cores 1 results/sft_stage2`, builds the whole experiment. It keeps this name, the
 # paper's final stage, whatever the stages are called; it holds the last stage's model.
 DELIVERABLE = "sft_stage2"
-# Where a training stage's corpus paths come from: --data sets them all (training.config.DATA_ROLES).
-CORPUS_FLAGS = ("data", "train_bin", "val_bin", "train_mask", "val_mask", "train_records", "val_records")
-
-
-@dataclass(frozen=True)
-class Input:
-    """One input edge of a job: the rule's input `role` ({input.<role>} in its shell line) is the
-    artifact of `job` (a tuple: a list of artifacts, in order). `job` may name its job through the
-    slice's values ("corpus_{data_stage}"). With `when`, the edge exists only while the job's slice
-    sets that key to `equals` (None: to any true value). `flags` are the command's flags the rule
-    sets from it, so the slice may not set them."""
-
-    role: str
-    job: str | tuple[str, ...]
-    when: str | None = None
-    equals: Any = None
-    flags: tuple[str, ...] = ()
-
-    def holds(self, config_slice: dict[str, Any]) -> bool:
-        """Whether the edge exists under the job's config slice."""
-        if self.when is None:
-            return True
-        value = config_slice.get(self.when)
-        return bool(value) if self.equals is None else value == self.equals
-
-    def jobs(self, config_slice: dict[str, Any]) -> tuple[str, ...]:
-        """The upstream jobs, their names filled in from the slice (a key it lacks stays "{key}")."""
-        names = self.job if isinstance(self.job, tuple) else (self.job,)
-        return tuple(name.format_map(Unfilled(config_slice)) for name in names)
-
-
-class Unfilled(dict):
-    """A slice's values for str.format_map, where a key the slice lacks stays as written."""
-
-    def __missing__(self, key: str) -> str:
-        return f"{{{key}}}"
-
-
-@dataclass(frozen=True)
-class Job:
-    """One job: the rule `name` runs `gptlineage <command>` with the config slice `slice` (None: it
-    has no settings of its own) and writes results/<directory> (results/<experiment>/<directory> in
-    a sweep); `part` is its role in the deliverable (`gptlineage experiment --part ROLE=PATH`)."""
-
-    name: str
-    command: str
-    directory: str
-    slice: str | None
-    inputs: tuple[Input, ...] = ()
-    part: str | None = None
-
-    def inputs_under(self, config_slice: dict[str, Any]) -> list[Input]:
-        """The input edges that hold under the job's config slice."""
-        return [edge for edge in self.inputs if edge.holds(config_slice)]
-
-    @property
-    def declared_command(self) -> Command:
-        return command(self.command)
-
-
-def tabular_jobs() -> list[Job]:
-    """The data chapter: the regression table and the small MLP trained from CSV and from NPY."""
-    table = Input("data", "small_data", flags=("csv",))
-    arrays = Input("data", "small_data", flags=("x", "y"))
-    return [
-        Job("small_data", "small-data", "small_data", "small_data"),
-        Job("data_csv", "data-csv", "data_csv", "data_csv", (table,), part="data_csv"),
-        Job("data_npy", "data-npy", "data_npy", "data_npy", (arrays,), part="data_npy"),
-    ]
-
-
-@dataclass(frozen=True)
-class TrainingStage:
-    """One stage of the training chain, `name` everywhere: its config slice is `name`, its corpus
-    the rule corpus_<name> (results/corpus_<name>), its training the rule train_<name>
-    (results/train/<name>, the best checkpoint results/train/best_<name>); it starts from
-    `previous` (None: from scratch), the stage before it in the config's `stages:`."""
-
-    name: str
-    previous: str | None
-
-    @property
-    def corpus(self) -> str:
-        return f"corpus_{self.name}"
-
-    @property
-    def train(self) -> str:
-        """The training rule (its run lies in results/train/<name>)."""
-        return f"train_{self.name}"
-
-
-def stage_jobs(stage: TrainingStage, final: bool) -> list[Job]:
-    """A training stage's three jobs: its corpus, its training run and its best checkpoint. A stage
-    after the first starts from the previous one's best checkpoint or final parameters (`start`);
-    its corpus may read a synth_chat dataset and continue after the previous stage's corpus."""
-    corpus_inputs = [Input("chat", "synth_chat", when="synth_chat", flags=("hf_dataset",))]
-    training_inputs = [Input("data", stage.corpus, flags=CORPUS_FLAGS)]
-    if stage.previous:
-        skip = "skip_documents_from"  # the slice's own key (previous_corpus) names the edge and the flag
-        corpus_inputs.append(Input("skip_after", f"corpus_{stage.previous}", when=skip, flags=(skip,)))
-        for start, job_name in (("best", f"select_best_{stage.previous}"), ("final", f"train_{stage.previous}")):
-            training_inputs.append(Input("start", job_name, when="start", equals=start, flags=("load_params",)))
-    part = "model" if final else None  # the final model leads the deliverable
-    return [
-        Job(stage.corpus, "prepare", stage.corpus, stage.corpus, tuple(corpus_inputs)),
-        Job(stage.train, "train", f"train/{stage.name}", stage.name, tuple(training_inputs), part=part),
-        Job(f"select_best_{stage.name}", "select-best", f"train/best_{stage.name}", None, (Input("run", stage.train),)),
-    ]
-
-
-def result_jobs(stages: tuple[TrainingStage, ...]) -> list[Job]:
-    """The checks and figures of the final model and of the chain, each a part of the deliverable."""
-    model = Input("run", stages[-1].train if stages else "train_", flags=("run",))
-    suite = Input("suite", "synth_chat", when="held_out_suite", flags=("suite",))
-    compared = (
-        Input("run", "select_best_{run_stage}", flags=("run",)),
-        Input("data", "corpus_{data_stage}", flags=("data",)),
-    )
-    figures = (Input("runs", tuple(stage.train for stage in stages)), Input("comparison", "matched_compare"))
-    return [
-        Job("cache_check", "cache-check", "cache_check", "cache_check", (model,), part="cache_check"),
-        Job("cache_bench", "cache-bench", "cache_bench", "cache_bench", (model,), part="cache_bench"),
-        Job("prompt_suite", "prompt-suite", "prompt_suite", "prompt_suite", (model, suite), part="prompt_suite"),
-        Job("export_hf", "export-hf", "export_hf", None, (model,), part="export_hf"),
-        Job(
-            "matched_compare", "matched-compare", "matched_compare", "matched_compare", compared, part="matched_compare"
-        ),
-        Job("plots", "plots", "plots", None, figures, part="plots"),
-    ]
 
 
 def declared_jobs(stages: tuple[TrainingStage, ...]) -> tuple[Job, ...]:
-    """Every job in chain order, the deliverable last: it holds every job that has a part."""
-    table = [*tabular_jobs(), Job("synth_chat", "synth-chat", "synth_chat", "synth_chat")]
-    for stage in stages:
-        table += stage_jobs(stage, final=stage == stages[-1])
-    table += result_jobs(stages)
+    """Every job of a chain of STAGES, upstream first, the deliverable last: the jobs each command
+    module declares (its `jobs(stages)`), and the deliverable holding every job that has a part."""
+    table: list[Job] = []
+    for each in commands():
+        declare = getattr(importlib.import_module(each.module), "jobs", None)
+        table += declare(stages) if declare else []
     parts = sorted((each for each in table if each.part), key=lambda each: each.part != "model")
     deliverable = tuple(Input(each.part, each.name) for each in parts)
-    return (*table, Job(DELIVERABLE, "experiment", DELIVERABLE, None, deliverable))
+    return (*upstream_first(table), Job(DELIVERABLE, "experiment", DELIVERABLE, None, deliverable))
+
+
+def upstream_first(table: list[Job]) -> list[Job]:
+    """TABLE with every job after the jobs its edges name (else in its order): the chain's order."""
+    names, placed, ordered = {each.name for each in table}, set(), []
+    while len(ordered) < len(table):
+        for each in table:
+            needed = {name for edge in each.inputs for name in edge.jobs({}) if name in names}
+            if each.name not in placed and needed <= placed:
+                placed.add(each.name)
+                ordered.append(each)
+                break
+        else:
+            return ordered + [each for each in table if each.name not in placed]  # a cycle: graph_error's to name
+    return ordered
 
 
 @dataclass(frozen=True)
@@ -310,7 +200,7 @@ def graph_error(jobs: tuple[Job, ...]) -> str | None:
     names = [each.name for each in jobs]
     for each in jobs:
         if names.count(each.name) > 1:
-            return f"invalid workflow: job {each.name} is declared twice in gptlineage.workflow_graph"
+            return f"invalid workflow: job {each.name} is declared twice (the jobs(stages) of gptlineage/commands)"
         if each.command not in command_names():
             return (
                 f"invalid workflow: job {each.name}: command {each.command!r} is not declared: its module "
@@ -322,7 +212,7 @@ def graph_error(jobs: tuple[Job, ...]) -> str | None:
                 if "{" not in name and name not in names:
                     return (
                         f"invalid workflow: job {each.name}: input {edge.role} names job {name!r}, which "
-                        f"gptlineage.workflow_graph declares nowhere (jobs: {', '.join(names)})"
+                        f"no command module declares (jobs: {', '.join(names)})"
                     )
     return declaration_error(jobs)
 

@@ -18,7 +18,7 @@ Example:
     >>> overridden(sweep[""].config, sweep["lr_high"].config)
     ['sft_stage2.lr=0.0005']
 
-The jobs, their directories and their input edges are declared in gptlineage.workflow_graph; the
+The jobs, their directories and their input edges are gptlineage.workflow_graph's; the
 training stages are the default's, the same in every experiment.
 """
 

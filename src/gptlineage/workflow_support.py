@@ -33,14 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gptlineage.corpus.layout import TRAIN_BIN, VAL_BIN
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.checks import encodable
 from gptlineage.registry import Command, command, command_names
 from gptlineage.settings import SettingError, describe, from_mapping, is_sequence, setting_fields
-from gptlineage.tabular.layout import CSV_FILE, X_FILE, Y_FILE
-from gptlineage.training.config import DIALOGUE_ROLES, plan
-from gptlineage.workflow_graph import STAGES_KEY, Graph, TrainingStage, graph, stages_error
+from gptlineage.workflow_graph import STAGES_KEY, Graph, graph, stages_error
 
 
 @dataclass(frozen=True)
@@ -61,57 +58,21 @@ class Slice:
         return self.command.settings
 
 
-START_POINTS = ("best", "final")
 EXPERIMENTS_KEY = "experiments"  # the named experiments of a sweep (gptlineage.workflow_jobs)
-# synth_chat: which dataset of the synth_chat artifact a corpus reads (null: the slice names its source).
-CHAT_DATASETS = (None, "stage1", "stage2")
-# skip_documents_from: previous_corpus continues the stream after the rows the previous stage's
-# corpus consumed (the rule passes --skip-documents-from with that corpus artifact).
-SKIP_AFTER = (None, "previous_corpus")
 
 
 def output_of(rule: str) -> str:
     return f"the {rule} rule's output"
 
 
-def stage_slices(stage: TrainingStage) -> dict[str, Slice]:
-    """A training stage's two slices: its corpus (prepare) and its training (train)."""
-    corpus_keys = {"synth_chat": CHAT_DATASETS, "skip_documents_from": SKIP_AFTER if stage.previous else (None,)}
-    return {
-        stage.corpus: Slice(command("prepare"), workflow_keys=corpus_keys),
-        stage.name: Slice(
-            command("train"),
-            # --data names the corpus: its shards' names; masks and records are the corpus's own.
-            {"train_bin": TRAIN_BIN, "val_bin": VAL_BIN, **dict.fromkeys(DIALOGUE_ROLES)},
-            # start: the previous stage's best saved checkpoint or its final parameters.
-            workflow_keys={"start": START_POINTS if stage.previous else (None,)},
-            resolve=plan,  # batch split, learning rates, preset defaults
-        ),
-    }
-
-
 @functools.lru_cache(maxsize=32)
 def chain_slices(chain: Graph) -> dict[str, Slice]:
-    """One slice per job of CHAIN that has settings, in the graph's order (a job of an undeclared
-    command has none: the graph's check names it). Slices whose rule supplies placeholders for the
-    check or reads workflow keys of its own are spelled out; any other is its command's settings."""
-    details = {
-        "data_csv": Slice(command("data-csv"), {"csv": CSV_FILE}),
-        "data_npy": Slice(command("data-npy"), {"x": X_FILE, "y": Y_FILE}),
-        **{name: each for stage in chain.stages for name, each in stage_slices(stage).items()},
-        # held_out_suite: score the synth_chat artifact's held-out suite (false: the slice's `suite`,
-        # or the command's default, the reference's nine prompts).
-        "prompt_suite": Slice(command("prompt-suite"), workflow_keys={"held_out_suite": (True, False)}),
-        # run_stage: the model is that stage's best checkpoint; data_stage: the batches are its corpus.
-        "matched_compare": Slice(
-            command("matched-compare"),
-            workflow_keys={"run_stage": chain.stage_names, "data_stage": chain.stage_names},
-        ),
-    }
+    """One slice per job of CHAIN that has settings, in the graph's order, as its command's module
+    declares it (a job of an undeclared command has none: the graph's check names it)."""
     return {
-        name: details.get(name) or Slice(command(command_name))
-        for name, command_name in chain.slice_commands.items()
-        if command_name in command_names()
+        each.slice: Slice(command(each.command), each.supplied, each.workflow_keys, each.resolve)
+        for each in chain.jobs
+        if each.slice and each.command in command_names()
     }
 
 
@@ -315,7 +276,7 @@ def unread_key_error(config: dict[str, Any], key: str) -> str:
         f"invalid config: key {key}: no job of this workflow reads it"
         + (f"; did you mean {near[0]}?" if near else "")
         + f" (a stage's slices are read once {STAGES_KEY}: lists the stage; a new job's, once"
-        + " gptlineage.workflow_graph declares it"
+        + " the jobs(stages) of its command module declare it"
         + ("" if near else f"; slices: {', '.join(known)}")
         + ")"
     )

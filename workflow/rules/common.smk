@@ -1,7 +1,7 @@
 # Helpers for the workflow: the package source files a command runs (so a job reruns when its
 # code changes, and only then), the config check, the experiments of a sweep, and the inputs and
 # flags the rules derive from an experiment's config slices. Every job, its inputs by role and its
-# directory are declared in gptlineage.workflow_graph, the training stages by config's `stages:`
+# directory are declared by its command's module (gathered by gptlineage.workflow_graph), the training stages by config's `stages:`
 # (GRAPH, set by the Snakefile after the check); a rule takes them with `inputs(job)` and `result(job)`.
 #
 # Every rule's paths carry the `prefix` wildcard: "" for the default experiment (results/...),
@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # the top-level Snakefile's folder
 from gptlineage.lineage.codedeps import module_files  # noqa: E402  (needs the path above)
 from gptlineage.progress import MILESTONES_VARIABLE  # noqa: E402
-from gptlineage.registry import command  # noqa: E402
+from gptlineage.registry import UndeclaredCommand, command  # noqa: E402
 from gptlineage.tabular.layout import CSV_FILE, X_FILE, Y_FILE  # noqa: E402
 from gptlineage.workflow_support import (  # noqa: E402
     command_slice,
@@ -51,8 +51,11 @@ def check_config(config):
     experiment's) by building its command's settings, before any job; one line names the bad key or
     what to add where. Strings are first read as their settings' types, in place: `--config
     'pretrain={steps: 4}'` hands over the string '4'."""
-    config.update(typed_config(config))
-    message = stages_error(config) or graph_error(graph(config).jobs) or slices_error(config) or sweep_error(config)
+    try:
+        config.update(typed_config(config))
+        message = stages_error(config) or graph_error(graph(config).jobs) or slices_error(config) or sweep_error(config)
+    except UndeclaredCommand as error:  # a command module of one's own, half written
+        message = f"invalid workflow: {error}"
     if message:
         raise SystemExit(message)  # Snakemake prints the one line alone (a WorkflowError adds a traceback)
     return graph(config)
@@ -64,10 +67,10 @@ def check_rules():
     rules = {each.name for each in workflow.rules}
     for name in GRAPH.names:
         if name not in rules:
-            family = GRAPH.job(name).declared_command.family
+            declared_by = GRAPH.job(name).declared_command
             raise SystemExit(
-                f"invalid workflow: job {name} is declared in gptlineage.workflow_graph, but"
-                f" workflow/rules/{family}.smk has no rule {name} to build it"
+                f"invalid workflow: job {name} is declared by {declared_by.module}, but"
+                f" workflow/rules/{declared_by.family}.smk has no rule {name} to build it"
             )
     settings = workflow.resource_settings  # a profile's or the command line's set-threads/set-resources
     named = {*settings.overwrite_threads, *settings.overwrite_resources}
@@ -106,7 +109,7 @@ def declared(name):
         raise SystemExit(
             f"invalid workflow: job {name} has a rule but no declaration; "
             + (f"a misspelling of {near[0]}? or add" if near else "add")
-            + f" Job({name!r}, command, directory, slice, inputs) to gptlineage.workflow_graph"
+            + f" Job({name!r}, command, directory, slice, inputs) to the jobs(stages) of its command's module"
         )
     return GRAPH.job(name)
 

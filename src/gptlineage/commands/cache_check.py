@@ -17,7 +17,7 @@ import argparse
 from gptlineage.generation.report_settings import CacheCheckConfig
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.declaration import Declaration, Metric
-from gptlineage.registry import Command
+from gptlineage.registry import Command, Job, TrainingStage, final_model
 from gptlineage.settings import add_flags, from_args
 
 COMMAND = Command(
@@ -57,3 +57,8 @@ def run(args: argparse.Namespace) -> int:
         }
     print(f"wrote report: {config.output / 'report.json'}")
     return 0
+
+
+def jobs(stages: tuple[TrainingStage, ...]) -> list[Job]:
+    """The workflow's job: this check of the final model, a part of the deliverable."""
+    return [Job("cache_check", "cache-check", "cache_check", "cache_check", (final_model(stages),), part="cache_check")]

@@ -16,8 +16,9 @@ from __future__ import annotations
 import argparse
 
 from gptlineage.lineage.declaration import Declaration, Metric
-from gptlineage.registry import Command
+from gptlineage.registry import Command, Input, Job, TrainingStage
 from gptlineage.settings import add_flags, add_output_flag, from_args
+from gptlineage.tabular.layout import CSV_FILE
 from gptlineage.tabular.settings import DataCsvConfig
 
 COMMAND = Command(
@@ -46,3 +47,9 @@ def run(args: argparse.Namespace) -> int:
 
     csv_tutorial(from_args(DataCsvConfig, args), args.output)
     return 0
+
+
+def jobs(stages: tuple[TrainingStage, ...]) -> list[Job]:
+    """The workflow's job: the MLP trained from the regression table's CSV, a part of the deliverable."""
+    table = Input("data", "small_data", flags=("csv",))
+    return [Job("data_csv", "data-csv", "data_csv", "data_csv", (table,), part="data_csv", supplied={"csv": CSV_FILE})]

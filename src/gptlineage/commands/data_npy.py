@@ -15,8 +15,9 @@ from __future__ import annotations
 import argparse
 
 from gptlineage.lineage.declaration import Declaration, Metric
-from gptlineage.registry import Command
+from gptlineage.registry import Command, Input, Job, TrainingStage
 from gptlineage.settings import add_flags, add_output_flag, from_args
+from gptlineage.tabular.layout import X_FILE, Y_FILE
 from gptlineage.tabular.settings import DataNpyConfig
 
 COMMAND = Command(
@@ -46,3 +47,10 @@ def run(args: argparse.Namespace) -> int:
 
     npy_tutorial(from_args(DataNpyConfig, args), args.output)
     return 0
+
+
+def jobs(stages: tuple[TrainingStage, ...]) -> list[Job]:
+    """The workflow's job: the MLP trained from the regression table's NPY arrays, a part of the deliverable."""
+    arrays = Input("data", "small_data", flags=("x", "y"))
+    supplied = {"x": X_FILE, "y": Y_FILE}
+    return [Job("data_npy", "data-npy", "data_npy", "data_npy", (arrays,), part="data_npy", supplied=supplied)]

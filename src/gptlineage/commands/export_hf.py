@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from gptlineage.generation.settings import ExportConfig
-from gptlineage.registry import Command
+from gptlineage.registry import Command, Job, TrainingStage, final_model
 from gptlineage.settings import add_flags, from_args
 
 COMMAND = Command(
@@ -37,3 +37,8 @@ def run(args: argparse.Namespace) -> int:
     difference = summary["probe_max_abs_logit_difference"]
     print(f"wrote Hugging Face model: {config.output} (probe max |Δlogit| {difference:.3g})")
     return 0
+
+
+def jobs(stages: tuple[TrainingStage, ...]) -> list[Job]:
+    """The workflow's job: the export of the final model, a part of the deliverable."""
+    return [Job("export_hf", "export-hf", "export_hf", None, (final_model(stages),), part="export_hf")]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 from gptlineage.lineage.declaration import Declaration, Metric
-from gptlineage.registry import Command
+from gptlineage.registry import Command, Input, Job, TrainingStage
 from gptlineage.reporting.matched_settings import MatchedCompareConfig
 from gptlineage.settings import add_flags, from_args
 
@@ -59,3 +59,25 @@ def run(args: argparse.Namespace) -> int:
     print(summary_line(comparison))
     print(f"wrote matched comparison: {config.output / 'comparison.json'}")
     return 0
+
+
+def jobs(stages: tuple[TrainingStage, ...]) -> list[Job]:
+    """The workflow's job, a part of the deliverable: `run_stage` names the stage whose best
+    checkpoint both trainers start from, `data_stage` the stage whose corpus gives the batches."""
+    compared = (
+        Input("run", "select_best_{run_stage}", flags=("run",)),
+        Input("data", "corpus_{data_stage}", flags=("data",)),
+    )
+    names = tuple(stage.name for stage in stages)
+    keys = {"run_stage": names, "data_stage": names}
+    return [
+        Job(
+            "matched_compare",
+            "matched-compare",
+            "matched_compare",
+            "matched_compare",
+            compared,
+            part="matched_compare",
+            workflow_keys=keys,
+        )
+    ]

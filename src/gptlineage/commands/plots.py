@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import ArtifactWriter, check_member_file, find_artifact_dir
-from gptlineage.registry import Command
+from gptlineage.registry import Command, Input, Job, TrainingStage
 from gptlineage.settings import add_flags, check_settings, from_args, output_setting, setting
 from gptlineage.training.layout import TrainingRunFiles
 
@@ -127,3 +127,9 @@ def run(args: argparse.Namespace) -> int:
     for relative in sorted(figures):
         print(f"wrote {config.output / relative}")
     return 0
+
+
+def jobs(stages: tuple[TrainingStage, ...]) -> list[Job]:
+    """The workflow's job: the figures of every stage's run and of the matched comparison."""
+    figures = (Input("runs", tuple(stage.train for stage in stages)), Input("comparison", "matched_compare"))
+    return [Job("plots", "plots", "plots", None, figures, part="plots")]

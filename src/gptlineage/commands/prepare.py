@@ -19,7 +19,7 @@ from typing import Any
 from gptlineage.corpus.prepare_config import PrepareConfig
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.lineage.declaration import CORPUS, Declaration
-from gptlineage.registry import Command
+from gptlineage.registry import Command, Input, Job, TrainingStage
 from gptlineage.settings import add_flags, add_output_flag, as_mapping, from_args
 
 COMMAND = Command(
@@ -85,3 +85,23 @@ def summary_lines(summary: dict[str, Any], output: Path, dialogue: bool) -> list
             f"dialogue records: train={train['records']['records']:,} validation={validation['records']['records']:,}"
         )
     return lines
+
+
+# The workflow keys of a corpus slice: `synth_chat` reads that dataset of the synth_chat artifact
+# (null: the slice names its source); `skip_documents_from: previous_corpus` continues the stream
+# after the rows the previous stage's corpus consumed (the rule passes --skip-documents-from).
+CHAT_DATASETS = (None, "stage1", "stage2")
+SKIP_AFTER = (None, "previous_corpus")
+
+
+def jobs(stages: tuple[TrainingStage, ...]) -> list[Job]:
+    """The workflow's jobs: each training stage's corpus, corpus_<stage>."""
+    found = []
+    for stage in stages:
+        inputs = [Input("chat", "synth_chat", when="synth_chat", flags=("hf_dataset",))]
+        if stage.previous:
+            skip = "skip_documents_from"  # the slice's own key (previous_corpus) names the edge and the flag
+            inputs.append(Input("skip_after", f"corpus_{stage.previous}", when=skip, flags=(skip,)))
+        keys = {"synth_chat": CHAT_DATASETS, "skip_documents_from": SKIP_AFTER if stage.previous else (None,)}
+        found.append(Job(stage.corpus, "prepare", stage.corpus, stage.corpus, tuple(inputs), workflow_keys=keys))
+    return found

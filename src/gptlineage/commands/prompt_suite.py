@@ -16,7 +16,7 @@ import argparse
 from gptlineage.generation.report_settings import PromptSuiteConfig
 from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.declaration import SUITE_ANSWERS, Declaration, Metric
-from gptlineage.registry import Command
+from gptlineage.registry import Command, Input, Job, TrainingStage, final_model
 from gptlineage.settings import add_flags, from_args
 
 COMMAND = Command(
@@ -60,3 +60,22 @@ def run(args: argparse.Namespace) -> int:
         artifact.summary = {"exact_match": report["exact_match"], "lenient_match": report["lenient_match"]}
     print(f"wrote report: {config.output / 'report.json'}")
     return 0
+
+
+def jobs(stages: tuple[TrainingStage, ...]) -> list[Job]:
+    """The workflow's job: the final model's answers to the held-out suite, a part of the deliverable.
+    `held_out_suite: true` reads the synth_chat artifact's suite (false: the slice's `suite`, or the
+    command's default, the reference's nine prompts)."""
+    suite = Input("suite", "synth_chat", when="held_out_suite", flags=("suite",))
+    keys = {"held_out_suite": (True, False)}
+    return [
+        Job(
+            "prompt_suite",
+            "prompt-suite",
+            "prompt_suite",
+            "prompt_suite",
+            (final_model(stages), suite),
+            part="prompt_suite",
+            workflow_keys=keys,
+        )
+    ]

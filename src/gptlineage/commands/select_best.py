@@ -24,7 +24,7 @@ from gptlineage.errors import GptlineageError
 from gptlineage.jsonio import parse_json, read_json, write_json_atomic
 from gptlineage.lineage.artifact import ArtifactWriter, link_member
 from gptlineage.lineage.declaration import CHECKPOINT, Declaration, Metric
-from gptlineage.registry import Command
+from gptlineage.registry import Command, Input, Job, TrainingStage
 from gptlineage.settings import add_flags, check_settings, from_args, output_setting, setting
 from gptlineage.training.layout import PARAMETERS_FILE, PASSPORT_FILE, TrainingRunFiles, list_checkpoints
 from gptlineage.training.metrics import best_checkpoint
@@ -169,3 +169,11 @@ def run(args: argparse.Namespace) -> int:
         f"selected step {step} (validation loss {loss:.6f}) of {config.run}: {TrainingRunFiles(config.output).parameters}"
     )
     return 0
+
+
+def jobs(stages: tuple[TrainingStage, ...]) -> list[Job]:
+    """The workflow's jobs: each stage's best checkpoint, select_best_<stage>."""
+    return [
+        Job(f"select_best_{stage.name}", "select-best", f"train/best_{stage.name}", None, (Input("run", stage.train),))
+        for stage in stages
+    ]

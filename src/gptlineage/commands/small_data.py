@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from gptlineage.lineage.artifact import ArtifactWriter
-from gptlineage.registry import Command
+from gptlineage.registry import Command, Job, TrainingStage
 from gptlineage.settings import add_flags, add_output_flag, from_args
 from gptlineage.tabular.layout import CSV_FILE, X_FILE, Y_FILE
 from gptlineage.tabular.settings import SmallDataConfig
@@ -45,3 +45,8 @@ def run(args: argparse.Namespace) -> int:
     for name, array in ((X_FILE, inputs), (Y_FILE, targets)):
         print(f"wrote {args.output / name} shape={tuple(array.shape)} dtype={array.dtype}")
     return 0
+
+
+def jobs(stages: tuple[TrainingStage, ...]) -> list[Job]:
+    """The workflow's job: the data chapter's regression table."""
+    return [Job("small_data", "small-data", "small_data", "small_data")]

@@ -24,7 +24,7 @@ from gptlineage.corpus.synth_chat import (
     write_synth_chat,
 )
 from gptlineage.lineage.artifact import ArtifactWriter
-from gptlineage.registry import Command
+from gptlineage.registry import Command, Job, TrainingStage
 from gptlineage.settings import add_flags, add_output_flag, as_mapping, from_args
 
 COMMAND = Command(
@@ -59,3 +59,8 @@ def run(args: argparse.Namespace) -> int:
     suite = summary["suite"]
     print(f"wrote {args.output / SUITE_FILE} cases={suite['cases']} families={len(suite['families'])}")
     return 0
+
+
+def jobs(stages: tuple[TrainingStage, ...]) -> list[Job]:
+    """The workflow's job: the synthetic chat datasets the corpora of the SFT stages read."""
+    return [Job("synth_chat", "synth-chat", "synth_chat", "synth_chat")]

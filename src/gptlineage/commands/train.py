@@ -41,10 +41,11 @@ from __future__ import annotations
 
 import argparse
 
+from gptlineage.corpus.layout import TRAIN_BIN, VAL_BIN
 from gptlineage.lineage.declaration import DROP, SCRATCH, TRAINING_RUN, Declaration, Metric
-from gptlineage.registry import Command
+from gptlineage.registry import Command, Input, Job, TrainingStage
 from gptlineage.settings import add_flags, from_args
-from gptlineage.training.config import TrainConfig, TrainOutputs
+from gptlineage.training.config import DIALOGUE_ROLES, TrainConfig, TrainOutputs, plan
 
 COMMAND = Command(
     "train",
@@ -92,3 +93,33 @@ def run(args: argparse.Namespace) -> int:
     config = with_precision(with_corpus_files(from_args(TrainConfig, args)))
     outputs = from_args(TrainOutputs, args)
     return launch(args.command, args.argv, config, outputs, sample=end_of_training_sample)
+
+
+# Where a training stage's corpus paths come from: --data sets them all (training.config.DATA_ROLES).
+CORPUS_FLAGS = ("data", "train_bin", "val_bin", "train_mask", "val_mask", "train_records", "val_records")
+START_POINTS = ("best", "final")  # a later stage starts from the previous one's best checkpoint or final parameters
+
+
+def jobs(stages: tuple[TrainingStage, ...]) -> list[Job]:
+    """The workflow's jobs: each stage's training run on its corpus, train_<stage>; the last stage's
+    model leads the deliverable."""
+    found = []
+    for stage in stages:
+        inputs = [Input("data", stage.corpus, flags=CORPUS_FLAGS)]
+        if stage.previous:
+            for start, job_name in (("best", f"select_best_{stage.previous}"), ("final", f"train_{stage.previous}")):
+                inputs.append(Input("start", job_name, when="start", equals=start, flags=("load_params",)))
+        job = Job(
+            stage.train,
+            "train",
+            f"train/{stage.name}",
+            stage.name,
+            tuple(inputs),
+            part="model" if stage == stages[-1] else None,
+            # --data names the corpus: its shards' names; masks and records are the corpus's own.
+            supplied={"train_bin": TRAIN_BIN, "val_bin": VAL_BIN, **dict.fromkeys(DIALOGUE_ROLES)},
+            workflow_keys={"start": START_POINTS if stage.previous else (None,)},
+            resolve=plan,  # batch split, learning rates, preset defaults
+        )
+        found.append(job)
+    return found
