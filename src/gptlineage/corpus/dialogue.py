@@ -1,11 +1,8 @@
 """Chat dialogues as tokens: the reference's transcript, its target mask, and its training records.
 
-A dialogue is a list of `{"role": "system" | "user" | "assistant", "content": str}`. Each
-message becomes three separately encoded pieces, `"<Role>: "`, the stripped content and
-`"\\n"`, and the dialogue ends with `<|endoftext|>`. The mask marks what the model is
-trained to predict: assistant content, its newline, and the closing EOT. `slice_records`
-then cuts the masked runs into windows of at most `context + 1` tokens, so no training
-window crosses a dialogue boundary.
+Each message becomes three separately encoded pieces, `"<Role>: "`, the stripped content and `"\\n"`,
+and the dialogue ends with `<|endoftext|>`; the mask marks assistant content, its newline and the EOT.
+`slice_records` cuts windows of at most `context + 1` tokens that never cross a dialogue boundary.
 
 Example:
     enc = gpt2_encoding()

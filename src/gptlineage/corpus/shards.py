@@ -10,9 +10,7 @@ Three file kinds travel together:
 - `.records` dialogue records: little-endian `<QQQQ` (offset, length, target_offset,
   target_length), absolute token positions in the shard; each is one training window.
 
-Writers stream to `<path>.partial` and rename on a clean close, so a crash never leaves
-a file that looks complete. Readers return read-only memory maps and raise
-`GptlineageError` with one line naming the file.
+Writers stream to `<path>.partial` and rename on a clean close; readers return read-only memory maps.
 
 Example:
     with ShardWriter("train.bin") as shard, MaskWriter("train.mask") as mask:

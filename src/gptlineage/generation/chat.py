@@ -1,12 +1,8 @@
 """Chat on top of the decoders: completions cut at the user's next line, transcripts, the chat loop,
 and what `gptlineage generate` does with them.
 
-A chat prompt is the dialogue transcript that `dialogue.encode_dialogue` trains on, each
-piece encoded separately: optional "System: {system}\\n", then per earlier turn
-"User: {message}\\n" + "Assistant: {answer}\\n", then "User: {message}\\n" + "Assistant: ",
-which the model continues. A completion stops at <|endoftext|> and as soon as the text
-contains a new "\\nUser:" line (the text is cut there), so a chat model does not write the
-user's next turn.
+A chat prompt is the transcript `dialogue.encode_dialogue` trains on, ending "Assistant: " for the
+model to continue; a completion stops at <|endoftext|> or a new "\\nUser:" line (cut there).
 
 Example:
     gptlineage generate --run results/sft_stage2 --message "What is the capital of Japan?" --top-k 1

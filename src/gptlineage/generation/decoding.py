@@ -18,11 +18,9 @@ Sampling follows the reference, step by step, for the c-th new token (c = 0, 1, 
                             entry whose cumulative probability exceeds
                             u = sample_nat(key_of(seed, c), 0, 2³²) / 2³²
 
-Generation stops after `generate` new tokens, at <|endoftext|> (not included), or when a
-caller's stop rule says so (chat stops at a new "\\nUser:" line, see `generation.chat`). The
-cached decoder cannot go past the learned positions: the prompt plus `generate` must fit in the
-context (`check_fits`). The full-prefix decoder slides instead, as nanoGPT's sampler does: each
-step sees the last `context` tokens of the prefix, so it continues any prompt for any length.
+Generation stops after `generate` new tokens, at <|endoftext|> (not included), or at a caller's stop
+rule. The cached decoder must fit the prompt plus `generate` in the context (`check_fits`); the
+full-prefix decoder slides instead, seeing the last `context` tokens, as nanoGPT's sampler does.
 
 Example:
     gptlineage generate --random-init --prompt "Once upon a time" --top-k 1 --generate 8
