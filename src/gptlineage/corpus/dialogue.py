@@ -96,13 +96,9 @@ def _active_runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def slice_records(mask: np.ndarray, context: int, base_offset: int) -> np.ndarray:
-    """Training records (RECORD_DTYPE) for one dialogue whose first token sits at `base_offset`.
-
-    Each active run is cut into chunks of at most `context` targets [tstart, tend). The
-    window [ws, tend) reaches back as far as the context allows (ws = tend − context − 1,
-    floored at 0) so early targets see earlier turns; it always starts before tstart so
-    the first target has an input. Windows are therefore 2..context+1 tokens long.
-    """
+    """Training records (RECORD_DTYPE) for one dialogue whose first token sits at `base_offset`: each
+    active run cut into chunks of at most `context` targets [tstart, tend), each window [ws, tend)
+    reaching back as far as the context allows (ws = max(0, tend − context − 1), always < tstart)."""
     if context <= 0:
         raise ValueError(f"record context must be positive, got {context}")
     starts, ends = _active_runs(mask)

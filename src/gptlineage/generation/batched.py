@@ -51,12 +51,9 @@ def greedy_tokens(
 ) -> list[int]:
     """The largest penalized logit's id of every row of hidden [B, W], the smallest id among equals.
 
-    The logits are made one vocabulary slice at a time, and each slice is checked, penalized and
-    reduced to its row maxima while it is still in cache: the [B, V] logits never exist. A slice's
-    maximum replaces a row's running one only when strictly larger, so ties keep the smallest id,
-    as torch.max over the whole row does. Only those rows look up the id in the slice: a maximum
-    alone (amax) costs a tenth of a maximum with its index, and a row's running maximum grows in
-    a few of its slices only.
+    The logits are made and reduced one vocabulary slice at a time, while in cache; a slice's maximum
+    replaces a row's only when strictly larger (ties keep the smallest id), and only then is its id
+    looked up (amax alone costs a tenth).
     """
     vocab, rows = model.output_weight.shape[0], hidden.shape[0]
     span = max(256, VOCAB_SLICE_BYTES // (rows * hidden.element_size()))  # vocabulary ids per slice

@@ -183,13 +183,8 @@ def certified_length(steps: list[RolloutStep]) -> int:
 def rollout(
     model: GPT, ids: list[int], count: int, *, penalty: float = 1.05, window: int = 64, pad_to_context: bool = False
 ) -> list[RolloutStep]:
-    """Greedy steps along the full-prefix path, with the cached decoder fed the same tokens.
-
-    ε and the margin are taken on the penalized logits, the ones the greedy rule compares
-    (the penalty shifts both decoders' logits by the same amounts). token_cached is the
-    cached decoder's own greedy choice at that prefix: while it equals token_full at every
-    step, the two independent greedy decodings are identical.
-    """
+    """Greedy steps along the full-prefix path, with the cached decoder fed the same tokens; ε and the
+    margin are taken on the penalized logits, the ones the greedy rule compares."""
     check_fits(len(ids), count, model.config.context, "--rollout")
     full, cached = FullPrefixDecoder(model, pad_to_context=pad_to_context), CachedDecoder(model)
     reference, candidate = full.prefill(ids), cached.prefill(ids)

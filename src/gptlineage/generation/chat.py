@@ -174,14 +174,10 @@ def chat_loop(
     stdin: TextIO,
     stdout: TextIO,
 ) -> list[Turn]:
-    """Answer messages read from `stdin` until an empty line, ":q", ":quit" or end of input (":help" says so).
+    """Answer messages read from `stdin` until an empty line, ":q", ":quit" or end of input; return every turn.
 
-    Each answer is printed as "Assistant: {answer}". The model sees each message with the last
-    `history` turns before it (0: alone, as the default model was trained), fewer where they and
-    the answer's --generate tokens would not fit the context; --generate is cut to what fits
-    after a long message. A message too long for any answer (or with token ids past `vocab`, or
-    not UTF-8 where it was read) is reported and skipped. Turn n (counting from 0 over the whole
-    session) samples with seed + n. Returns every turn.
+    Each message is seen with the last `history` turns that fit before it; one that cannot be answered is
+    reported and skipped. Turn n of the session samples with seed + n.
     """
     session: list[Turn] = []
     stdout.write(HELP)  # how to leave, before the first question

@@ -69,13 +69,8 @@ class Decoder(Protocol):
 
 
 class FullPrefixDecoder:
-    """The reference decoder: every call evaluates the whole prefix from scratch, or, once the
-    prefix is longer than the context, its last `context` tokens (a sliding window, as nanoGPT).
-
-    With `pad_to_context` the prefix is padded with id 0 to the full context, as the
-    reference does; the causal mask keeps the padding out of position len−1, so the logits
-    are the same up to rounding, but each step then costs a full-context forward pass.
-    """
+    """The reference decoder: every call evaluates the whole prefix from scratch (its last `context`
+    tokens once longer); `pad_to_context` pads it with id 0 to the full context, as the reference does."""
 
     name = "full-prefix"
     slides = True  # no length limit: `generate_tokens` does not ask the prompt to fit
@@ -140,12 +135,8 @@ def describe_sampling(settings: SamplingConfig) -> str:
 def penalize_rows_(
     logits: torch.Tensor, histories: Sequence[Sequence[int]], penalty: float, window: int
 ) -> torch.Tensor:
-    """In place, and returned: logits[r, i] −= penalty·(count of i in the last `window` tokens of histories[r]).
-
-    logits are [B, V], one row per history. Only the ids in a window change: a logit minus
-    penalty·0 is the logit itself, so every value equals the dense formula's, at the cost of
-    a few dozen elements instead of passes over the vocabulary.
-    """
+    """In place, and returned: logits[r, i] −= penalty·(count of i in the last `window` tokens of histories[r]);
+    only the ids in a window are touched, the same values as the dense formula's."""
     if penalty == 0 or window == 0:
         return logits
     return penalize_columns_(logits, repetition_counts(histories, window, logits.dtype, logits.device), penalty)

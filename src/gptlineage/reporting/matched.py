@@ -143,11 +143,7 @@ def reference_side(
 def train_sides(
     sides: list[Side], train: Split, config: TrainConfig, training_plan: Plan, dtype: torch.dtype
 ) -> dict[str, list[dict[str, Any]]]:
-    """N updates of every trainer with the trainer's logging rules; metric points like metrics.json's, per side.
-
-    The trainers alternate update by update, so a change in the machine's load while the
-    comparison runs slows both alike instead of whichever happened to run at the time.
-    """
+    """N updates of every trainer, alternating (a change in load slows both alike); metric points per side."""
     points = {side.name: [validation_point(0, side.validate())] for side in sides}
     progress = Progress(training_plan.steps, "matched-compare update")
     for t in range(training_plan.steps):
