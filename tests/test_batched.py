@@ -123,11 +123,11 @@ def test_padded_mask_by_hand():
 def test_a_finished_row_leaves_the_cache():
     cache = KVCache(1, 1, 2, 4, batch=3)
     rows = torch.arange(3.0).view(3, 1, 1, 1).expand(3, 1, 2, 2)
-    cache.append(0, rows, rows + 10)
+    cache.layers[0].append(rows, rows + 10)
     cache.keep(torch.tensor([2, 0]))
-    assert cache.keys(0)[:, 0, :, 0].tolist() == [[2.0, 2.0], [0.0, 0.0]]
-    assert cache.values(0)[:, 0, :, 0].tolist() == [[12.0, 12.0], [10.0, 10.0]]
-    assert cache.lengths() == [2]
+    assert cache.layers[0].keys[:, 0, :, 0].tolist() == [[2.0, 2.0], [0.0, 0.0]]
+    assert cache.layers[0].values[:, 0, :, 0].tolist() == [[12.0, 12.0], [10.0, 10.0]]
+    assert [layer.length for layer in cache.layers] == [2]
 
 
 def test_every_prompt_must_fit_before_any_is_decoded():

@@ -74,13 +74,13 @@ def test_cache_holds_one_row_per_consumed_position(data):
         chunk = data.draw(st.integers(1, total - consumed))
         hidden_rows.append(cached_hidden(model, cache, torch.tensor([ids[consumed : consumed + chunk]])))
         consumed += chunk
-        assert cache.lengths() == [consumed] * config.layers
+        assert [layer.length for layer in cache.layers] == [consumed] * config.layers
         assert len(cache) == consumed
     expected = full_keys_values(model, ids)
     for layer, (keys, values) in enumerate(expected):
-        assert cache.keys(layer).shape == (1, config.heads, total, config.head_dim)
-        torch.testing.assert_close(cache.keys(layer), keys, rtol=0, atol=TOLERANCE)
-        torch.testing.assert_close(cache.values(layer), values, rtol=0, atol=TOLERANCE)
+        assert cache.layers[layer].keys.shape == (1, config.heads, total, config.head_dim)
+        torch.testing.assert_close(cache.layers[layer].keys, keys, rtol=0, atol=TOLERANCE)
+        torch.testing.assert_close(cache.layers[layer].values, values, rtol=0, atol=TOLERANCE)
     with torch.no_grad():
         torch.testing.assert_close(
             torch.cat(hidden_rows, dim=1), model.hidden(torch.tensor([ids])), rtol=0, atol=TOLERANCE
@@ -130,8 +130,8 @@ def test_positions_continue_from_the_cache_and_overflow_is_refused():
     decoder.prefill([1, 2, 3, 4])
     decoder.advance(5)
     decoder.advance(6)
-    assert decoder.cache.lengths() == [6, 6]
+    assert [layer.length for layer in decoder.cache.layers] == [6, 6]
     with pytest.raises(GptlineageError, match="exceed context length 6"):
         decoder.advance(7)
     decoder.prefill([1])  # a new prefill starts from an empty cache
-    assert decoder.cache.lengths() == [1, 1]
+    assert [layer.length for layer in decoder.cache.layers] == [1, 1]

@@ -19,7 +19,6 @@ from gptlineage.corpus.shards import (
     read_records,
     read_tokens,
     shard_format,
-    write_records,
 )
 from gptlineage.errors import GptlineageError
 
@@ -251,7 +250,8 @@ GOOD = [(2, 4, 3, 3), (4, 8, 10, 2)]
 
 def records_file(tmp_path: Path, records) -> Path:
     path = tmp_path / "train.records"
-    write_records(path, records)
+    with RecordWriter(path) as writer:
+        writer.write(records)
     return path
 
 

@@ -1,8 +1,7 @@
 """Binary corpus files written whole or not at all, and read back as read-only memory maps.
 
-A writer streams to `<path>.partial` and renames it to `<path>` only on a clean close, so a
-crash never leaves a file that looks complete. Readers raise `GptlineageError` with one line
-naming the file. The shard, mask and record files of `gptlineage.corpus.shards` build on these.
+A writer streams to `<path>.partial` and renames it only on a clean close; readers raise one line
+naming the file. The files of `gptlineage.corpus.shards` build on these.
 
 Example (how `gptlineage prepare` writes and training reads `results/corpus_pretrain/val.mask`):
     class MaskWriter(PartialFileWriter):          # val.mask.partial until close()

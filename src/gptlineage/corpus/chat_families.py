@@ -1,15 +1,8 @@
 """The task families of the synthetic chat data: each one's prompts, items and exact answers.
 
-A family is one row of `TASK_FAMILIES`: its training templates, its suite templates (held-out
-phrasings, never used for training), how a training item is drawn, the items the suite asks
-about, and the template fields and exact answer of an item. What is held out:
-
-    every family   the suite's phrasings: no suite template is a training template
-    addition       also the operand pairs of `addition_held_out` (their sums are trained)
-    sentiment      also the review subjects HELD_OUT_SUBJECTS (the sentences' wording is trained)
-    the others     nothing else: a capital, a word's spelling or its length is a fact that the
-                   suite may only ask when training holds it, so every country and word is trained
-
+A family is one row of `TASK_FAMILIES`: its training and (held-out) suite templates, how items are
+drawn, and an item's exact answer. Held out besides the phrasings: addition's `addition_held_out`
+pairs and sentiment's HELD_OUT_SUBJECTS (facts the suite asks, a capital or a spelling, are trained).
 The answer is a pure function of the prompt:
 
     addition       "What is 17 + 25? Answer with only the number."               -> "42"

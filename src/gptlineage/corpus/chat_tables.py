@@ -1,8 +1,6 @@
 """The fixed word lists of the synthetic chat data: countries and capitals, words, sentiment
-subjects and sentences. Every country and word is trained (a question may only ask a fact the
-training data holds: the suite holds out phrasings); the review subjects under
-HELD_OUT_SUBJECTS are for the prompt suite only (a sentiment is read from the sentence's
-wording, so an unseen subject asks no unseen fact).
+subjects and sentences. Every country and word is trained; the review subjects under
+HELD_OUT_SUBJECTS are for the prompt suite only.
 
 Example (used by `gptlineage synth-chat --seed 1337 --output results/synth_chat`):
     >>> CAPITALS["France"], "France" in COUNTRIES, "lantern" in WORDS

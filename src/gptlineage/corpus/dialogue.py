@@ -1,11 +1,8 @@
 """Chat dialogues as tokens: the reference's transcript, its target mask, and its training records.
 
-A dialogue is a list of `{"role": "system" | "user" | "assistant", "content": str}`. Each
-message becomes three separately encoded pieces, `"<Role>: "`, the stripped content and
-`"\\n"`, and the dialogue ends with `<|endoftext|>`. The mask marks what the model is
-trained to predict: assistant content, its newline, and the closing EOT. `slice_records`
-then cuts the masked runs into windows of at most `context + 1` tokens, so no training
-window crosses a dialogue boundary.
+Each message becomes three separately encoded pieces, `"<Role>: "`, the stripped content and `"\\n"`,
+and the dialogue ends with `<|endoftext|>`; the mask marks assistant content, its newline and the EOT.
+`slice_records` cuts windows of at most `context + 1` tokens that never cross a dialogue boundary.
 
 Example:
     enc = gpt2_encoding()
@@ -99,13 +96,9 @@ def _active_runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def slice_records(mask: np.ndarray, context: int, base_offset: int) -> np.ndarray:
-    """Training records (RECORD_DTYPE) for one dialogue whose first token sits at `base_offset`.
-
-    Each active run is cut into chunks of at most `context` targets [tstart, tend). The
-    window [ws, tend) reaches back as far as the context allows (ws = tend − context − 1,
-    floored at 0) so early targets see earlier turns; it always starts before tstart so
-    the first target has an input. Windows are therefore 2..context+1 tokens long.
-    """
+    """Training records (RECORD_DTYPE) for one dialogue whose first token sits at `base_offset`: each
+    active run cut into chunks of at most `context` targets [tstart, tend), each window [ws, tend)
+    reaching back as far as the context allows (ws = max(0, tend − context − 1), always < tstart)."""
     if context <= 0:
         raise ValueError(f"record context must be positive, got {context}")
     starts, ends = _active_runs(mask)

@@ -1,8 +1,6 @@
 """The on-disk layout of a prepared corpus, defined once: which shard, mask and record files it holds.
 
-`gptlineage prepare` writes `train.bin` and `val.bin` (token shards); a dialogue corpus adds
-`train.mask`, `val.mask` (one 0/1 byte per token) and `train.records`, `val.records`
-(one training window each). The file kinds are described in `gptlineage.corpus.shards`.
+`train.bin` and `val.bin`, and for a dialogue corpus their `.mask` and `.records` (`corpus.shards`).
 
 Example (after `gptlineage prepare ... --output results/corpus_pretrain`):
     corpus = CorpusDir(Path("results/corpus_pretrain"))

@@ -1,15 +1,9 @@
 """Local dataset directories for `--hf-dataset DIR`: which layout a directory has, which folder
 holds the configuration asked for, and the row streams of its splits.
 
-Three layouts are read:
-- a directory written by `datasets`' `save_to_disk`: of one `Dataset` (state.json; it is the one
-  split and the one configuration, whatever `--hf-config` names it) or of a `DatasetDict`
-  (dataset_dict.json; one folder per split);
-- per-configuration folders `DIR/<config>/`, each a saved dataset or a hub-like folder;
-- a hub-like directory (data files, a README declaring its configs), read by `load_dataset`.
-
-A local directory has no hub revision: what was read is identified by its content (the manifest's
-tree hash of the directory), and `--hf-revision` is not used for it.
+Three layouts are read: a `save_to_disk` directory (of a `Dataset` or a `DatasetDict`),
+per-configuration folders `DIR/<config>/`, and a hub-like directory read by `load_dataset`. A local
+directory is identified by its tree hash, not by `--hf-revision`.
 
 Example (a local copy of FineWeb-Edu saved with `dataset.save_to_disk("fineweb/sample-10BT")`):
     resolve_local(Path("fineweb"), "sample-10BT")

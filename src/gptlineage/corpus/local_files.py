@@ -1,13 +1,9 @@
 """Local corpus files checked by us, so a broken one is named with its line: text and JSON Lines
 files are read here, and a JSON or Parquet file that `datasets` failed on is diagnosed here.
 
-JSON Lines files (.jsonl, .jsonl.gz) are read line by line with the standard library rather
-than through `datasets`: importing `datasets` costs seconds and its row iterator about as
-much CPU as the parsing itself, while these files need no schema, only each row's object.
-
-`datasets` reports a bad JSON line as "row 1" of some block, a truncated gzip stream as an
-EOFError and an empty file as StopIteration; after such a failure `diagnose_local_file`
-reads the file again on its own terms and says what is wrong and where (1-based lines).
+JSON Lines files are read with the standard library (importing `datasets` costs seconds). After a
+failure of `datasets` ("row 1" of some block, an EOFError), `diagnose_local_file` reads the file
+again and says what is wrong and where.
 
 Example (what `gptlineage prepare --input data/plays.jsonl.gz` prints for a cut download):
     diagnose_local_file(Path("data/plays.jsonl.gz"))

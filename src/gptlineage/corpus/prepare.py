@@ -1,10 +1,7 @@
 """Turn text or chat dialogues into GPT-2 token shards: the first stage of the experiment.
 
-Sources are local text files (one corpus, split contiguously), local JSONL/Parquet files, or
-Hugging Face datasets (a hub id or a local dataset directory) read in streaming mode, several
-splits round-robin. Documents are tokenized by tiktoken's encoder on one thread per allotted CPU
-while this thread reads the next ones and appends the finished ones to the shards in order, so
-memory stays flat however large the corpus is.
+Sources are local text, JSONL or Parquet files, or Hugging Face datasets read in streaming mode;
+documents are tokenized on one thread per allotted CPU while this one reads and writes in order.
 
 Outputs (in the artifact directory):
 - `train.bin`, `val.bin`: llm.c token shards (256 int32 header, then uint16 tokens);

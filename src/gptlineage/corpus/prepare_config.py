@@ -1,9 +1,5 @@
 """The settings of `gptlineage prepare` (`PrepareConfig`) and the input kinds they accept.
 
-Below both the source readers (`gptlineage.corpus.sources`) and the orchestrator
-(`gptlineage.corpus.prepare`, which re-exports `PrepareConfig` for the workflow's config check):
-each reads a `PrepareConfig`, neither defines it.
-
 Example:
     PrepareConfig(input=("data/tiny.txt",), max_tokens=4096)
     PrepareConfig(input=("a.csv",))   # SettingError: a.csv: unsupported input; expected .txt, ...

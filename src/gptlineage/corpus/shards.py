@@ -10,9 +10,7 @@ Three file kinds travel together:
 - `.records` dialogue records: little-endian `<QQQQ` (offset, length, target_offset,
   target_length), absolute token positions in the shard; each is one training window.
 
-Writers stream to `<path>.partial` and rename on a clean close, so a crash never leaves
-a file that looks complete. Readers return read-only memory maps and raise
-`GptlineageError` with one line naming the file.
+Writers stream to `<path>.partial` and rename on a clean close; readers return read-only memory maps.
 
 Example:
     with ShardWriter("train.bin") as shard, MaskWriter("train.mask") as mask:
@@ -20,7 +18,8 @@ Example:
         mask.write(target_mask)               # 0/1 per token
     tokens = read_tokens("train.bin")         # np.memmap, dtype '<u2'
     mask = read_mask("train.mask", len(tokens))
-    write_records("train.records", slice_records(...))
+    with RecordWriter("train.records") as records:
+        records.write(slice_records(...))
     records = read_records("train.records", len(tokens), context=1024, mask=mask)
 """
 
@@ -126,11 +125,8 @@ class ShardWriter(PartialFileWriter):
 
 
 def shard_format(path: str | Path) -> ShardFormat:
-    """ "llmc" when the file is at least a header long and starts with the llm.c magic, else "raw".
-
-    A file whose header is an llm.c header but for the magic (version 1 and a token count that
-    matches the file size) is a damaged llm.c shard, not a headerless one: reading its header
-    as tokens would train on garbage, so it is refused."""
+    """ "llmc" when the file is at least a header long and starts with the llm.c magic, else "raw"; an
+    llm.c header but for the magic is a damaged shard, refused rather than read as tokens."""
     path = Path(path)
     size = file_size(path)
     if size < LLMC_HEADER_BYTES:
@@ -250,13 +246,6 @@ class RecordWriter(PartialFileWriter):
         self._append(array.tobytes())
         self.records += len(array)
         self.targets += int(array["target_length"].sum())
-
-
-def write_records(path: str | Path, records: np.ndarray | Iterable[tuple[int, int, int, int]]) -> int:
-    """Write all records at once; returns how many were written."""
-    with RecordWriter(path) as writer:
-        writer.write(records)
-    return writer.records
 
 
 def _invalid_record_reason(record: np.void, token_count: int, context: int) -> str:

@@ -12,17 +12,10 @@ Example:
     >>> list(stage2)
     ['arithmetic_no_think', 'instruction_following_no_think', 'knowledge_no_think', 'sentiment_no_think']
 
-Held-out guarantee: every suite prompt uses a phrasing (template) that no training dialogue
-uses, and addition pairs and review subjects of the suite are never drawn for training, so no
-suite prompt occurs verbatim in any training set (whatever the seeds); `check_held_out`
-verifies it and `write_synth_chat` calls it before anything is written. The facts a suite
-question asks (a capital, a word's letters) are all in the training data.
-
-Local datasets are directories that `datasets.load_dataset(DIR, split=NAME, streaming=True)`
-reads offline: `DIR/data/NAME.jsonl` (one JSON object a line, "\\n" line ends) and a
-`DIR/README.md` whose YAML front matter lists the splits in the order given. Everything
-is byte-for-byte deterministic for a seed; each stream draws from its own `random.Random`
-seeded with a string such as "1337:stage1", never from the global RNG.
+No suite prompt occurs verbatim in any training set, whatever the seeds (`check_held_out`, called
+before anything is written). The datasets are directories `datasets.load_dataset` reads offline
+(`DIR/data/NAME.jsonl` and a `DIR/README.md` listing the splits), byte for byte deterministic for a
+seed: each stream draws from its own `random.Random`.
 """
 
 from __future__ import annotations

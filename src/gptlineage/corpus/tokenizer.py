@@ -1,8 +1,6 @@
 """GPT-2's byte-pair encoding through tiktoken, offline, from a ranks file shipped with us.
 
-tiktoken normally downloads GPT-2's ranks file; here it comes from
-`gptlineage/assets/gpt2.tiktoken` (see `assets/PROVENANCE.md`) and its sha256 is checked
-before use, so the ids below are the ones every GPT-2 shard in the wild uses.
+The ranks come from `gptlineage/assets/gpt2.tiktoken` (`assets/PROVENANCE.md`), sha256 checked.
 
 Example:
     enc = gpt2_encoding()
@@ -52,13 +50,8 @@ def _verified_bytes(path: Path) -> bytes:
 
 
 def load_mergeable_ranks(path: str | Path = RANKS_PATH) -> dict[bytes, int]:
-    """GPT-2's 50,256 mergeable ranks (byte string -> id), read from `path` after a hash check.
-
-    tiktoken's loader reads a local path without the network, but it serves a copy cached
-    under the temp dir (keyed by the path) when that copy has the expected hash, and it
-    raises a bare ValueError on a mismatch. Hashing the file ourselves first gives the
-    user a clear error and guarantees the cached copy, if used, equals this file.
-    """
+    """GPT-2's 50,256 mergeable ranks (byte string -> id), read from `path` after our own hash check
+    (tiktoken's is a bare ValueError, and it may serve a cached copy)."""
     path = Path(path)
     _verified_bytes(path)
     return tiktoken.load.load_tiktoken_bpe(str(path), expected_hash=RANKS_SHA256)
@@ -96,11 +89,8 @@ def tokenizer_identity() -> dict[str, object]:
 
 
 def encode_ids(text: str, encoding: tiktoken.Encoding | None = None) -> np.ndarray:
-    """`encode_ordinary(text)` as a uint16 array, without building a Python list of ints.
-
-    tiktoken's numpy encoder with no special tokens allowed or refused gives exactly the ids of
-    `encode_ordinary` (special-token text is encoded as plain text). Lone surrogates are mended
-    to U+FFFD first, as `encode_ordinary` does. Ids fit 16 bits: the vocabulary is 50,257."""
+    """`encode_ordinary(text)` as a uint16 array (lone surrogates mended to U+FFFD first, as it does),
+    without building a Python list of ints."""
     encoding = encoding or gpt2_encoding()
     try:
         ids = encoding.encode_to_numpy(text, disallowed_special=())
@@ -111,11 +101,8 @@ def encode_ids(text: str, encoding: tiktoken.Encoding | None = None) -> np.ndarr
 
 
 def encode_stream(texts: Iterable[str], threads: int) -> Iterator[np.ndarray]:
-    """The ids of each text (as `encode_ids`), in order, encoded by `threads` threads.
-
-    tiktoken releases the GIL while it encodes, so the texts are pulled (read, parsed) and the
-    results used (split, written) by the caller's thread while the encoders work on the next
-    ones; at most `AHEAD_PER_THREAD * threads` documents are in flight."""
+    """The ids of each text (as `encode_ids`), in order, encoded by `threads` threads (tiktoken releases
+    the GIL) while the caller reads and writes; at most `AHEAD_PER_THREAD * threads` in flight."""
     encoding = gpt2_encoding()
     ahead = AHEAD_PER_THREAD * max(threads, 1)
     pending: deque[Future[np.ndarray]] = deque()

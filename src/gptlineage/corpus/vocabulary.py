@@ -1,8 +1,6 @@
 """GPT-2's vocabulary in two numbers, without tiktoken: what settings check a model against.
 
-`gptlineage.corpus.tokenizer` builds the encoder these describe; a settings module that only
-needs the size (training's sample check, before any job) imports them from here and loads
-neither tiktoken nor numpy.
+A settings module that only needs these imports them from here, loading neither tiktoken nor numpy.
 
 Example:
     >>> VOCAB_SIZE, EOT_ID

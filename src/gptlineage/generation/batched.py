@@ -1,19 +1,9 @@
 """Decoding several prompts together: one batch, left-padded, through the key/value cache.
 
-`generate_batch` gives every prompt what `generate_tokens(CachedDecoder(model), prompt, ...)`
-gives it alone, token for token: the same per-prompt repetition penalty (over that prompt's
-own history), the same sampling (seed and counter c of the prompt's c-th new token), the same
-stop rules (<|endoftext|>, the caller's `stop(tokens)`, `generate` tokens at most). Only the
-arithmetic is shared: each step is one forward pass over every unfinished prompt, so the
-weights are read once per step for all of them instead of once per prompt. Logits agree with
-one-at-a-time decoding up to float rounding (matrix products of other shapes), as the
-cached and full-prefix decoders do.
-
-Prompts are sorted by length and decoded BATCH_ROWS at a time, so a batch holds prompts of
-similar length (little padding); a prompt that finishes leaves the batch at once. Greedy
-decoding (top-k 1) never builds the [B, V] logits: `greedy_tokens` makes them a vocabulary
-slice at a time and keeps each row's running maximum, so each slice is checked, penalized
-and reduced while it is in cache.
+`generate_batch` gives every prompt what `generate_tokens(CachedDecoder(model), prompt, ...)` gives it
+alone (penalty, sampling and stop rules per prompt, logits up to float rounding); only the forward
+pass is shared, so the weights are read once per step for all. Prompts are sorted by length and
+decoded BATCH_ROWS at a time; greedy decoding never builds the [B, V] logits (`greedy_tokens`).
 
 Example:
     model = GPT(model_config("quick"), seed=0).eval()
@@ -61,12 +51,9 @@ def greedy_tokens(
 ) -> list[int]:
     """The largest penalized logit's id of every row of hidden [B, W], the smallest id among equals.
 
-    The logits are made one vocabulary slice at a time, and each slice is checked, penalized and
-    reduced to its row maxima while it is still in cache: the [B, V] logits never exist. A slice's
-    maximum replaces a row's running one only when strictly larger, so ties keep the smallest id,
-    as torch.max over the whole row does. Only those rows look up the id in the slice: a maximum
-    alone (amax) costs a tenth of a maximum with its index, and a row's running maximum grows in
-    a few of its slices only.
+    The logits are made and reduced one vocabulary slice at a time, while in cache; a slice's maximum
+    replaces a row's only when strictly larger (ties keep the smallest id), and only then is its id
+    looked up (amax alone costs a tenth).
     """
     vocab, rows = model.output_weight.shape[0], hidden.shape[0]
     span = max(256, VOCAB_SLICE_BYTES // (rows * hidden.element_size()))  # vocabulary ids per slice

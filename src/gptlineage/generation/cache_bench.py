@@ -13,13 +13,9 @@ their minimum beside it:
 
 report.json holds, per timing, {"median", "min", "runs"} in milliseconds.
 
-Sampling defaults to greedy (top-k 1) over the penalized logits, as generation decodes (the
-repetition penalty applies to both paths alike; `--repetition-penalty 0` for plain greedy); the
-first line printed says which. Greedy, different outputs are an error. The prompt is a chat
-message or, with `--prompt-tokens K`, K synthetic ids for size sweeps (`--help` gives the
-defaults); prompt plus --generate must fit in the context. With `--random-init` (no checkpoint,
-e.g. `--preset gpt2-small` to time GPT-2-small dimensions) generation does not stop at
-<|endoftext|>, since random weights give it no meaning: all --generate tokens are timed.
+Sampling defaults to greedy over the penalized logits (different outputs are then an error). The
+prompt is a chat message or, with `--prompt-tokens K`, K synthetic ids; with `--random-init`
+generation does not stop at <|endoftext|>: all --generate tokens are timed.
 
 Example:
     gptlineage cache-bench --random-init --preset gpt2-small --prompt-tokens 32 --generate 64 --output results/cache_bench

@@ -1,25 +1,12 @@
 """Comparing the key/value-cached decoder's logits with the full-prefix reference's, and certifying
 greedy rollouts: the library of `gptlineage cache-check` (and the prompts cache-bench shares).
 
-At prefix lengths [1, min(4, L), L] (deduplicated) of the prompt's L tokens, both decoders
-compute the next-token logits over the whole vocabulary. The full-prefix decoder runs the n
-tokens in one forward pass; the cached one prefills n−1 tokens (masked attention) and then
-advances by the n-th (the single-query path), so both cached code paths are compared. Each
-prefix prints
-
-    prefix= max_abs= mean_abs= argmax=a/b margin= margin_stable= full_ms= cached_ms=
-
-with a the full-prefix and b the cached argmax (first index on ties), margin the
-full-prefix top-1 − top-2 logit, and margin_stable = (2·max_abs < margin): a cached error
-that small cannot change the greedy token. The check fails when any logit differs by more
-than 0.001 or an argmax changes; margin_stable is reported, not enforced.
-
-A rollout of N greedy tokens (EOT does not stop it) follows the full-prefix path (the
-repetition penalty applied as in generation) while feeding the same tokens to the cached
-decoder, and reports per step ε = max |Δlogit|, the full-prefix margin and certified =
-(2ε < margin). The reference proves that certificates on every step of the ideal greedy path
-make the cached greedy continuation identical; certified_length is the longest run of
-certified steps from the start, the length for which that theorem's hypotheses were observed.
+At prefix lengths [1, min(4, L), L] of the prompt, both decoders compute the next-token logits (the
+cached one prefills n−1 tokens and advances by the n-th, so both its paths are compared); the check
+fails when a logit differs by more than 0.001 or an argmax changes, and reports margin_stable =
+(2·max_abs < top-1 − top-2 margin). A rollout of N greedy tokens reports per step ε = max |Δlogit|
+and certified = (2ε < margin); certified_length is the longest certified run from the start, the
+length for which the reference theorem's hypotheses were observed.
 
 Example:
     gptlineage cache-check --run results/sft_stage2 --system "" --rollout 16 --output results/cache_check
@@ -196,13 +183,8 @@ def certified_length(steps: list[RolloutStep]) -> int:
 def rollout(
     model: GPT, ids: list[int], count: int, *, penalty: float = 1.05, window: int = 64, pad_to_context: bool = False
 ) -> list[RolloutStep]:
-    """Greedy steps along the full-prefix path, with the cached decoder fed the same tokens.
-
-    ε and the margin are taken on the penalized logits, the ones the greedy rule compares
-    (the penalty shifts both decoders' logits by the same amounts). token_cached is the
-    cached decoder's own greedy choice at that prefix: while it equals token_full at every
-    step, the two independent greedy decodings are identical.
-    """
+    """Greedy steps along the full-prefix path, with the cached decoder fed the same tokens; ε and the
+    margin are taken on the penalized logits, the ones the greedy rule compares."""
     check_fits(len(ids), count, model.config.context, "--rollout")
     full, cached = FullPrefixDecoder(model, pad_to_context=pad_to_context), CachedDecoder(model)
     reference, candidate = full.prefill(ids), cached.prefill(ids)

@@ -1,12 +1,8 @@
 """Chat on top of the decoders: completions cut at the user's next line, transcripts, the chat loop,
 and what `gptlineage generate` does with them.
 
-A chat prompt is the dialogue transcript that `dialogue.encode_dialogue` trains on, each
-piece encoded separately: optional "System: {system}\\n", then per earlier turn
-"User: {message}\\n" + "Assistant: {answer}\\n", then "User: {message}\\n" + "Assistant: ",
-which the model continues. A completion stops at <|endoftext|> and as soon as the text
-contains a new "\\nUser:" line (the text is cut there), so a chat model does not write the
-user's next turn.
+A chat prompt is the transcript `dialogue.encode_dialogue` trains on, ending "Assistant: " for the
+model to continue; a completion stops at <|endoftext|> or a new "\\nUser:" line (cut there).
 
 Example:
     gptlineage generate --run results/sft_stage2 --message "What is the capital of Japan?" --top-k 1
@@ -178,14 +174,10 @@ def chat_loop(
     stdin: TextIO,
     stdout: TextIO,
 ) -> list[Turn]:
-    """Answer messages read from `stdin` until an empty line, ":q", ":quit" or end of input (":help" says so).
+    """Answer messages read from `stdin` until an empty line, ":q", ":quit" or end of input; return every turn.
 
-    Each answer is printed as "Assistant: {answer}". The model sees each message with the last
-    `history` turns before it (0: alone, as the default model was trained), fewer where they and
-    the answer's --generate tokens would not fit the context; --generate is cut to what fits
-    after a long message. A message too long for any answer (or with token ids past `vocab`, or
-    not UTF-8 where it was read) is reported and skipped. Turn n (counting from 0 over the whole
-    session) samples with seed + n. Returns every turn.
+    Each message is seen with the last `history` turns that fit before it; one that cannot be answered is
+    reported and skipped. Turn n of the session samples with seed + n.
     """
     session: list[Turn] = []
     stdout.write(HELP)  # how to leave, before the first question

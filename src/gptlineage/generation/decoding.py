@@ -18,11 +18,9 @@ Sampling follows the reference, step by step, for the c-th new token (c = 0, 1, 
                             entry whose cumulative probability exceeds
                             u = sample_nat(key_of(seed, c), 0, 2³²) / 2³²
 
-Generation stops after `generate` new tokens, at <|endoftext|> (not included), or when a
-caller's stop rule says so (chat stops at a new "\\nUser:" line, see `generation.chat`). The
-cached decoder cannot go past the learned positions: the prompt plus `generate` must fit in the
-context (`check_fits`). The full-prefix decoder slides instead, as nanoGPT's sampler does: each
-step sees the last `context` tokens of the prefix, so it continues any prompt for any length.
+Generation stops after `generate` new tokens, at <|endoftext|> (not included), or at a caller's stop
+rule. The cached decoder must fit the prompt plus `generate` in the context (`check_fits`); the
+full-prefix decoder slides instead, seeing the last `context` tokens, as nanoGPT's sampler does.
 
 Example:
     gptlineage generate --random-init --prompt "Once upon a time" --top-k 1 --generate 8
@@ -71,13 +69,8 @@ class Decoder(Protocol):
 
 
 class FullPrefixDecoder:
-    """The reference decoder: every call evaluates the whole prefix from scratch, or, once the
-    prefix is longer than the context, its last `context` tokens (a sliding window, as nanoGPT).
-
-    With `pad_to_context` the prefix is padded with id 0 to the full context, as the
-    reference does; the causal mask keeps the padding out of position len−1, so the logits
-    are the same up to rounding, but each step then costs a full-context forward pass.
-    """
+    """The reference decoder: every call evaluates the whole prefix from scratch (its last `context`
+    tokens once longer); `pad_to_context` pads it with id 0 to the full context, as the reference does."""
 
     name = "full-prefix"
     slides = True  # no length limit: `generate_tokens` does not ask the prompt to fit
@@ -142,12 +135,8 @@ def describe_sampling(settings: SamplingConfig) -> str:
 def penalize_rows_(
     logits: torch.Tensor, histories: Sequence[Sequence[int]], penalty: float, window: int
 ) -> torch.Tensor:
-    """In place, and returned: logits[r, i] −= penalty·(count of i in the last `window` tokens of histories[r]).
-
-    logits are [B, V], one row per history. Only the ids in a window change: a logit minus
-    penalty·0 is the logit itself, so every value equals the dense formula's, at the cost of
-    a few dozen elements instead of passes over the vocabulary.
-    """
+    """In place, and returned: logits[r, i] −= penalty·(count of i in the last `window` tokens of histories[r]);
+    only the ids in a window are touched, the same values as the dense formula's."""
     if penalty == 0 or window == 0:
         return logits
     return penalize_columns_(logits, repetition_counts(histories, window, logits.dtype, logits.device), penalty)

@@ -1,13 +1,8 @@
 """The settings of `gptlineage export-hf` and the export itself: a checkpoint as a Hugging Face GPT-2 directory.
 
-The directory holds config.json (a GPT2Config with our dimensions, tanh GELU "gelu_new", our
-LayerNorm epsilon, no dropout, tied embeddings) and model.safetensors (float32, Hugging Face's
-tensor names, Conv1D weights transposed, the q/k/v projections fused into c_attn with a zero
-bias; see `gptlineage.model.hf`); the tokenizer (GPT-2's, built offline from the shipped ranks,
-when the model's vocabulary holds it), generation_config.json, a chat template and a model card
-README.md with the lineage (see `gptlineage.generation.hf_card`). Before the artifact is published the directory is loaded back
-through transformers and its logits on a fixed probe sequence are compared with ours; a
-difference above 1e-4 fails the export.
+The directory holds config.json and model.safetensors (`gptlineage.model.hf`), the tokenizer,
+generation_config.json, a chat template and a model card with the lineage (`generation.hf_card`).
+It is loaded back through transformers first, and probe logits more than 1e-4 from ours fail it.
 
 Example:
     gptlineage export-hf --run results/sft_stage2 --output results/export_hf

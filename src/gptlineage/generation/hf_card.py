@@ -1,17 +1,11 @@
 """What a Hugging Face model directory needs beyond the weights: the tokenizer, a generation config, a chat
 template that renders our transcript, and a model card carrying the lineage.
 
-The chat template renders the text our SFT stages train on and `generate --message` asks with: each
-message as "<Role>: <content, stripped of ASCII whitespace>\\n", then "Assistant: " when a generation
-prompt is wanted, each piece after a U+FDD0 mark, where the tokenizer cuts (`hf_tokenizer.PIECE_MARK`),
-so a role marker typed inside a message stays content; a message holding the mark is refused. So
-`apply_chat_template(tokenize=True)` and `pipeline("text-generation")` given messages get the ids training
-and `prompt-suite` use. A whole dialogue ends with <|endoftext|> (id 50256), as a training row does, and
-`{% generation %}` holds what training trains, so TRL's `assistant_only_loss` masks as our SFT does.
-
-Our repetition penalty subtracts a fixed amount per occurrence in a window of recent tokens;
-transformers' `repetition_penalty` divides instead, so the generation config leaves it at 1.0
-and records ours under `gptlineage_sampling`.
+The chat template renders the transcript our SFT stages train on, each piece after a
+`hf_tokenizer.PIECE_MARK` where the tokenizer cuts, so `apply_chat_template(tokenize=True)` gets the
+ids training uses, and `{% generation %}` holds what training trains (TRL's `assistant_only_loss`).
+transformers' `repetition_penalty` divides where ours subtracts, so ours is recorded under
+`gptlineage_sampling` and theirs left at 1.0.
 
 Example:
     write_hub_files(model, "results/export_hf", lineage_of(source))   # tokenizer, config, card

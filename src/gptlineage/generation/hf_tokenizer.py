@@ -10,18 +10,11 @@ a vocabulary of printable strings and the merge list. Both come from the ranks:
     merges       for each multi-byte token, in rank order, the two tokens it is made of: running
                  BPE on its bytes with only the lower-ranked merges stops at exactly two pieces
 
-The chat template (`hf_card`) puts PIECE_MARK, a noncharacter, before each piece of a transcript ("User: ",
-the content, "\\n", "Assistant: "). The pre-tokenizer cuts at each mark and drops it, then runs GPT-2's
-byte-level split (tiktoken's r50k pattern, no prefix space) inside each piece. So a chat gives the ids of
-its pieces encoded one by one, as `encode_dialogue` and `chat_prompt` do (" What" whole would be one
-token; here " " then "What"), whatever a message holds ("a\\nUser: b" too); text without marks, tiktoken's.
-
-"<|endoftext|>" in plain text is the end-of-text id 50256, as GPT-2's own Hugging Face tokenizer reads it
-(tiktoken's `encode` with it allowed). Inside a message the chat template cuts it with a mark, so it is
-`encode_ordinary`'s seven tokens and a message cannot end the document; the template ends a dialogue with it.
-
-The files name the generic `PreTrainedTokenizerFast` class: it loads tokenizer.json as written
-(transformers 5's GPT2Tokenizer would rebuild a plain byte-level pre-tokenizer, without the marks).
+The chat template (`hf_card`) puts PIECE_MARK, a noncharacter, before each piece of a transcript; the
+pre-tokenizer cuts at each mark and drops it, so a chat gives the ids of its pieces encoded one by one,
+as `encode_dialogue` and `chat_prompt` do. "<|endoftext|>" in plain text is id 50256; inside a message
+the template cuts it, so a message cannot end the document. The files name `PreTrainedTokenizerFast`,
+which loads tokenizer.json as written (GPT2Tokenizer would drop the marks).
 
 Example:
     tokenizer = hf_tokenizer(context=1024)             # a transformers PreTrainedTokenizerFast

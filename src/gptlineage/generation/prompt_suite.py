@@ -1,20 +1,9 @@
 """Answering a prompt suite with fixed settings and scoring the answers: `gptlineage prompt-suite`.
 
-Every case's prompt is asked as one chat message with no system line and answered greedily
-(top-k 1, temperature 1.0, seed 0, the repetition penalty of `generate`), at most
---generate (48) new tokens: the reference's suite settings. The report lists each prompt,
-its output and, where the suite gives an expected answer (a non-empty `expected`), whether
-the output matches it, plus the exact-match rate over those cases, overall and per family
-(`exact_match_by_family`, families in the order they first occur in the suite). The cases are
-decoded in the batches `generation.batched` makes of them all (prompts of similar length, up to
-BATCH_ROWS together), and each is printed as its batch finishes: family, question, expected
-answer, output and ✓ or ✗; each output is the one the cached decoder gives that prompt alone.
-
-Exact match (the headline): the output, whitespace-stripped and casefolded, equals the expected
-answer ("PARIS" matches "Paris"; "Paris." and "spring spring" do not). Lenient match, a second
-score beside it: the output equals the answer or starts with it followed by a character that is
-not a letter or digit ("Paris." and "Paris is the capital." match "Paris"; "Parisian" and
-"It is Paris." do not).
+Every case's prompt is one chat message answered greedily with the reference's suite settings, in
+the batches `generation.batched` makes; the report gives each output and the exact-match rate,
+overall and per family. Exact match: the output, stripped and casefolded, equals the expected answer;
+lenient match also accepts the answer followed by a non-alphanumeric character ("Paris.").
 
 The default suite is the reference's nine prompts (`gptlineage/assets/paper-prompt-suite.json`);
 `gptlineage synth-chat` writes a held-out suite for the synthetic chat data.

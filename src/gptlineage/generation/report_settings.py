@@ -1,10 +1,6 @@
 """The settings of generation's three report commands, without torch: `cache-check`,
 `cache-bench` and `prompt-suite` (each writes a report.json).
 
-The commands' code (`cache_check`, `cache_bench`, `prompt_suite` beside this module) imports
-its settings from here, so the workflow checks their config slices before any job without
-loading torch or the tokenizer.
-
 Example:
     CacheCheckConfig(model=ModelSource(random_init=True), rollout=16, output=Path("results/cache_check"))
     PromptConfig(message="Hi", prompt_tokens=4)   # SettingError: --prompt-tokens is not allowed with --message

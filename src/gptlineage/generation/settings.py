@@ -2,9 +2,8 @@
 (`ModelSource`), how the next token is chosen (`SamplingConfig`) and the chat transcript's
 system line.
 
-`gptlineage.generation.source` loads the model a `ModelSource` names and
-`gptlineage.generation.decoding` samples as a `SamplingConfig` says; the settings live here so
-the workflow checks a decoding slice (cache_check, prompt_suite, ...) without loading torch.
+They live here, apart from `generation.source` and `generation.decoding`, so the workflow checks a
+decoding slice without loading torch.
 
 Example:
     ModelSource(random_init=True, preset="quick")      # random weights, the quick preset's shape

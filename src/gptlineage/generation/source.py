@@ -1,15 +1,8 @@
 """Loading a model from a run or a parameter file: the settings that say where the weights come from.
 
-The model comes from a training artifact (`--run DIR`: its passport.json dimensions and
-parameters.safetensors), from a parameter file (`--load-params`) with the dimensions given
-by `--preset` and overrides, or from random weights (`--random-init`, for tests and timing).
-Every generation command (and export-hf, matched-compare) takes these flags as the `model`
-part of its settings.
-
-`--run` may also name the experiment's deliverable (`results/sft_stage2`, an `experiment`
-artifact): it stands for the training run its `model` input records (`results/train/sft_stage2`).
-The settings then hold that run, so the artifact's parameters and inputs name the model that was
-read, not the report about it.
+The model comes from a training artifact (`--run DIR`; the deliverable stands for the training run
+its `model` input records), from a parameter file (`--load-params`) with `--preset` dimensions, or
+from random weights (`--random-init`): the `model` part of every generation command's settings.
 
 Example:
     gptlineage generate --run results/sft_stage2 --message "What is the capital of Japan?" --top-k 1

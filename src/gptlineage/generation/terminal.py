@@ -1,8 +1,6 @@
 """Model or file text made safe for the terminal: what `train --generate` and `generate` print.
 
-It imports no decoder, and it only presents: nothing it returns is written into an artifact, so
-it is left out of every command's code closure (gptlineage.lineage.codedeps.PRESENTATION) and
-editing it re-keys nothing.
+It only presents, so it is left out of every code closure (`lineage.codedeps.PRESENTATION`).
 
 Example:
     >>> from gptlineage.generation.terminal import terminal_text

@@ -1,11 +1,8 @@
 """The end-of-training sample: the trained model continues --prompt, as the reference trainer does.
 
-`gptlineage train --generate N --prompt TEXT` hands `end_of_training_sample` to the training
-library (training.launch), which calls it on rank 0 after the last update and writes what it
-returns as samples.json. The full-prefix decoder re-evaluates the whole prefix for every new
-token, as the reference does (the cached one agrees up to rounding), with temperature and top-k
-sampling, the reference's repetition penalty and the run's --seed; the sample does not stop at
-<|endoftext|>. The text (prompt included) is printed between "--- completion ---" and a dashed line.
+`gptlineage train --generate N --prompt TEXT` hands `end_of_training_sample` to training.launch,
+which calls it on rank 0 after the last update and writes samples.json. It decodes with the
+full-prefix decoder, as the reference does, and does not stop at <|endoftext|>.
 
 Example:
     sample = end_of_training_sample(config, training_plan, model)  # prints the completion

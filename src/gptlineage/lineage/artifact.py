@@ -6,25 +6,14 @@ Every command that produces something writes it through `ArtifactWriter`:
                         inputs={"csv": "results/small_data/small_regression.csv"}) as out:
         (out.path / "trainlog.json").write_text(...)
 
-Inside the block `out.path` is a temporary sibling (`results/.data_csv.tmp-<host>-<pid>`). When
-the block ends without an exception, the manifest is written and the directory is renamed into
-place; when it raises, the temporary directory is removed, so a failed command leaves no
-artifact and no half-written manifest (an older artifact at the same path stays untouched).
-An existing output is replaced only when it is an artifact (see `gptlineage.lineage.outputs`),
-and never when it is, holds or lies inside one of the command's inputs (or the artifact holding
-one), or lies inside another artifact: a command told to read X and write X is one error line.
-A write fault is one line too (`no space left on device writing <output>`), the older artifact intact.
+Inside the block `out.path` is a temporary sibling (`results/.data_csv.tmp-<host>-<pid>`), renamed
+into place with its manifest when the block ends cleanly and removed when it raises: a failed
+command leaves no artifact, and an older one at the same path stays untouched. Only an artifact is
+replaced (`gptlineage.lineage.outputs`), never one of the command's inputs or what holds one.
 
-The manifest records: every file (path, bytes, sha256), the command (name and argv), the
-resolved parameters and their hash, each input (role, path, and the id of the artifact
-holding it, or the file's own sha256 for a plain source file), a `summary` of what the
-command measured (set `artifact.summary` inside the block), the command's code closure
-(its module and every package file it imports, each with its sha256), the environment
-(library versions, device, threads, platform), what the command declares about its artifacts
-(`command.declaration`: `gptlineage.lineage.declaration`) and a `run` block (times, host, git
-commit). docs/manifest.md specifies every field and states the rule for the artifact id
-(`identity_payload`); the writer checks each manifest against the one schema of the format
-(`gptlineage.lineage.manifest_schema`) before writing it.
+The manifest records the files, command, parameters, inputs, the command's `summary`, code
+closure, environment, declaration and a `run` block; docs/manifest.md specifies every field and
+the rule for the artifact id (`identity_payload`). Each is checked against the schema before writing.
 """
 
 from __future__ import annotations
@@ -179,13 +168,9 @@ def describe_file(directory: Path, relative: Path) -> dict[str, Any]:
 
 
 def describe_input(role: str, path: str | Path, output_dir: Path) -> dict[str, Any]:
-    """Record one input: by the id of the artifact that holds it, else by its own hash.
-
-    A plain directory (a local dataset, say) is recorded by a hash over its files. Paths are
-    stored relative to the artifact being written, so a results tree can be moved or archived
-    as a whole and its lineage still resolves; a plain source under the working directory also
-    by its path from there (`workdir_path`), which does not depend on where the artifact was written.
-    """
+    """Record one input: by the id of the artifact that holds it, else by its own hash (a plain directory's
+    over its files). The path is relative to the artifact, so a moved results tree still resolves; a plain
+    source under the working directory also records its path from there (`workdir_path`)."""
     path = Path(path).absolute()
     if not path.exists():
         raise GptlineageError(f"{path}: input does not exist")
@@ -211,10 +196,8 @@ def describe_input(role: str, path: str | Path, output_dir: Path) -> dict[str, A
 
 
 def check_member_file(path: Path, holder: Path | None = None, sha256: str | None = None) -> None:
-    """Refuse a file inside an artifact whose bytes are not those its manifest lists.
-
-    A changed file would otherwise be used (and recorded) under the artifact's id. `holder`
-    defaults to the artifact around `path` (none: nothing to check); `sha256` to the file's."""
+    """Refuse a file inside an artifact whose bytes are not those its manifest lists. `holder` defaults
+    to the artifact around `path` (none: nothing to check); `sha256` to the file's."""
     path = Path(path).absolute()
     holder = find_artifact_dir(path) if holder is None and path.is_file() else holder
     if holder is None:
@@ -263,11 +246,8 @@ def overlapped_input(path: Path, inputs: Mapping[str, str | Path]) -> tuple[str,
 
 
 def check_side_outputs(paths: Mapping[str, Path | None], inputs: Mapping[str, str | Path]) -> None:
-    """Refuse a side output (a file or folder a flag names outside the artifact: a copy, a work
-    folder) that is, holds or lies inside one of the command's inputs: writing it would destroy
-    what the command reads. `paths` maps each flag to its path (None: not given). Example:
-    `check_side_outputs({"--save-params": Path("corpus/train.bin")}, {"train_bin": "corpus/train.bin"})`
-    raises `--save-params corpus/train.bin: is, holds or lies inside the input train_bin (...)`."""
+    """Refuse a side output (a path a flag names outside the artifact; `paths` maps flag -> path or None)
+    that is, holds or lies inside one of the command's inputs: writing it would destroy what is read."""
     for flag, path in paths.items():
         overlap = overlapped_input(path, inputs) if path is not None else None
         if overlap is not None:

@@ -1,8 +1,7 @@
 """What a library computes on a fixed probe: a fingerprint of its behaviour beside its version.
 
-A library patched or rebuilt under the same version number computes other tokens; its version
-cannot show that, its answer to a probe does. Only the libraries a command's code imports are
-probed (the environment's `libraries`), so a command that never tokenizes pays nothing.
+A library rebuilt under the same version may compute other tokens; its answer to a probe shows it.
+Only the libraries a command's code imports are probed.
 
 Example:
     >>> sorted(library_behaviour({"tiktoken": "0.9.0", "matplotlib": "3.9.2"}))

@@ -1,13 +1,9 @@
 """The shape of a manifest, read as untrusted data: one check before anything uses it.
 
-Every reader (`lineage show|verify|export|compare`, the pages) goes through `read_manifest`, which parses
-the file and calls `check_manifest`: the manifest is validated against the one schema of the
-format (`gptlineage.lineage.manifest_schema`, docs/manifest.md) by the `jsonschema` library,
-with the validator of the draft the schema declares, so a missing key, a wrong type, a member
-the schema does not allow, a path that leaves its artifact or a hash that is not 64 hex digits
-is one error line naming the file and the JSON path of the first error, never a traceback later
-on. Text that came from a manifest or a file name is printed through `printable`
-(`gptlineage.errors`), so a control character cannot rewrite the terminal.
+Every reader goes through `read_manifest`, which calls `check_manifest`: the manifest is validated
+against the format's one schema (`gptlineage.lineage.manifest_schema`) by `jsonschema`, so any
+departure is one error line naming the file and the JSON path of the first error, never a traceback
+later on. Text from a manifest is printed through `printable`, so it cannot rewrite the terminal.
 
 Example:
     gptlineage lineage verify results/data_csv
@@ -109,16 +105,11 @@ def encodable(text: str) -> bool:
 
 def shown(value: Any, limit: int = 60) -> str:
     """A value inside an error line: its JSON-ish repr, escaped and cut short."""
-    text = printable(repr(value))
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shown_key(repr(value), limit)
 
 
 def check_manifest(manifest: Any, where: str) -> dict[str, Any]:
-    """MANIFEST as a dict that the manifest schema accepts, else one error line naming WHERE and the key.
-
-    `gptlineage.lineage.artifact.read_manifest` checks the schema name, then calls this; the
-    writer calls it on each manifest it builds.
-    """
+    """MANIFEST as a dict that the manifest schema accepts, else one error line naming WHERE and the key."""
     if not isinstance(manifest, dict):
         raise GptlineageError(f"{where}: not a manifest (a JSON object)")
     check_values(manifest, where)
@@ -127,11 +118,8 @@ def check_manifest(manifest: Any, where: str) -> dict[str, Any]:
 
 
 def validator_of(schema: Mapping[str, Any]) -> Validator:
-    """A validator for SCHEMA, of the draft its `$schema` declares, that also knows `x-unique`.
-
-    SCHEMA itself is checked first (a broken schema is a bug, not bad input). Building one costs
-    more than a manifest's check: build each once (`manifest_validator`).
-    """
+    """A validator for SCHEMA (itself checked first), of the draft its `$schema` declares, that also knows
+    `x-unique`. Building one costs more than a manifest's check: build each once (`manifest_validator`)."""
     import jsonschema  # here, not at the top: `gptlineage --help` does not wait for it
 
     draft = jsonschema.validators.validator_for(schema)
@@ -156,11 +144,8 @@ def part_validator(part: str) -> Validator:
 
 
 def unique_members(validator: Validator, member: str, instance: Any, schema: Mapping[str, Any]) -> Iterator[Any]:
-    """The `x-unique: MEMBER` keyword: no two objects of an array share MEMBER's value.
-
-    JSON Schema's own `uniqueItems` compares whole items, and two entries for one file differ
-    in their hash: hence this keyword, which other validators ignore.
-    """
+    """The `x-unique: MEMBER` keyword: no two objects of an array share MEMBER's value (`uniqueItems`
+    compares whole items, and two entries for one file differ in their hash)."""
     from jsonschema.exceptions import ValidationError
 
     if not validator.is_type(instance, "array"):
@@ -230,10 +215,7 @@ def missing_member(rule: str, ruled: Any, instance: Any) -> tuple[str, str] | No
 
 def described(error: Any, schema: Mapping[str, Any]) -> tuple[list[str | int], Mapping[str, Any]] | None:
     """(the instance path, the node) of the innermost node on ERROR's way with an `x-is`; None if none.
-
-    A bare item type (`{"type": "string"}` under `items`) says nothing: its list is judged
-    instead, as in `timing_keys ['a', 3] is not a list of keys`.
-    """
+    A bare item type under `items` says nothing: its list is judged instead."""
     path, steps, node = list(error.absolute_path), list(error.absolute_schema_path)[:-1], error.schema
     while "x-is" not in node:
         if not path or not steps or steps[-1] != "items" or "$ref" in steps:  # a `$ref` step names no node

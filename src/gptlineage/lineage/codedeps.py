@@ -1,12 +1,9 @@
 """Which package source files a command uses, found by reading imports (nothing is imported).
 
-A command's code closure (`module_files`) is the code that computes its outputs: its module and
-every package module it imports, transitively, less the modules that only present (PRESENTATION:
-error wording, terminal text, manifest checks). The workflow lists these files as inputs of
-each rule, and the manifest records them with their hashes, so Snakemake reruns a rule and the
-artifact id changes when the code computing the outputs changes, and not for a reworded error.
-The third-party modules of every file the command runs (`run_files`, presentation included)
-are what the conda environment of the command's rule family must hold (envs/*.yaml).
+A command's code closure (`module_files`) is its module and every package module it imports,
+transitively, less those that only present (PRESENTATION): the workflow's code inputs of its rule
+and what the manifest records, so a reworded error re-keys nothing. The third-party modules of every
+file it runs (`run_files`) are what its rule family's conda environment must hold (envs/*.yaml).
 
 Example:
     >>> from pathlib import Path
@@ -29,13 +26,9 @@ import sys
 from pathlib import Path
 
 PACKAGE = "gptlineage"
-# Modules that only present: they word errors, escape text for the terminal, or check a manifest
-# (raise, or pass it on unchanged); nothing they return is written into an artifact. A code
-# closure leaves them out, with what is reached only through them, so a reworded error or an
-# escape reruns no rule and re-keys no artifact. Never name here code that computes an output:
-# the model, the loss, the training loop, data, the artifact writer's hashes, ids and manifest
-# fields, text escapes a page writes (printable, escaped: gptlineage.errors). (checks.safe_name
-# also names the files of a `lineage export` crate: no artifact, no rule.)
+# Modules that only present (word errors, escape text for the terminal, check a manifest): nothing
+# they return is written into an artifact, so a closure leaves them out with what only they reach.
+# Never name here code that computes an output (text escapes a page writes included).
 PRESENTATION = (
     "gptlineage.lineage.checks",  # error wording, the manifest schema check
     "gptlineage.generation.terminal",  # terminal_text(): model text escaped for printing
@@ -62,14 +55,9 @@ TRIPLE_QUOTED = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'')
 
 
 def import_nodes(source: str, filename: str) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement of a file, also inside functions, found without parsing the whole file.
-
-    Parsing a module costs about 1.5 ms (23 files: 35 ms, most of a small command's fixed cost at the
-    default corpus size), so only the import statements are parsed: each line that starts one,
-    outside triple-quoted strings. A statement the scan cannot read alone (a backslash
-    continuation, a comment holding ")") makes the whole file be parsed instead; a test checks
-    that both ways find the same imports in every file of the package.
-    """
+    """Every import statement of a file, also inside functions, found without parsing the whole file
+    (1.5 ms a module, most of a small command's fixed cost); one the scan cannot read alone (a
+    backslash continuation) makes the whole file be parsed instead (a test checks both agree)."""
     code = TRIPLE_QUOTED.sub(lambda match: "\n" * match[0].count("\n"), source)
     nodes: list[ast.Import | ast.ImportFrom] = []
     for statement in IMPORT_STATEMENT.findall(code):
@@ -155,10 +143,8 @@ _EXTERNAL: dict[tuple[str, int, int], set[str]] = {}
 
 
 def external_imports(path: Path) -> set[str]:
-    """Top-level names of the modules outside this package and the standard library that the
-    file imports when it runs: at module level or inside functions, not under TYPE_CHECKING.
-    Read once per process and file version, as `imported_modules` is: every artifact a command
-    writes records the libraries of its closure."""
+    """Top-level names of the modules outside this package and the standard library that the file
+    imports when it runs (not under TYPE_CHECKING); read once per process and file version."""
     stat = path.stat()
     key = (str(path.absolute()), stat.st_mtime_ns, stat.st_size)
     if key not in _EXTERNAL:
@@ -185,9 +171,7 @@ def read_external_imports(path: Path) -> set[str]:
 
 
 def third_party_imports(module: str, source_root: Path) -> list[str]:
-    """Sorted top-level names of the third-party modules that `module` and every package module
-    it imports (run_files: presentation modules too, they run) import: what an environment running
-    it must install."""
+    """Sorted top-level names of the third-party modules that every file `module` runs imports."""
     names: set[str] = set()
     for relative in run_files(module, source_root):
         names |= external_imports(source_root / relative)

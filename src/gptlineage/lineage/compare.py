@@ -4,15 +4,10 @@ Used by `gptlineage lineage reproduce` (recorded files against a rerun) and `lin
 (outputs of two runs). Example:
     gptlineage lineage reproduce results/data_csv --tolerance 1e-6
 
-JSON and JSON-lines files are compared value by value: a number that moved gives its largest
-absolute difference and the path to it. What is a measurement rather than a result is what the
-artifact's command declares (`gptlineage.lineage.declaration`): values under its timing or
-memory keys (a key or any key above it on the path: `full_prefix_ms.median`) change from run to
-run by nature; a file whose differences all lie there is "timing, not compared" ("timing and
-memory" when a memory size moved too), and so is a file it declares a timing as a whole (a
-trace) and a JSON file whose only other difference is the sha256 it records of such a file (a
-checkpoint's record of its state.json). Every other number is compared. Safetensors files
-are read with `safetensors.numpy` (no torch) and compared tensor by tensor.
+JSON and JSON-lines files are compared value by value (a number that moved gives its largest |Δ| and
+its path); a file whose differences all lie under the timing or memory keys its command declares, or
+that it declares a timing as a whole, is "timing, not compared". Safetensors files are compared tensor
+by tensor with `safetensors.numpy` (no torch).
 """
 
 from __future__ import annotations

@@ -4,13 +4,9 @@ Example (what `gptlineage lineage export ... --format ro-crate --output crate` d
     place_crate(Path("crate").absolute(), lambda folder: (folder / METADATA).write_text("{}"))
     zip_crate(Path("crate.zip").absolute(), fill)   # --zip: the same crate as one file to hand over
 
-The crate is built in `.<name>.tmp-<host>-<pid>` (the names of `lineage.outputs`), which holds
-the marker file PARTIAL until the metadata is written; an older crate moves aside to
-`.<name>.old-<host>-<pid>` for the instant of the swap. Before writing, siblings that a killed
-export of this host left are removed: only names of that pattern, whose process is gone, and
-that hold our marker or metadata (or nothing: killed before the marker). A zip is built the same
-way: its crate and the partial zip lie in the marked `.<name>.zip.tmp-<host>-<pid>/`, cleaned alike.
-A full disk is one line naming the output, and the temporary sibling is removed.
+The crate is built in `.<name>.tmp-<host>-<pid>` (the names of `lineage.outputs`), marked PARTIAL
+until the metadata is written (a zip in `.<name>.zip.tmp-<host>-<pid>/`). Siblings a killed export of
+this host left are removed first, only when they hold our marker or metadata and their process is gone.
 """
 
 from __future__ import annotations

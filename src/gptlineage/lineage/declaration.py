@@ -12,11 +12,8 @@ declaration of the module it runs. Example:
         timing_files=("trace.json",),
     )
 
-The recorded declaration is part of the id, and `lineage diff` obeys the code's
-(`code_declaration`), never the recorded one, which a forger could rewrite. A manifest written
-before declarations existed declares nothing: no side output (so `reproduce` refuses a path flag
-it cannot place rather than write outside the rerun), no headline metric and no timing (every
-value is compared).
+The recorded declaration is part of the id; `lineage diff` obeys the code's (`code_declaration`),
+which a forger cannot rewrite. A manifest written before declarations existed declares nothing.
 """
 
 from __future__ import annotations
@@ -42,6 +39,8 @@ WALL_TIME = "wall_s"  # the lineage's own measurement: seconds from the run's st
 PATH_PARTS = re.compile(r"[.\[\]:]+")
 # A command's module (gptlineage.registry names them; it is not imported here, or it would enter every closure).
 COMMAND_MODULE = re.compile(r"gptlineage\.commands\.[a-z][a-z0-9_]*")
+# The Declaration fields that are tuples of names or patterns, in the manifest's order.
+NAME_FIELDS = ("timing_keys", "memory_keys", "timing_files", "omitted_keys", "reports")
 
 
 @dataclass(frozen=True)
@@ -59,14 +58,9 @@ class Metric:
     better: str | None = None
 
     def as_json(self) -> dict[str, Any]:
-        found: dict[str, Any] = {"name": self.name, "source": self.source, "key": self.key}
-        if self.column is not None:
-            found["column"] = self.column
-        if self.timing:
-            found["timing"] = True
-        if self.better is not None:
-            found["better"] = self.better
-        return found
+        optional = {"column": self.column, "timing": self.timing or None, "better": self.better}
+        found = {"name": self.name, "source": self.source, "key": self.key}
+        return found | {name: value for name, value in optional.items() if value is not None}
 
 
 @dataclass(frozen=True)
@@ -99,11 +93,7 @@ class Declaration:
         return {
             "side_outputs": dict(sorted(self.side_outputs.items())),
             "metrics": [metric.as_json() for metric in self.metrics],
-            "timing_keys": list(self.timing_keys),
-            "memory_keys": list(self.memory_keys),
-            "timing_files": list(self.timing_files),
-            "omitted_keys": list(self.omitted_keys),
-            "reports": list(self.reports),
+            **{name: list(getattr(self, name)) for name in NAME_FIELDS},
             "deliverable": self.deliverable,
             "holds": self.holds,
         }
@@ -169,32 +159,22 @@ def declaration_of(manifest: Mapping[str, Any]) -> Declaration:
     return Declaration(
         side_outputs=dict(recorded.get("side_outputs", {})),
         metrics=metrics,
-        timing_keys=tuple(recorded.get("timing_keys", ())),
-        memory_keys=tuple(recorded.get("memory_keys", ())),
-        timing_files=tuple(recorded.get("timing_files", ())),
-        omitted_keys=tuple(recorded.get("omitted_keys", ())),
-        reports=tuple(recorded.get("reports", ())),
+        **{name: tuple(recorded.get(name, ())) for name in NAME_FIELDS},
         deliverable=bool(recorded.get("deliverable", False)),
         holds=recorded.get("holds"),
     )
 
 
 def code_declaration(manifest: Mapping[str, Any]) -> Declaration:
-    """What the command module a manifest names declares in the code now, never what the
-    manifest records: `lineage diff` obeys this, so a forged `command.declaration` (every output
-    a timing) hides no difference. Only a module of gptlineage.commands is imported (a manifest
-    naming another declares nothing: a library call's artifact is compared value by value)."""
+    """What the command module a manifest names declares in the code now, never what the manifest
+    records (a forgery would hide differences); only a module of gptlineage.commands is imported."""
     module = manifest.get("code", {}).get("module")
     return declared_by(module) if isinstance(module, str) and COMMAND_MODULE.fullmatch(module) else NOTHING
 
 
 def declared_by(module: str) -> Declaration:
-    """The `DECLARATION` of MODULE, the module whose code an artifact records (NOTHING without one).
-
-    Under the CLI it is the command module being run, loaded already; a library call's is loaded
-    here, so that a manifest records the same declaration whichever way the command was called.
-    Only a module that is not there declares nothing; one that fails to import is one error line.
-    """
+    """The `DECLARATION` of MODULE, the module whose code an artifact records (NOTHING without one, or
+    where the module is not there; one that fails to import is one error line)."""
     try:
         loaded = sys.modules.get(module) or importlib.import_module(module)
     except ImportError as error:
@@ -214,11 +194,7 @@ def union(first: Declaration, second: Declaration) -> Declaration:
     return Declaration(
         side_outputs={**second.side_outputs, **first.side_outputs},
         metrics=both(first.metrics, second.metrics),
-        timing_keys=both(first.timing_keys, second.timing_keys),
-        memory_keys=both(first.memory_keys, second.memory_keys),
-        timing_files=both(first.timing_files, second.timing_files),
-        omitted_keys=both(first.omitted_keys, second.omitted_keys),
-        reports=both(first.reports, second.reports),
+        **{name: both(getattr(first, name), getattr(second, name)) for name in NAME_FIELDS},
         deliverable=first.deliverable or second.deliverable,
         holds=first.holds or second.holds,
     )

@@ -4,16 +4,10 @@ Example:
     gptlineage lineage diff results/sft_stage2 other/results/sft_stage2        # what differs, and why
     gptlineage lineage diff results/data_csv other/results/data_csv --all --md # every stage and metric
 
-Both lineages are walked from the top. A stage is named by its shortest role path from the top
-(the input roles followed to reach it: `.` is the top, `model` its input artifact of that role,
-`checkpoint+passport` an artifact reached through two roles at once) and matched by id, then that
-path, else directory name. For each stage whose ids differ the reasons are listed: parameters
-(flattened with dots, `key: old → new`; one change recorded under several keys is one line),
-code (the files of the command's closure whose sha256 changed), inputs (input artifacts or
-source files with other content), environment (versions, device kind) and outputs. The first
-divergence is the most upstream stage that differs for a reason of its own rather than only
-because an input artifact it read differs. The metrics of the stages that differ come side by
-side (`lineage/diff_metrics.py`), and `lineage/diff_text.py` renders it all.
+A stage is named by its shortest role path from the top (`.`, `model`, `checkpoint+passport`) and
+matched by id, then that path, else directory name. For each stage whose ids differ the reasons are
+listed (parameters, code, inputs, environment, outputs); the first divergence is the most upstream
+stage that differs for a reason of its own. Metrics come from `diff_metrics`, text from `diff_text`.
 """
 
 from __future__ import annotations

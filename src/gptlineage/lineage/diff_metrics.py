@@ -3,15 +3,10 @@
 Example:
     gptlineage lineage diff results/sft_stage2 other/results/sft_stage2 --json   # the "metrics" rows
 
-Each stage that differs gives its key metrics and the other numbers of its summary and reports
-(`lineage/table.py:stage_metrics`). A row is of kind "quality" (a loss, an exact-match rate, a
-max |Δ|: what a seed-fixed rerun on the CPU gives again) or "timing" (durations, throughput,
-speedups, memory: what the stage's command declares, `Declaration.is_measurement`, the rule
-`lineage reproduce` uses), and
-says whether it changed. A number another row already shows is left out: a report's copy of a
-summary value in the same stage (`report.json:full_prefix_ms.median` and
-`summary:full_prefix_ms_median`), or the deliverable's copy of a part's metric
-(`summary:parts.model.metrics.final_val_loss` and the training stage's `final_val_loss`).
+Each stage that differs gives its numbers (`table.stage_metrics`), each row of kind "quality" (what a
+seed-fixed rerun gives again) or "timing" (`Declaration.is_measurement`), and whether it changed. A
+number another row already shows (a report's copy of a summary value, a deliverable's copy of a
+part's metric) is left out.
 """
 
 from __future__ import annotations

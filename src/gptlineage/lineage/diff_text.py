@@ -5,11 +5,9 @@ Example:
     gptlineage lineage diff a/data_csv b/data_csv --all    # every stage and every metric too
     gptlineage lineage diff a/data_csv b/data_csv --md     # the same as GitHub markdown
 
-The first lines name the first divergence and every stage with a reason of its own (parameters
-old → new, code, inputs, environment); the stages that differ only because an input artifact
-differs follow in one line. Then the quality metrics that changed and, labelled apart, the
-timings (measurements that vary from run to run). `--all` adds the stage table and every metric,
-changed or not. Works on the dict `lineage.diff.diff` returns; JSON is that dict.
+First the first divergence and every stage with a reason of its own (those that differ only through
+an input follow in one line), then the quality metrics that changed and, apart, the timings. `--all`
+adds the stage table and every metric. Works on the dict `lineage.diff.diff` returns.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Hashes that identify files and JSON values, shared by manifests, lineage and checkpoints.
 
-Within one command every file is hashed once: `hash_session()` opens a cache of file digests
-keyed by the file's (device, inode, size, mtime_ns), which `sha256_file` consults while it is
-open. A file rewritten, replaced or resized meanwhile has another key and is hashed again; a
-rewrite that keeps the size within one tick of the file system's clock (a few ms at most) keeps
-the key, so within one command it is not seen; the next command hashes afresh (the cache lives
-only as long as its session). Files a command writes itself can be remembered by digest
-(`remember_written`), so what it just wrote is never read back to be hashed.
-
-`prefetch` hashes many files with a thread pool (hashlib releases the GIL on large updates), so
-a verify of many checkpoint files uses every CPU the job has while its checks stay in order.
+Within one command every file is hashed once: `hash_session()` opens a cache of digests keyed by
+(device, inode, size, mtime_ns), so a file replaced or resized meanwhile is hashed again; what a
+command writes itself is remembered (`remember_written`), never read back. `prefetch` hashes many
+files with a thread pool (hashlib releases the GIL).
 
 Example:
     >>> from gptlineage.lineage.hashing import sha256_json

@@ -92,12 +92,8 @@ def recorded_argv() -> list[str]:
 
 
 def code_module_for(command: str, explicit: str | None = None) -> str:
-    """Whose code closure an artifact of `command` records.
-
-    An explicit module wins; then the module the CLI is running; then the command module named
-    like the command (`data-csv` -> gptlineage.commands.data_csv) if there is one; else the
-    whole package (`gptlineage`), for library calls with no command module of their own.
-    """
+    """Whose code closure an artifact of `command` records: an explicit module, else the CLI's, else the
+    command module named like it (`data-csv` -> gptlineage.commands.data_csv), else the whole package."""
     if explicit:
         return explicit
     current = current_invocation()
@@ -145,12 +141,7 @@ def code_identity(command: str) -> dict[str, Any]:
     """The package version and the code closure of `command` (the training passport records it):
     the same hash the artifact id holds, so editing a file the command does not run changes neither."""
     closure = code_closure(code_module_for(command))
-    return {
-        "package": PACKAGE,
-        "version": gptlineage.__version__,
-        "module": closure["module"],
-        "closure_sha256": closure["closure_sha256"],
-    }
+    return {key: closure[key] for key in ("package", "version", "module", "closure_sha256")}
 
 
 @functools.cache
@@ -207,11 +198,7 @@ def gpu_identity(torch: Any, device: str) -> dict[str, Any] | None:
 
 
 def installed_version(distribution: str) -> str | None:
-    """The installed version of a package, or None where this environment has none.
-
-    A rule family's environment holds only what its commands import: the corpus family's
-    (envs/corpus.yaml) has no torch, so its artifacts record `"torch": null`.
-    """
+    """The installed version of a package, or None (the corpus family's environment has no torch)."""
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
@@ -245,11 +232,8 @@ MATMUL_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 
 
 def machine_identity(torch: Any = None) -> dict[str, Any]:
-    """Where the work ran, as far as it can change the float rounding: the CPU model, its
-    matmul-relevant flags and torch's CPU capability (null where the command did not use torch).
-
-    Recorded, never keyed: the same work on another CPU is the same work with other rounding.
-    """
+    """Where the work ran, as far as it can change the float rounding: the CPU model, its matmul-relevant
+    flags and torch's CPU capability (null without torch). Recorded, never keyed."""
     model, flags = cpu_model_and_flags()
     capability = None
     if torch is not None and hasattr(torch.backends, "cpu"):
@@ -275,11 +259,9 @@ def machine_summary(environment: dict[str, Any]) -> str:
 
 
 def same_machine(first: dict[str, Any], second: dict[str, Any]) -> bool:
-    """True when two recorded environments ran on the same kind of CPU (model, flags, torch's
-    capability) with the same thread count and GPU: then the same work must give the same bytes.
-    The capability and the thread count are known only where torch was in use (null elsewhere),
-    so a null on either side leaves them out: a command that never computed with torch depends on
-    neither."""
+    """True when two recorded environments ran on the same kind of CPU (model, flags, torch's capability)
+    with the same thread count and GPU, so the same work must give the same bytes; the last two are
+    compared only where both sides record them (torch was in use)."""
     one, two = first.get("machine"), second.get("machine")
     if not isinstance(one, dict) or not isinstance(two, dict) or first.get("gpu") != second.get("gpu"):
         return False
@@ -289,15 +271,10 @@ def same_machine(first: dict[str, Any], second: dict[str, Any]) -> bool:
 
 
 def environment_identity(device: str = "cpu", code_files: Sequence[dict[str, str]] = ()) -> dict[str, Any]:
-    """Library versions, the device the command ran on and its thread count: what can change its numbers.
+    """Library versions, the device, threads and machine: what can change a command's numbers.
 
-    Versions come from package metadata, so a command that never computes with torch does not
-    pay seconds to import it; a package the environment lacks is recorded as null (and enters the
-    artifact id as null, like any other version: see `environment_class`); `threads` is torch's
-    intra-op thread count when torch is in use,
-    `cpus` the CPUs this job may use (its affinity mask, not the node's count), `gpu` the
-    GPU model, CUDA, cuDNN and driver versions when the command ran on CUDA (else null), and
-    `machine` the CPU (`machine_identity`).
+    Versions come from package metadata (null where absent), so a command that never computes with
+    torch does not pay to import it; `cpus` is this job's affinity mask, not the node's count.
     """
     torch = sys.modules.get("torch")
     libraries = library_versions(code_files)
@@ -323,16 +300,9 @@ def device_kind(device: str) -> str:
 
 
 def environment_class(environment: dict[str, Any]) -> dict[str, Any]:
-    """The part of a recorded environment that enters the artifact id: versions and the device kind.
-
-    A version is the recorded string, or null where the environment lacked the package: the same
-    work in an environment without torch (the corpus family's) and in one with it has two ids, as
-    it would with two torch versions.
-
-    Thread and CPU counts, platform and the GPU (its model, driver, CUDA and cuDNN versions) are
-    left out: they are recorded, but the same work on another core count or card is still the same
-    work, and an id that changed with the card would make every cluster node's result a new artifact.
-    """
+    """The part of a recorded environment that enters the artifact id: versions (null where absent) and
+    the device kind. Threads, CPUs, platform and GPU are recorded, not keyed: the same work on another
+    core count or card is the same work, not a new artifact on every cluster node."""
     found: dict[str, Any] = {
         "python": environment.get("python"),
         "torch": environment.get("torch"),

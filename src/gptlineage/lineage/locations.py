@@ -8,11 +8,9 @@ Example:
     >>> store_path("--part=model=.snakemake/storage/s3/bucket/run1/results/x")  # staged_path: back
     '--part=model=s3://bucket/run1/results/x'
 
-A store's local copy (`.snakemake/storage/s3/BUCKET/PREFIX/results/...`), another checkout or a
-renamed tree names the same input by another path; the id covers the parameters, so they must
-not hold that path. The input's own manifest entry records what it was. What a person reads (the
-recorded argv, a report, a transcript) names a store's file as the store does (`store_path`);
-`lineage reproduce` reads such a path back as the job's local copy (`staged_path`).
+A store's local copy, another checkout or a renamed tree names the same input by another path, so
+the parameters (which the id covers) must not hold it. What a person reads names a store's file as
+the store does (`store_path`); `lineage reproduce` reads it back as the local copy (`staged_path`).
 """
 
 from __future__ import annotations

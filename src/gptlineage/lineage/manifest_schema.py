@@ -1,20 +1,14 @@
 """The manifest format, declared once: a JSON Schema (draft 2020-12) that the writer and every reader check.
 
-`ArtifactWriter` validates each manifest it builds against `MANIFEST_SCHEMA` before writing it,
-and `read_manifest` validates each one it reads (`gptlineage.lineage.checks.check_manifest`,
-the `jsonschema` library's validator of the draft declared in `$schema`):
-a missing key, a wrong type, a path that leaves its artifact or a hash that is not 64 hex
-digits is one error line naming the key. docs/manifest.schema.json is this schema as JSON and
-docs/manifest.md the format in prose (every field, and the rule for the artifact id). Example:
+The writer and `read_manifest` validate each manifest against `MANIFEST_SCHEMA`
+(`gptlineage.lineage.checks.check_manifest`); docs/manifest.schema.json is this schema as JSON and
+docs/manifest.md the format in prose. Example:
 
     python -m gptlineage.lineage.manifest_schema > docs/manifest.schema.json
 
-Besides draft 2020-12 keywords, a node may carry `x-is` (what a valid value is, in the words an
-error line uses) and an array of objects `x-unique` (the member no two items share: beyond
-what JSON Schema can say, so only this package's check, which adds the keyword to its
-validator, refuses a file listed twice). Every `pattern` is anchored (`^...$`) and means the
-whole string (Python's `$`, which jsonschema uses, also matches before a final newline: HEX64's
-lengths catch that).
+Besides draft 2020-12 keywords, a node may carry `x-is` (what a valid value is, as an error line says
+it) and an array of objects `x-unique` (the member no two items share; only this package checks it).
+Every `pattern` is anchored and means the whole string.
 """
 
 from __future__ import annotations

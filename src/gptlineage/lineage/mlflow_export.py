@@ -4,17 +4,11 @@ Example:
     gptlineage lineage export mlflow results --tracking-uri sqlite:///mlflow.db
     mlflow ui --backend-store-uri sqlite:///mlflow.db   # mlflow of the client's version (docs/lineage.md)
 
-Each artifact becomes a run named by its place below `results` (a sweep's `lr_high/train/sft_stage2`),
-timed as its work ran (`run.started_utc`, `.finished_utc`), with its parameters (flattened `a.b.c`), its
-headline metrics, a training run's curves as step series (metrics.json), tags naming its id, content,
-command and code, and its page, plots and model card as run artifacts. The runs of one tree are nested
-under one run of the tree (MLflow's UI folds nested runs under their parent); the DAG's edges are tags
-(`gptlineage.parents`: the input artifacts' run ids), as a run has one parent in MLflow and an artifact
-several inputs. A run is found again by its artifact id (one search for the export): exporting again adds
-nothing, a second tree only the artifacts the first did not have; one rerun with other results (same id)
-has its run replaced. A new experiment is tagged for MLflow's classic view, and the export names its page
-there. Only a tree that verifies is exported. A local store is written under its lock (`<store>.lock`), a
-new sqlite store made whole beside it and renamed into place. MLflow is imported only here, when exporting.
+Each artifact becomes a run named by its place below `results`, timed as its work ran, with its
+parameters, headline metrics, a training run's curves, tags (id, content, command, code, and its input
+artifacts' run ids as `gptlineage.parents`) and its page, plots and model card; the runs of one tree
+nest under one run of the tree. A run is found again by its artifact id, so exporting again adds
+nothing. Only a tree that verifies is exported; a local store is written under its lock.
 """
 
 from __future__ import annotations

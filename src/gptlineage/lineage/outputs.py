@@ -1,17 +1,9 @@
 """Where a command writes: the output directory is replaced only when it is ours, and nothing else is touched.
 
-An artifact is built in a temporary sibling `.<name>.tmp-<host>-<pid>` and renamed into place;
-an older artifact is swapped out in one atomic step (renameat2's exchange) and then removed; where
-the system has no such swap it moves aside to `.<name>.old-<host>-<pid>` for the instant of the
-swap. Before a run:
-
-- the output must be absent, an empty directory, or a directory that `replaceable` accepts
-  (an artifact of ours); a regular file, a symbolic link, or a directory of anything else is
-  refused, as is an output whose nearest existing ancestor is not a directory;
-- missing parent directories are created, and removed again when the command fails;
-- siblings left by a killed run are cleaned up: only names matching the pattern above exactly,
-  only on this host, and only when that process is gone. A retired artifact whose swap was cut
-  short goes back into place when the output itself is missing.
+An artifact is built in a temporary sibling `.<name>.tmp-<host>-<pid>` and swapped into place in one
+atomic step (renameat2's exchange; else a move aside to `.<name>.old-<host>-<pid>`). The output must be
+absent, empty, or a directory `replaceable` accepts; parents made are removed again on failure, and
+siblings a killed run of this host left are cleaned up once that process is gone.
 
 Example (what `gptlineage data-csv --output results/data_csv` does through ArtifactWriter):
     created = prepare_output(Path("results/data_csv"), replaceable=holds_artifact_manifest)

@@ -4,16 +4,11 @@ Example:
     gptlineage lineage reproduce results/data_csv
     gptlineage lineage reproduce results/train/pretrain --with-current-code --tolerance 1e-6
 
-Steps: verify the artifact and everything upstream (`lineage.walk.verify`); refuse when the code
-the command runs now differs from the recorded closure, unless `with_current_code`; have the
-caller rebuild the command line from the manifest (`gptlineage.command_line`: the recorded argv
-is data, parsed by the command's own parser and written anew, --output pointed at a temporary
-sibling of the artifact, no recorded word passed on); run it as this package in Python's
-isolated mode (no cwd, no PYTHON* variable on sys.path) from an empty private folder, with the
-recorded CPU allowance (OMP_NUM_THREADS), killed with this process; compare each output file's
-sha256 with the manifest (a Snakemake cache restore's real files), and look closer at those
-that differ (see lineage.compare). The temporary folders are removed afterwards, and a later
-reproduce removes those of one that was killed (name, owner, marker, the process gone).
+Steps: verify the artifact and everything upstream; refuse changed code unless `with_current_code`;
+have the caller rebuild the command line from the manifest (`gptlineage.command_line`, --output a
+temporary sibling); run it as this package in isolated mode from an empty private folder with the
+recorded CPU allowance; compare each output file with the manifest (lineage.compare). A later
+reproduce removes the temporary folders of one that was killed.
 """
 
 from __future__ import annotations
@@ -29,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -74,19 +70,12 @@ def rerun_pattern(name: str, pid: str = "[0-9]+") -> re.Pattern[str]:
 
 
 def rerun_location(artifact_dir: Path, scratch: Path) -> Path:
-    """A temporary sibling of the artifact (`.<name>.reproduce-<host>-<pid>-XXXX`), else a folder in SCRATCH.
-
-    Beside the artifact, paths an output records relative to its own directory (a link to
-    `../run/checkpoints/...`) come out the same; in a read-only tree they may differ. The
-    scratch marker records it, so a later reproduce removes it if this one is killed.
-    """
+    """A temporary sibling of the artifact (`.<name>.reproduce-<host>-<pid>-XXXX`), where paths an output
+    records relative to its directory come out the same, else (a read-only tree) a folder in SCRATCH."""
     clean_stale_reruns(artifact_dir)
+    prefix = f".{artifact_dir.name}.reproduce-{HOST_TAG}-{os.getpid()}-"
     try:
-        rerun = Path(
-            tempfile.mkdtemp(
-                prefix=f".{artifact_dir.name}.reproduce-{HOST_TAG}-{os.getpid()}-", dir=artifact_dir.parent
-            )
-        )
+        rerun = Path(tempfile.mkdtemp(prefix=prefix, dir=artifact_dir.parent))
     except OSError:
         rerun = scratch / artifact_dir.name
     marker = json.loads((scratch / MARKER).read_text(encoding="utf-8"))
@@ -210,10 +199,8 @@ def inputs_here(node: Node, finder: SourceFinder) -> list[Path | None]:
 
 
 def link_sources(nodes: Sequence[Node], finder: SourceFinder, cwd: Path) -> None:
-    """Make the plain sources of the whole lineage readable from the rerun's folder by the path
-    they were given from the project root (`workdir_path`, `data/x.jsonl.gz`): a command that
-    verifies its inputs' lineage (the deliverable) finds them there. A link per
-    first part, when the first part is free and the source lies here under the same path."""
+    """Link the plain sources of the whole lineage into the rerun's folder by their path from the project
+    root (`workdir_path`), for a command that verifies its inputs' lineage: a link per free first part."""
     for node in nodes:
         for entry in node.manifest["inputs"]:
             hint = Path(entry["workdir_path"]) if isinstance(entry.get("workdir_path"), str) else None
@@ -236,12 +223,8 @@ def reproduce(
     with_current_code: bool = False,
     sources: Sequence[str | Path] = (),
 ) -> dict[str, Any]:
-    """Verify, rerun and compare; the report as a JSON-ready dict (`reproduced` is the verdict).
-
-    REBUILD(manifest, artifact_dir, output, scratch, cwd, places) gives the rerun's command line and
-    makes the links its relative input paths need in CWD (PLACES: where each input lies here) (`gptlineage.command_line.rebuilt_command`):
-    the lineage layer knows no command.
-    """
+    """Verify, rerun and compare; the report as a JSON-ready dict (`reproduced` is the verdict). REBUILD
+    (`Rebuilder`) gives the rerun's command line and makes the links its inputs need in CWD."""
     artifact_dir = lexical(resolve_artifact(path))
     nodes, problems = verify(artifact_dir, sources=sources)
     if problems:
@@ -314,11 +297,8 @@ def compare_rerun(
 
 
 def machine_verdict(recorded: Mapping[str, Any], rerun: Mapping[str, Any], files: Sequence[Any]) -> dict[str, Any]:
-    """Where the record and the rerun ran, and what other bytes mean there: on the same CPU and
-    threads the same work gives the same bytes, so any difference is a failure; on another CPU
-    the kernels round otherwise, so numbers that moved are expected, and `reached` is the
-    tolerance that would accept them (the largest |Δ|; None when something other than a number
-    differs)."""
+    """Where the record and the rerun ran: on another CPU numbers that moved are expected, and `reached`
+    is the tolerance that would accept them (the largest |Δ|; None when more than numbers differ)."""
     differing = [found for found in files if not found.ok]
     numbers_only = all(found.max_abs is not None for found in differing)
     reached = max((found.max_abs for found in files if found.max_abs), default=0.0) if numbers_only else None
@@ -376,9 +356,7 @@ def render_reproduce(report: Mapping[str, Any], form: str = "text") -> str:
     for found in report["files"]:
         detail = f"  {found['detail']}" if found["detail"] else ""
         lines.append(f"  {found['verdict']:<{width}}  {found['path']}{detail}")
-    counts: dict[str, int] = {}
-    for found in report["files"]:
-        counts[found["verdict"]] = counts.get(found["verdict"], 0) + 1
+    counts = Counter(found["verdict"] for found in report["files"])
     tally = "; ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items(), key=lambda item: item[0] != IDENTICAL))
     lines.append(verdict_line(report, tally)[0])
     return "\n".join(lines)

@@ -3,10 +3,8 @@
 Example:
     gptlineage lineage diff results other/results    # each tree's one deliverable, results/sft_stage2
 
-`lineage diff`, `lineage table` and `lineage compare` take an artifact (or a file inside one) or a
-results tree. A tree stands for its deliverable (an artifact whose command declares
-itself a deliverable, wherever it lies in the tree) when it holds one, else for its one result
-(an artifact no other artifact of the tree reads); a tree with several is an error naming them.
+A results tree stands for its deliverable when it holds one, else for its one result (an artifact
+no other artifact of the tree reads); a tree with several is an error naming them.
 """
 
 from __future__ import annotations

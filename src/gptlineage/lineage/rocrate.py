@@ -3,30 +3,14 @@
 Example:
     gptlineage lineage export results/sft_stage2 --format ro-crate --output results/sft_stage2.crate
 
-The crate holds every artifact of the lineage as a folder, the plain source inputs under
-`sources/`, a shell script `lineage-commands.sh` with the commands, each after those it
-needs (the workflow, the crate's mainEntity), and `ro-crate-metadata.json` describing:
-  - one CreateAction per artifact: instrument = the gptlineage command (SoftwareApplication),
-    object = its inputs and parameters (PropertyValue), result = its files (File, with sha256),
-    startTime and endTime from the manifest's run block;
-  - one CreateAction for the whole chain, whose instrument is the workflow script.
-The root Dataset conforms to Process Run Crate 0.5, Workflow Run Crate 0.5 and Workflow
-RO-Crate 1.0 (roc-validator passes all four profiles at REQUIRED: tests/test_lineage_formats.py).
-A property holding one value is written as that value, not a one-element list (RO-Crate 1.1).
+The crate holds every artifact of the lineage as a folder, the plain sources under `sources/`
+(named by sha256 only with `--no-sources`), the workflow script `lineage-commands.sh` (its
+mainEntity; commands rebuilt from the manifests, never the recorded words) and
+`ro-crate-metadata.json`: one CreateAction per artifact and one for the whole chain. The root
+Dataset conforms to Process Run Crate 0.5, Workflow Run Crate 0.5 and Workflow RO-Crate 1.0.
 
-Each artifact's command is printed as rebuilt from its manifest (`gptlineage <command>` and
-flags written anew from the parsed values; see gptlineage.command_line), never as the recorded
-words, which no pin covers. A crate is written beside OUTPUT and swapped in (lineage.crate_place).
-
-Files are hard-linked into the crate where the file system allows (a crate then costs no
-space beside its results; treat it as read-only, an edit in place would change the result
-too) and copied otherwise.
-
-A manifest is data, never an instruction: only a lineage that verifies is exported (every
-file rehashed, every input where its hash says), folder names are sanitized directory names,
-sources sit under `sources/<sha256 prefix>/<sanitized name>`, and every path is checked to
-stay inside the crate before anything is placed. With `--no-sources` the source inputs are
-named (by sha256) but not copied.
+Files are hard-linked where the file system allows (treat a crate as read-only). Only a lineage
+that verifies is exported, and every path is checked to stay inside the crate before anything is placed.
 """
 
 from __future__ import annotations
@@ -124,12 +108,8 @@ class Crate:
 
 
 def add_artifact(crate: Crate, node: Node, folder: str) -> tuple[str, list[str]]:
-    """The artifact's folder as a Dataset of its files; returns the Dataset id and the result file ids.
-
-    File hashes are the manifest's: the lineage was verified byte for byte just before. The bytes
-    come from where they really lie (a Snakemake cache entry for a restored artifact, whose own
-    directory holds only links), so the crate holds files, never links into the cache.
-    """
+    """The artifact's folder as a Dataset of its files (their bytes from where they really lie, a restored
+    cache entry's included; hashes from the verified manifest); returns the Dataset id and the file ids."""
     files = artifact_files_root(node.path)
     results = [
         crate.file(f"{folder}/{entry['path']}", files / entry["path"], entry["sha256"], entry["bytes"])
@@ -168,12 +148,8 @@ def add_input(crate: Crate, node: Node, entry: dict[str, Any], folders: dict[Pat
 
 
 def add_source(crate: Crate, source: Path, entry: dict[str, Any]) -> str:
-    """A source input (a file or folder not made by gptlineage) under `sources/<hash>/<name>`.
-
-    The folder is the sha256 from the manifest (64 hex digits, checked, and matched by verify),
-    which keeps two sources of one name apart; the name is sanitized. Without sources, the
-    input is a contextual entity naming the hash, and no byte of it enters the crate.
-    """
+    """A source input (a file or folder not made by gptlineage) under `sources/<hash>/<name>`, the hash
+    keeping two sources of one name apart; without sources, a contextual entity naming the hash."""
     digest = entry.get("sha256") or entry["tree_sha256"]
     name = safe_name(source.name, "source")
     if not crate.copy_sources:
@@ -220,20 +196,16 @@ def instrument(crate: Crate, manifest: dict[str, Any]) -> str:
 
 def parameter_values(crate: Crate, manifest: dict[str, Any]) -> list[str]:
     """The resolved parameters as PropertyValue entities (values JSON-encoded when not text)."""
-    ids = []
-    for key, value in manifest["parameters"].items():
-        text = value if isinstance(value, str) else json_text(value)
-        ids.append(
-            crate.add(
-                {
-                    "@id": f"#param-{manifest['id'][:12]}-{quote(key, safe='')}",
-                    "@type": "PropertyValue",
-                    "name": key,
-                    "value": text,
-                }
-            )["@id"]
-        )
-    return ids
+    entities = (
+        {
+            "@id": f"#param-{manifest['id'][:12]}-{quote(key, safe='')}",
+            "@type": "PropertyValue",
+            "name": key,
+            "value": value if isinstance(value, str) else json_text(value),
+        }
+        for key, value in manifest["parameters"].items()
+    )
+    return [crate.add(entity)["@id"] for entity in entities]
 
 
 def iso_time(text: str | None) -> str | None:
@@ -341,12 +313,8 @@ def export_ro_crate(
     path: str | Path, output: str | Path, command_line: CommandLine, sources: bool = True, zipped: bool = False
 ) -> Path:
     """Write the crate directory at OUTPUT (replacing an older crate there) and return the metadata path;
-    ZIPPED: the crate as one zip file at OUTPUT, returned.
-
-    Only a lineage that verifies is exported; COMMAND_LINE(node) rebuilds each artifact's command
-    (a recorded command that is not gptlineage's is refused); SOURCES False leaves the source
-    inputs' bytes out. Every refusal comes before anything is created.
-    """
+    ZIPPED: the crate as one zip file at OUTPUT, returned. COMMAND_LINE(node) rebuilds each artifact's
+    command; SOURCES False leaves the source inputs' bytes out. Every refusal comes before any write."""
     output = Path(output).absolute()
     nodes = verified_lineage(path, "RO-Crate", output)
     if zipped:

@@ -4,15 +4,10 @@ Example:
     gptlineage lineage table results other/results            # the default chain, before and after a change
     gptlineage lineage table results/*/sft_stage2 --only-changed --csv
 
-A run is what one argument names: an artifact (a deliverable, a training run) with
-everything upstream of it, or a results tree. A tree that holds deliverables gives one
-run per deliverable (a sweep's `results/<name>/sft_stage2`); any other tree is one run made
-of every artifact in it and their lineages. Stages are matched across runs by directory name
-(when two stages of a run share a name, the one further upstream keeps it and the other is
-`name[command]`). A parameter is `stage.key`, flattened with dots; a training run's `settings.X`
-and `resolved.X` are one `X` (the resolved value). Headline metrics: those a stage's command
-declares with a run-table column (`Metric.column` in `gptlineage.lineage.declaration`), grouped
-by column, each column where it first comes upstream.
+A run is what one argument names: an artifact with everything upstream of it, or a results tree (one
+run per deliverable it holds, else one run of all its artifacts). Stages are matched across runs by
+directory name (a clash upstream becomes `name[command]`); a parameter is `stage.key`, a training run's
+`settings.X` and `resolved.X` one `X`; headline metrics are those declared with a `Metric.column`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The commands of a lineage as a shell script, each after the ones it needs (upstream first).
 
-The RO-Crate export ships it as the crate's workflow (`lineage-commands.sh`). Each line is
-`gptlineage <command> <flags>` rebuilt from the manifest by the caller's `command_line`; a
-manifest whose command is not one of gptlineage's is refused. Example:
+The RO-Crate export ships it as `lineage-commands.sh`, each line rebuilt from the manifest by the
+caller's `command_line`. Example:
     gptlineage lineage export results/data_csv --format ro-crate --output results/data_csv.crate
     cat results/data_csv.crate/lineage-commands.sh
 """

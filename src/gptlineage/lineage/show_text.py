@@ -4,13 +4,9 @@ Example:
     gptlineage lineage show results/sft_stage2          # this view
     gptlineage lineage show results/sft_stage2 --full   # every file, hash and run record
 
-Each artifact is one line, `role: name  command  id` (12 hex digits of its id), then its
-parameters as `key: value` pairs packed into lines (JSON's `null`, `true`, lists in brackets; a
-training run's `settings` left out where `resolved` repeats them), a count of its files and of its
-checkpoints (`checkpoints: 12 (step-100 … step-1200)`), where it ran where that changes (`ran on:
-AMD EPYC (avx2 fma avx512f; AVX512), 1 thread`), its sources (files outside any artifact), then its
-inputs indented below it. An artifact reached a second time is one line ending `… (shown above)`.
-Lines longer than the terminal are cut in the middle (`--full` has them whole).
+Each artifact is one line, `role: name  command  id`, then its parameters packed into lines, counts
+of its files and checkpoints, where it ran where that changes, its sources, then its inputs indented
+below it; one reached a second time ends `… (shown above)`. Long lines are cut in the middle.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """Source inputs found by content: a results tree copied or moved elsewhere still verifies.
 
-A plain source (a data file, a local dataset directory) is recorded by its sha256 (or a hash over
-its files) with two hints: its path relative to the artifact, and, when it lay under the command's
-working directory (the project root, where Snakemake runs each job), its path from there
-(`workdir_path`). A path read from a manifest is followed only inside the artifact's project
-(`tree.project_root`: the directory holding its tree, the tree being its nearest ancestor named
-`results`, else the directory holding it): a recorded path climbing out of it
-(`../../../../../../../data/x`, as an artifact written under Snakemake's copy of a store
-records) is never opened, whatever lies there. The source is then looked up by its
-`workdir_path` under the project root (the checkout holding results/), then under the reading
-command's own working directory (where Snakemake runs the jobs of a store's local copy,
-`.snakemake/storage/s3/<bucket>/<prefix>/`).
-When none of these holds it, `lineage verify --sources DIR` looks for the same bytes under DIR: a
-file by its sha256, a directory by its tree hash among the directories of the recorded name; a
-file or directory of the recorded name with other bytes is a changed source, not an absent one.
-A source found changed at its place fails even when DIR holds the recorded bytes: the workflow
-and `lineage reproduce` read the file at its place. Each file under DIR is hashed at most once
-per command; only regular files are read, and pseudo file systems (/proc, /sys) never.
+A plain source is recorded by its sha256 (or a tree hash) with two hints: its path relative to the
+artifact, followed only inside the artifact's project (`tree.project_root`), and its path from the
+working directory (`workdir_path`), looked up under the project root, then under the reading
+command's own working directory. When none holds it, `lineage verify --sources DIR` looks for the
+same bytes under DIR (a file by sha256, a directory by tree hash and name); a source changed at its
+place fails even so. Only regular files are read, each hashed at most once per command.
 
 Example:
     workdir_path(Path("/project/data/x.csv"))         # "data/x.csv" when run in /project, else None
@@ -51,10 +40,9 @@ def workdir_path(path: str | Path) -> str | None:
 
 
 def source_places(directory: Path, entry: dict[str, Any]) -> list[Path]:
-    """Where the plain source ENTRY of the artifact DIRECTORY may lie here, in order: its recorded
-    place relative to the artifact when that stays inside the artifact's project, then its
-    `workdir_path` (a plain relative path, checked with the manifest) under the project root,
-    then under this working directory. A place outside the project is never among them."""
+    """Where the plain source ENTRY of the artifact DIRECTORY may lie here, in order: its recorded place
+    when that stays inside the artifact's project, then its `workdir_path` under the project root, then
+    under this working directory."""
     root = project_root(directory)
     recorded = lexical(directory / entry["path"])
     places = [recorded] if within(recorded, root) else []
@@ -181,9 +169,8 @@ def with_copy(problem: str, copy: Path | None) -> list[str]:
 def source_file_problems(
     directory: Path, entry: dict[str, Any], source: Path | None, sources: SourceFinder
 ) -> list[str]:
-    """A plain source file: at its place here (`source_place`) with its bytes, else, nothing there,
-    found by content in `sources`; a file there with other bytes fails, whatever `sources` holds
-    (the workflow and reproduce read that file)."""
+    """A plain source file: at its place here with its bytes, else, nothing there, found by content in
+    `sources`; a file there with other bytes fails, whatever `sources` holds."""
     if source is None or not source.exists():
         if sources.find_file(entry["sha256"]) is not None:
             return []
@@ -203,10 +190,9 @@ def source_file_problems(
 def source_tree_problems(
     directory: Path, entry: dict[str, Any], source: Path | None, sources: SourceFinder
 ) -> list[str]:
-    """A source directory is hashed only when it is what the manifest says: not the file system's
-    root, not a directory holding the artifact itself, and holding the number of files recorded.
-    A path read from a manifest is data: a forged `../../../../usr` costs a count, never a hash
-    of the whole tree. Absent here, it may be found by content in `sources`."""
+    """A source directory is hashed only when it is what the manifest says (not the root, not one holding
+    the artifact, the recorded file count: a forged path costs a count, never a hash); absent here, it may
+    be found by content in `sources`."""
     name = recorded_name(directory, entry)
     if source is None or not source.is_dir():
         if sources.find_tree(entry, name) is not None:

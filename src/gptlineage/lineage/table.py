@@ -3,12 +3,9 @@
 Like `dvc exp show`, for the artifacts this package writes. Example:
     gptlineage lineage table results other/results --stage data_csv --params lr --sort final_loss --descending --md
 
-Parameters are flattened with dots (`settings.steps`). A command's parameter becomes a column
-when its value differs between that command's rows, or when `--params` names it (by its full
-dotted name or its last part). Metrics are the headline metrics each artifact's command declares
-(`gptlineage.lineage.declaration`), found in the manifest's `summary` or in the small JSON
-reports its command declares it writes (`reports`: trainlog.json, report.json, comparison.json);
-duration is the wall time between the run's recorded start and finish.
+A parameter (flattened with dots) becomes a column when it differs between a command's rows or
+`--params` names it; metrics are the headline metrics each command declares, from the `summary` or
+its declared JSON reports; duration is the recorded wall time.
 """
 
 from __future__ import annotations
@@ -49,10 +46,8 @@ def is_number(value: Any) -> bool:
 
 
 def report_values(artifact_dir: Path, manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Numbers in the artifact's small JSON reports, by file name then dotted key.
-
-    A training log's series become `<name>.first` and `<name>.last`; lists are otherwise skipped.
-    """
+    """Numbers in the artifact's small JSON reports, by file name then dotted key (a training log's
+    series as `<name>.first` and `<name>.last`)."""
     found: dict[str, dict[str, Any]] = {}
     listed = {entry["path"]: entry["bytes"] for entry in manifest.get("files", [])}
     for name in declaration_of(manifest).report_files():
@@ -86,11 +81,8 @@ def wall_seconds(manifest: Mapping[str, Any]) -> float | None:
 
 
 def stage_metrics(artifact_dir: Path, manifest: Mapping[str, Any], *, extras: bool = False) -> dict[str, Any]:
-    """The headline metrics its command declares, then wall time; with `extras`, every other number too.
-
-    Extras are the summary's other numbers (`summary:<key>`) and the reports' (`<file>:<key>`),
-    leaving out a report's copy of a headline metric and the keys the command declares no result.
-    """
+    """The headline metrics its command declares, then wall time; with `extras`, the summary's and reports'
+    other numbers too (`summary:<key>`, `<file>:<key>`), less copies and omitted keys."""
     declared = declaration_of(manifest)
     sources = {"summary": {k: v for k, v in flatten(manifest.get("summary") or {}).items() if is_number(v)}}
     sources.update(report_values(artifact_dir, manifest))

@@ -4,11 +4,9 @@ Example:
     lines = fit_table(["run", "lr", "final_loss"], [["default", "0.001", "0.84285"]], width=80)
     print("\\n".join(lines))
 
-A cell is whole on one line or not shown: a long text cell (a path) is shortened in the middle
-(`results/…/sft_stage2`), and the columns that still do not fit the width are dropped, from the
-right, with one line saying how many and how to see them (`--columns`, a wider `COLUMNS`).
-Headers may break at a newline or at `_` / `.` (`final_val_` / `loss`). Numbers align right.
-Widths are terminal cells (`cells`): a CJK character takes two, a combining mark none.
+A long text cell is shortened in the middle (`results/…/sft_stage2`), and columns that still do not
+fit are dropped from the right with one line saying so; headers may break at `_` or `.`. Widths are
+terminal cells (`cells`): a CJK character takes two, a combining mark none.
 """
 
 from __future__ import annotations

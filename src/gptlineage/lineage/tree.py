@@ -1,19 +1,11 @@
 """An artifact directory as it lies on disk, listed without following a single link.
 
-`lineage verify` compares this listing with the manifest: every regular file must be listed,
-and a symbolic link, a pipe, a device or a directory with no listed file in it is a problem
-(a link could point anywhere; reading a pipe would hang). Example:
+`lineage verify` compares this listing with the manifest: a link, a pipe, a device or a directory
+with no listed file in it is a problem. An artifact belongs to a tree (`tree_root`: its nearest
+ancestor named `results`) and the tree to a project (`project_root`); a recorded path is followed
+only inside the project (`within`), and pseudo file systems (/proc, /sys, /dev) are never searched.
 
-    gptlineage lineage verify results/data_csv
-    # FAILED .../results/data_csv/extra: a symbolic link (an artifact holds regular files only)
-
-An artifact belongs to a tree (`tree_root`: its nearest ancestor named `results`, else the
-directory holding it) and the tree to a project (`project_root`: the directory holding the tree,
-the checkout holding results/); a path its manifest records is followed only inside that
-project (`within`), never to whatever lies above it.
-Directories on the kernel's pseudo file systems (/proc, /sys, /dev) are never searched
-(`pseudo_file_system`): their "regular" files can block a reader or never end.
-
+Example:
     tree_root(Path("/ck/results/train/pretrain"))    # Path("/ck/results"); the project root is /ck
 """
 

@@ -46,11 +46,8 @@ class Node:
 
 
 def resolve_artifact(path: str | Path) -> Path:
-    """The artifact directory for PATH (the directory itself, or the artifact holding a file).
-
-    A path that does not exist, or whose nearest manifest is broken, is an error naming it; a
-    manifest of another schema (a checkpoint's) is passed over on the way up.
-    """
+    """The artifact directory for PATH (the directory itself, or the artifact holding a file); a manifest
+    of another schema (a checkpoint's) is passed over on the way up, a broken one is an error."""
     path = Path(path)
     if not os.path.lexists(path):
         raise GptlineageError(f"{path}: no such file or directory")
@@ -298,12 +295,9 @@ def verify(
 ) -> tuple[list[Node], list[str]]:
     """Rehash PATH and everything upstream; return the artifacts checked and every problem found.
 
-    With EXPECT_ID, PATH's artifact must also have that id, and with EXPECT_CONTENT that
-    content_sha256: pinned hashes notice a chain whose manifests were edited and re-sealed by
-    hand, which every other check accepts. The id pins the work (command, parameters, inputs,
-    code); the content hash pins the results it produced, measurements such as timings included.
-    SOURCES are directories where plain sources are looked for by content when a copied or moved
-    tree no longer finds them where they were recorded.
+    EXPECT_ID and EXPECT_CONTENT pin PATH's id (the work) and content_sha256 (its results): they notice
+    a chain whose manifests were edited and re-sealed by hand. SOURCES are directories where plain
+    sources are looked for by content.
     """
     with hash_session():  # a file (or a manifest) that many artifacts list is read once
         read = ManifestCache()

@@ -8,15 +8,9 @@ The network maps token ids [B, T] to next-token logits [B, T, V]:
     h = ln_f(x)                                      final LayerNorm        -> hidden(idx)
     logits = h @ wte.T                               tied output, no bias   -> logits(h)
 
-Differences from OpenAI's GPT-2 that the reference makes: Q, K and V have no bias, and
-the LayerNorm epsilon is a configuration field. Everything else (tied embeddings,
-residual projections initialised with std 0.02/sqrt(2·layers)) follows GPT-2.
-
-Parameters are registered in the reference's order, so `model.parameters()` yields
-wte, wpe, then per layer ln_1.w, ln_1.b, Wq, Wk, Wv, Wo, bo, ln_2.w, ln_2.b, W_fc, b_fc,
-W_proj, b_proj, then ln_f.w, ln_f.b. All linears are `nn.Linear`, weight (out, in);
-the reference stores Wq/Wk/Wv/Wo the other way round, (in, out), so a converter transposes
-those four.
+Unlike OpenAI's GPT-2, as in the reference, Q, K and V have no bias and the LayerNorm epsilon is a
+configuration field. Parameters are registered in the reference's order (wte, wpe, then per layer
+ln_1, Wq, Wk, Wv, Wo, bo, ln_2, fc, proj, then ln_f); the reference stores Wq/Wk/Wv/Wo as (in, out).
 
 Example:
     config = model_config("quick", layers=3)           # a preset with one field changed
@@ -45,11 +39,8 @@ PRECISIONS = dict(zip(PRECISION_NAMES, (torch.float32, torch.float64, torch.floa
 
 
 def set_strict_float32() -> None:
-    """Make float32 matmuls and convolutions really float32 (no TF32) on CUDA.
-
-    TF32 keeps 10 mantissa bits; the reference compares losses to ~1e-5, which TF32 would
-    swamp. On CPU these switches change nothing, so calling this is always safe.
-    """
+    """Make float32 matmuls and convolutions really float32 on CUDA: TF32's 10 mantissa bits would swamp
+    the reference's ~1e-5 loss comparisons. On CPU these switches change nothing."""
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
@@ -153,11 +144,8 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    """The decoder. `GPT(config, seed)` is ready to train; see `init_weights` for the draws.
-
-    `seed=None` leaves the weights uninitialised (for loading a checkpoint next);
-    `device="meta"` builds shapes only, which makes counting gpt2-small's parameters free.
-    """
+    """The decoder. `GPT(config, seed)` is ready to train; `seed=None` leaves the weights uninitialised
+    (a checkpoint is loaded next); `device="meta"` builds shapes only."""
 
     def __init__(self, config: GPTConfig, seed: int | None = 0, *, device: str | torch.device = "cpu") -> None:
         super().__init__()
@@ -182,16 +170,10 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def init_weights(self, generator: torch.Generator) -> None:
-        """Draw every weight from `generator`, one stream in parameter order.
-
-        N(0, 0.02) for embeddings and linear weights, N(0, 0.02/sqrt(2·layers)) for the
-        attention output and the second MLP linear, biases 0, LayerNorm weights 1.
-        Values are drawn as float32 on the CPU (the generator must be a CPU one) and then
-        copied in, so the same seed gives the same model on any device and any dtype.
-        """
-        residual = {id(block.attn.proj.weight) for block in self.blocks} | {
-            id(block.mlp.proj.weight) for block in self.blocks
-        }
+        """Draw every weight from `generator`, one stream in parameter order: N(0, 0.02), N(0, 0.02/sqrt(2·layers))
+        for the residual projections, biases 0, LayerNorm weights 1. Drawn as float32 on the CPU and copied in,
+        so the same seed gives the same model on any device and any dtype."""
+        residual = {id(weight) for block in self.blocks for weight in (block.attn.proj.weight, block.mlp.proj.weight)}
         layer_norms = {id(m.weight) for m in self.modules() if isinstance(m, nn.LayerNorm)}
         for name, param in self.named_parameters():
             if id(param) in layer_norms:
@@ -227,9 +209,7 @@ class GPT(nn.Module):
         return self.transform(self.embed(idx))
 
     def logits(self, hidden: torch.Tensor, ids: slice | None = None) -> torch.Tensor:
-        """Hidden states [..., W] -> logits [..., V], or only the vocabulary ids `ids` (a slice) of them.
-        Separate so a trainer or a decoder can chunk it: at gpt2-small's size the [B, T, V] logits
-        are by far the largest activation."""
+        """Hidden states [..., W] -> logits [..., V], or only the vocabulary ids `ids` (a slice) of them."""
         weight = self.output_weight if ids is None else self.output_weight[ids]
         return F.linear(hidden, weight)  # h @ wteᵀ, no bias
 
@@ -239,6 +219,5 @@ class GPT(nn.Module):
 
 
 def count_parameters(model: nn.Module) -> int:
-    """Number of trainable numbers, each shared (tied) tensor counted once."""
-    # parameters() already yields a tensor shared by two modules only once.
+    """Number of trainable numbers, each shared (tied) tensor counted once (as parameters() yields it)."""
     return sum(param.numel() for param in model.parameters())

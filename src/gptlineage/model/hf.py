@@ -14,13 +14,9 @@ The two models compute the same function; only the storage differs:
     blocks.i.mlp.proj.weight / bias          transformer.h.i.mlp.c_proj.weight (transposed) / bias
     ln_f.*                                   transformer.ln_f.*
 
-Hugging Face's `Conv1D` stores weights (in, out), the transpose of `nn.Linear`. GPT-2 has a
-q/k/v bias that ours lacks, so the export writes zeros there; `hf_to_ours` refuses a
-non-zero one. The tied `lm_head.weight` is not written: `from_pretrained` ties it to
-`transformer.wte.weight` (config `tie_word_embeddings`), as in Hugging Face's own files.
-
-`transformers` is imported only inside the functions that build its objects, so the
-mapping itself (and `gptlineage export-hf --help`) does not pay for importing it.
+Hugging Face's `Conv1D` stores weights (in, out); the q/k/v bias ours lacks is exported as zeros (a
+non-zero one is refused back), and the tied `lm_head.weight` is not written (`from_pretrained` ties it).
+`transformers` is imported only inside the functions that build its objects.
 
 Example:
     gptlineage export-hf --run results/sft_stage2 --output results/export_hf
@@ -60,11 +56,8 @@ ACTIVATION = "gelu_new"  # Hugging Face's name for the tanh-approximated GELU th
 
 
 def hf_config_values(config: GPTConfig) -> dict[str, Any]:
-    """The GPT2Config fields that make Hugging Face's GPT-2 compute exactly our model.
-
-    Dropouts are 0 whatever ours says: an export is for inference and comparisons, where
-    dropout would only add noise. bos/eos are GPT-2's EOT when the vocabulary has it.
-    """
+    """The GPT2Config fields that make Hugging Face's GPT-2 compute exactly our model (dropouts 0: an
+    export is for inference); bos/eos are GPT-2's EOT when the vocabulary has it."""
     eot = EOT_ID if config.vocab > EOT_ID else None
     return {
         "vocab_size": config.vocab,
@@ -137,11 +130,8 @@ def _with_prefix(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def hf_to_ours(state: Mapping[str, torch.Tensor], config: GPTConfig) -> dict[str, torch.Tensor]:
-    """Hugging Face GPT-2 tensors -> our state dict (contiguous copies).
-
-    Refuses what our model cannot represent: a non-zero q/k/v bias, an lm_head that differs
-    from the token embedding, tensors left over after the mapping.
-    """
+    """Hugging Face GPT-2 tensors -> our state dict (contiguous copies); refuses what our model cannot
+    represent (a non-zero q/k/v bias, an untied lm_head, tensors left over)."""
     state = _with_prefix(state)
     used: set[str] = set()
 
@@ -203,11 +193,8 @@ def hf_model(model: GPT, *, attn_implementation: str = "sdpa") -> GPT2LMHeadMode
 
 
 def write_hf_directory(model: GPT, directory: str | Path) -> dict[str, Any]:
-    """Write config.json and model.safetensors (float32) that `GPT2LMHeadModel.from_pretrained` loads.
-
-    Returns what was written: the config values and the Hugging Face parameter count
-    (ours plus the zero q/k/v biases).
-    """
+    """Write config.json and model.safetensors (float32) that `GPT2LMHeadModel.from_pretrained` loads;
+    return the config values and the Hugging Face parameter count (ours plus the zero q/k/v biases)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     values = hf_config_values(model.config)

@@ -1,9 +1,7 @@
 """Key/value-cached decoding: each token passes through the model once, and later tokens reuse its keys and values.
 
-The full-prefix reference (`generation.decoding.FullPrefixDecoder`) runs the whole prefix again for every
-new token, recomputing every earlier key and value. Here each layer keeps the key and value
-rows of every position consumed so far, and a forward pass over new tokens [B, t] computes
-only their rows:
+Unlike the full-prefix reference (`generation.decoding.FullPrefixDecoder`), each layer keeps the key
+and value rows of every position consumed so far, and a pass over new tokens [B, t] computes only theirs:
 
     positions      start .. start+t−1, where start = the cache length (learned absolute positions)
     per block      q, k, v = ln_1(x) @ Wq, Wk, Wv               [B, H, t, D]
@@ -11,29 +9,19 @@ only their rows:
                    y = softmax(q·Kᵀ/√D + mask) · V              mask only when t > 1
     logits         ln_f(x) @ wteᵀ
 
-The blocks are the model's own (`GPT.transform` with one `LayerCache` per block): this module
-keeps the rows and builds the positions and the mask, and computes nothing a block computes.
+The blocks are the model's own (`GPT.transform` with one `LayerCache` per block): this module keeps
+the rows and builds the positions and the mask. A prefill (t > 1) needs an explicit mask, query i at
+position start+i seeing keys 0..start+i (SDPA's `is_causal=True` is wrong once start > 0).
 
-One new query (t = 1) sits after every cached key, so it may attend to all of them and
-needs no mask. A prefill (t > 1) needs an explicit mask: query i sits at absolute position
-start+i and sees keys 0..start+i. (SDPA's `is_causal=True` aligns its mask to the top-left
-corner, which is wrong as soon as start > 0.)
-
-Several sequences decode together as rows of one batch, left-padded to a common length
-(`pads`): row r's token in column c sits at position c − pads[r], and a mask keeps every
-real query away from its row's padding columns. Finished rows leave the batch
-(`KVCache.keep`), so the survivors' steps do not pay for them.
-
-The invariant, as the reference proves it (`represents_cache_lengths`): after consuming n
-tokens, every layer holds exactly n key/value rows, and they equal the rows a full forward
-pass over those n tokens computes. `KVCache.lengths()` exposes the first half; the tests
-check both.
+Several sequences decode together as left-padded rows of one batch (`pads`); finished rows leave
+it (`KVCache.keep`). The invariant, as the reference proves it (`represents_cache_lengths`): after
+n tokens every layer holds exactly the n key/value rows a full forward pass computes (the tests check).
 
 Example:
     decoder = CachedDecoder(model)                  # model in eval mode, any device
     logits = decoder.prefill(prompt_ids)            # [V], next-token logits after the prompt
     logits = decoder.advance(token)                 # [V], one position further
-    decoder.cache.lengths()                         # [len(prompt_ids) + 1] * layers
+    len(decoder.cache)                              # len(prompt_ids) + 1
 """
 
 from __future__ import annotations
@@ -47,11 +35,8 @@ from gptlineage.model.gpt import GPT
 
 
 class LayerCache:
-    """One layer's key and value rows, [B, H, capacity, D] each, filled from column 0 up.
-
-    Buffers are allocated once at full capacity: appending writes into them instead of
-    concatenating, so a step costs no copy of the earlier rows.
-    """
+    """One layer's key and value rows, [B, H, capacity, D] each, filled from column 0 up: allocated
+    once, so appending writes into them and a step costs no copy of the earlier rows."""
 
     def __init__(self, shape: tuple[int, int, int, int], dtype: torch.dtype, device: str | torch.device) -> None:
         # torch.empty: rows past the length are never read, so they need no zeroing.
@@ -120,30 +105,14 @@ class KVCache:
             device=weight.device,
         )
 
-    def lengths(self) -> list[int]:
-        """How many positions each layer holds (all equal between forward passes)."""
-        return [layer.length for layer in self.layers]
-
     def __len__(self) -> int:
         """Positions consumed: the length of layer 0, which is the first to advance."""
         return self.layers[0].length if self.layers else 0
-
-    def append(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """`LayerCache.append` of layer `layer`."""
-        return self.layers[layer].append(keys, values)
 
     def keep(self, rows: torch.Tensor) -> None:
         """Keep only the batch rows `rows` [B'] (indices, in the new order): finished sequences leave."""
         for layer in self.layers:
             layer.keep(rows)
-
-    def keys(self, layer: int) -> torch.Tensor:
-        """The layer's cached keys [B, H, n, D] (a view; do not modify)."""
-        return self.layers[layer].keys
-
-    def values(self, layer: int) -> torch.Tensor:
-        """The layer's cached values [B, H, n, D] (a view; do not modify)."""
-        return self.layers[layer].values
 
 
 def prefill_mask(start: int, t: int, device: torch.device) -> torch.Tensor:
@@ -155,11 +124,7 @@ def prefill_mask(start: int, t: int, device: torch.device) -> torch.Tensor:
 
 def padded_mask(start: int, t: int, pads: torch.Tensor) -> torch.Tensor:
     """Boolean mask [B, 1, t, start+t] for left-padded rows: row r's first pads[r] columns are padding.
-
-    A real query sees the real keys up to its own column. A padding query sees only itself,
-    so no row of the softmax is empty (an all-masked row would give NaN, and NaN times a
-    zero weight is still NaN in every later query that reads that padding column's value).
-    """
+    A padding query sees only itself, so no row of the softmax is empty (all masked: NaN)."""
     query = torch.arange(start, start + t, device=pads.device)[:, None]  # [t, 1] columns
     key = torch.arange(start + t, device=pads.device)[None, :]  # [1, S] columns
     real = key[None] >= pads[:, None, None]  # [B, 1, S]
@@ -174,12 +139,8 @@ def cached_hidden(
     *,
     pads: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Final-LayerNorm output [B, t, W] for new ids [B, t] that follow the cached columns.
-
-    Gives what `model.hidden(all ids)[:, start:]` gives (up to rounding), computing only the
-    new rows. Dropout is skipped: decoding is evaluation. `pads` [B] left-pads row r by
-    pads[r] columns: its tokens sit at positions column − pads[r] and never see the padding.
-    """
+    """Final-LayerNorm output [B, t, W] for new ids [B, t] that follow the cached columns: what
+    `model.hidden(all ids)[:, start:]` gives, up to rounding. `pads` [B] left-pads row r by pads[r] columns."""
     start, t = len(cache), ids.shape[1]
     if t == 0:
         raise ValueError("cached_hidden needs at least one new token")
@@ -198,11 +159,8 @@ def cached_hidden(
 
 
 class CachedDecoder:
-    """The cached decoder: `prefill` consumes the prompt in one pass, `advance` one token at a time.
-
-    Both return the next-token logits [V] after the last consumed token. `prefill` starts
-    from an empty cache, so one decoder object can serve several generations in turn.
-    """
+    """The cached decoder: `prefill` consumes the prompt in one pass (from an empty cache), `advance` one
+    token at a time; both return the next-token logits [V] after the last consumed token."""
 
     name = "cached"
 

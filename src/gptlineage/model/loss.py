@@ -2,23 +2,15 @@
 
 Two ways to the same number, Σ_i w_i · CE(h_i @ Wᵀ, y_i) over rows i:
 
-- unfused (`mean_loss`, `masked_loss`): the model's full logits [B, T, V], then cross-entropy.
-  Simple, and what the reference and Hugging Face do, but at vocabulary 50,257 the float32
-  logits of one 8 × 256 batch take 412 MB, and autograd keeps them and their gradient.
-- fused (`linear_cross_entropy`): the output projection and the cross-entropy run together
-  over chunks of `chunk` rows. Each chunk's logits [chunk, V] live only inside the loop; the
-  gradients of the hidden states and of W are computed in the same pass (the loss is the end
-  of the graph, so d loss/d logits = w · (softmax − onehot) is known already), and backward
-  only scales them by the incoming gradient. Same matmul count as unfused forward + backward,
-  no recomputation, and the largest temporary is one chunk's logits, which the softmax and
-  its gradient overwrite in place.
+- unfused (`mean_loss`, `masked_loss`): the full logits [B, T, V], then cross-entropy, as the
+  reference and Hugging Face do (412 MB of float32 logits for one 8 × 256 batch, kept by autograd).
+- fused (`linear_cross_entropy`): projection and cross-entropy together over chunks of rows, both
+  gradients computed in the same pass (the loss ends the graph, so d loss/d logits is known) and
+  only scaled in backward; the largest temporary is one chunk's logits, overwritten in place.
 
-Rows with weight 0 contribute exactly 0 to the loss and to every gradient, whatever their
-logits hold (padding rows, and rows of a dialogue outside the assistant's targets); `LossModel`
-leaves them out before the output projection (`target_rows`), which makes a dialogue batch's
-loss several times cheaper.
-`LossModel` wraps a GPT so that one call `loss_model(x, y, weights)` is the whole training
-objective: the module that DistributedDataParallel wraps and torch.compile sees.
+Rows of weight 0 contribute exactly 0 to the loss and every gradient, whatever their logits hold.
+`LossModel` makes one call `loss_model(x, y, weights)` the whole training objective: the module
+that DistributedDataParallel wraps and torch.compile sees.
 
 Example:
     loss = linear_cross_entropy(hidden.flatten(0, 1), model.output_weight, y.flatten(), None, chunk=256)
@@ -45,12 +37,7 @@ def row_losses(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def weighted_total(losses: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Σ weights·losses, where a row of weight 0 contributes exactly 0.
-
-    Written with `where` rather than a plain product: padded rows may hold any logits, and
-    0·inf would be NaN. So two loss tensors that agree wherever the weight is non-zero
-    give bit-identical totals.
-    """
+    """Σ weights·losses, a row of weight 0 contributing exactly 0 (`where`, not a product: 0·inf is NaN)."""
     weights = weights.to(losses.dtype)
     return torch.where(weights != 0, weights * losses, torch.zeros_like(losses)).sum()
 
@@ -185,10 +172,7 @@ def linear_cross_entropy(
     hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, row_weights: torch.Tensor | None, chunk: int
 ) -> torch.Tensor:
     """Σ w·CE(hidden @ weightᵀ, targets) over rows, `chunk` rows at a time; w = 1/N when None (the mean).
-
-    hidden [N, W], weight [V, W], targets [N]. Under bf16 autocast the matmuls run in bf16 and
-    the softmax and sums in float32, as autocast would do for the unfused path.
-    """
+    Under bf16 autocast the matmuls run in bf16, the softmax and sums in float32."""
     if row_weights is None:
         exact = torch.float64 if hidden.dtype == torch.float64 else torch.float32
         row_weights = torch.full(targets.shape, 1.0 / targets.numel(), dtype=exact, device=targets.device)
@@ -206,12 +190,8 @@ def target_rows(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Only the rows that carry loss (weight ≠ 0): hidden [N, W] → [K, W], targets and weights [K].
 
-    A dialogue row trains only the assistant's tokens, a few of its 128 or 1,024 positions, and
-    the output projection (the vocabulary-wide matmul, most of a small model's FLOPs) costs the
-    same for every row it sees. Rows of weight 0 add exactly 0 to the loss and to every gradient,
-    so leaving them out changes only the order of float sums. The gradient reaches `hidden`
-    through index_select (zeros at the rows left out). Skipped under torch.compile, where the
-    data-dependent row count would break the graph.
+    A dialogue trains a few of its positions, and the vocabulary-wide output projection costs the same
+    for every row it sees; leaving the others out changes only the order of float sums.
     """
     keep = (row_weights != 0).nonzero().squeeze(1)  # [K]
     return hidden.index_select(0, keep), targets.index_select(0, keep), row_weights.index_select(0, keep)
@@ -229,11 +209,8 @@ PIECE_COST_POSITIONS = 16
 def length_pieces(weights: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
     """The rows of a dialogue batch in pieces of about one length: (row indices, columns) each.
 
-    Row b needs the columns up to its last weighted one, and the model is causal and reads no
-    other row, so a piece of rows computes only its own longest need (`whole_columns` of
-    it). Rows are sorted by need and cut into 1 to MAX_PIECES equal runs, whichever
-    computes the fewest positions (PIECE_COST_POSITIONS a piece more); rows without a target
-    are left out. A batch without any target is one piece of every row.
+    A causal row needs the columns up to its last weighted one, so rows sorted by need are cut into
+    the 1 to MAX_PIECES equal runs that compute the fewest positions; rows without a target are left out.
     """
     columns = torch.arange(1, weights.shape[1] + 1, device=weights.device)
     need = ((weights != 0) * columns).amax(dim=1)  # [B]; 0: no target in the row
@@ -256,13 +233,8 @@ def length_pieces(weights: torch.Tensor) -> list[tuple[torch.Tensor, int]]:
 
 
 class LossModel(nn.Module):
-    """A GPT and its loss in one module: forward(x, y, weights) -> scalar loss.
-
-    weights None means the mean over every row; otherwise Σ weights·CE (dialogue rows, or a
-    slice of a larger batch whose weights were computed for the whole batch). `loss_chunk`
-    rows per fused chunk, 0 for the unfused full-logits path. `precision="bf16"` runs the
-    model under bf16 autocast (parameters stay float32).
-    """
+    """A GPT and its loss in one module: forward(x, y, weights) -> the mean (weights None) or Σ weights·CE.
+    `loss_chunk` rows per fused chunk, 0 for the unfused path; bf16 runs under autocast."""
 
     def __init__(self, model: nn.Module, loss_chunk: int, precision: str, device: str) -> None:
         super().__init__()

@@ -1,11 +1,8 @@
 """The memory this machine has, and the check that refuses a model which cannot fit it.
 
-What is available is the least of MemAvailable (/proc/meminfo), what a cgroup (v2 or v1) limit
-on this process leaves (its page cache counted as free), and what a SLURM job's memory request
-leaves (SLURM_MEM_PER_NODE, or SLURM_MEM_PER_CPU x the job's CPUs on this node, less what this
-process already holds: SLURM may enforce it by sampling the job's RSS, without any cgroup), or
---max-memory when given. A command that builds a model for inference (generation, export) checks
-its weights here; the training run's own estimate (gptlineage.training.memory) builds on it.
+What is available is --max-memory when given, else the least of MemAvailable, what a cgroup (v2 or
+v1) limit leaves (page cache counted as free) and what a SLURM job's memory request leaves (SLURM may
+enforce it by sampling the job's RSS, without any cgroup). The training estimate builds on it.
 
 Example:
     available_memory()                   # (bytes, "MemAvailable") or (bytes, "cgroup limit"), or None
@@ -57,15 +54,19 @@ def read_number(path: Path) -> int | None:
     return int(text) if text.isdigit() else None  # "max" (v2, no limit) reads as None
 
 
-def mem_available() -> int | None:
-    """MemAvailable of /proc/meminfo in bytes (None where there is no such file)."""
+def proc_kilobytes(path: str, key: str) -> int | None:
+    """The `key: N kB` line of a /proc file, in bytes (None where there is none)."""
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024  # the file counts in kB
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def mem_available() -> int | None:
+    return proc_kilobytes("/proc/meminfo", "MemAvailable:")
 
 
 def reclaimable(directory: Path, key: str) -> int:
@@ -120,14 +121,8 @@ def cgroup_available() -> int | None:
 
 
 def resident_bytes() -> int:
-    """This process's resident memory now (VmRSS of /proc/self/status; 0 where unknown)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024  # kB
-    except (OSError, ValueError, IndexError):
-        return 0
-    return 0
+    """This process's resident memory now (0 where unknown)."""
+    return proc_kilobytes("/proc/self/status", "VmRSS:") or 0
 
 
 def slurm_limit(environment: Mapping[str, str] | None = None) -> tuple[int, str] | None:
@@ -178,19 +173,12 @@ def refuse_if_short(needed: int, has: tuple[int, str] | None, what: str, detail:
 
 
 def check_model_memory(dims: GPTConfig, precision: str, source: str, max_memory_gib: float | None = None) -> int:
-    """Refuse to build a model (for inference) whose weights cannot fit; return the bytes needed.
-
-    Loading holds the parameters twice: the model's, and the file's tensors before they are
-    copied in (2·P·e). `source` names where the dimensions came from (a passport.json), so a
-    crafted file is refused in one line naming it before anything is allocated.
-    """
+    """Refuse to build a model (for inference) whose weights cannot fit; return the bytes needed. Loading
+    holds the parameters twice (the model's and the file's); `source` names where the dimensions came from."""
     needed = 2 * parameter_count(dims) * element_bytes(precision)
     shape = f"width {dims.width}, layers {dims.layers}, vocabulary {dims.vocab}, context {dims.context}"
+    what = f"{source}: a model of {shape}"
     refuse_if_short(
-        needed,
-        available_memory(max_memory_gib),
-        f"{source}: a model of {shape}",
-        "its parameters, loaded",
-        "is this the run you meant?",
+        needed, available_memory(max_memory_gib), what, "its parameters, loaded", "is this the run you meant?"
     )
     return needed

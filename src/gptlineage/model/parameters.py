@@ -1,13 +1,8 @@
 """Parameter files: a model's state dict as one safetensors file, checked against the model on load.
 
-Loading never executes code: the file holds tensors and string metadata only, and every
-tensor's name, shape, dtype and tie is checked against the model before anything is applied.
-The metadata also records the model's shape (`model_shape`: context, vocab, width, heads,
-layers, LayerNorm epsilon), so a file loaded into a model of another shape, even one whose
-tensors happen to fit (other heads, another epsilon), is refused naming the field.
-Writes go through a temporary name, fsynced, then renamed, so a killed save never leaves a
-file that looks complete; the header is rewritten with sorted keys so equal tensors give
-equal bytes (and equal sha256).
+Loading executes no code: every tensor's name, shape, dtype and tie, and the model shape the metadata
+records (`model_shape`), are checked against the model before anything is applied. Writes go through
+a fsynced temporary name, and the sorted header makes equal tensors give equal bytes.
 
 Example (what `--save-params` / `--load-params` do):
     save_parameters("results/train/pretrain/parameters.safetensors", model)
@@ -51,13 +46,8 @@ def fsync_path(path: Path) -> None:
 
 
 def write_safetensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> str:
-    """Write a safetensors file through a temporary name, fsynced, then renamed into place, with the
-    mode the umask gives (0644 under the usual 022); return its sha256.
-
-    The file is streamed from the tensors' memory and hashed as it is written, never read back
-    (`gptlineage.model.safetensors_stream`); the open hash session remembers the digest
-    (`gptlineage.lineage.hashing`).
-    """
+    """Write a safetensors file through a fsynced temporary name, with the mode the umask gives; return its
+    sha256, hashed as it is streamed out (never read back) and remembered by the open hash session."""
     digest = hashlib.sha256()
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with open(temporary, "wb") as handle:
@@ -95,12 +85,8 @@ def shape_text(shape: Collection[int]) -> str:
 
 
 def tensor_aliases(state: Mapping[str, torch.Tensor]) -> dict[str, str]:
-    """Map each state-dict name that is the very same tensor as an earlier name to that name.
-
-    A GPT ties its token embedding to the output projection, so `state_dict()` lists one
-    tensor under two names. Safetensors refuses shared memory, and storing it once is also
-    what keeps the tie when the file is loaded into a model that ties it.
-    """
+    """Map each state-dict name that is the very same tensor as an earlier name (a tie) to that name:
+    safetensors refuses shared memory, and storing it once keeps the tie on load."""
     first_name_by_view: dict[tuple, str] = {}
     aliases: dict[str, str] = {}
     for name, tensor in state.items():
@@ -231,11 +217,8 @@ def _loadable_dtype(stored: torch.dtype, wanted: torch.dtype) -> bool:
 
 
 def read_parameters(path: str | Path, model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Read a parameter file and check it against `model`; return a state dict, apply nothing.
-
-    Every model tensor must be in the file with the model's shape and a dtype it can take
-    without loss; the file may hold nothing else, and must tie the tensors the model ties.
-    """
+    """Read a parameter file and check it against `model` (every tensor, its shape, a dtype it takes without
+    loss, nothing else, the same ties); return a state dict, apply nothing."""
     path = Path(path)
     expected = model.state_dict()
     with open_safetensors(path) as handle:

@@ -1,13 +1,8 @@
 """Safetensors files streamed tensor by tensor: written and hashed from the tensors' own memory.
 
-`safetensors.torch.save_file` copies every tensor into bytes before writing, and its file must
-then be read back to be hashed; `safetensors.torch.save` builds the whole file in memory (1 GiB
-for gpt2-small's optimizer state). `safetensors_chunks` yields the file as its header and then
-each tensor's bytes, viewed, not copied, so a writer hashes what it writes (`write_safetensors`
-in gptlineage.model.parameters). The bytes are those safetensors writes, with the header's keys
-sorted: tensors laid out by dtype in safetensors' order (DTYPE_ORDER), then by name; the JSON
-header padded with spaces to a multiple of 8 bytes. A dtype outside that table is serialized by
-safetensors itself, in memory.
+`safetensors.torch.save_file` copies every tensor before writing (and its file must be read back to be
+hashed); `safetensors_chunks` yields the header and then each tensor's bytes, viewed, not copied: the
+bytes safetensors writes, with sorted header keys. A dtype outside DTYPE_ORDER is serialized by safetensors.
 
 Example:
     digest = hashlib.sha256()
@@ -28,24 +23,9 @@ from safetensors.torch import save
 # safetensors' dtype names in the order it lays tensors out (its Dtype enum, largest first).
 DTYPE_ORDER = ("U64", "I64", "F64", "F32", "U32", "I32", "BF16", "F16", "U16", "I16")
 DTYPE_ORDER += ("F8_E4M3", "F8_E5M2", "I8", "U8", "BOOL")
-_TORCH_NAMES = {
-    "U64": "uint64",
-    "I64": "int64",
-    "F64": "float64",
-    "F32": "float32",
-    "U32": "uint32",
-    "I32": "int32",
-    "BF16": "bfloat16",
-    "F16": "float16",
-    "U16": "uint16",
-    "I16": "int16",
-    "F8_E4M3": "float8_e4m3fn",
-    "F8_E5M2": "float8_e5m2",
-    "I8": "int8",
-    "U8": "uint8",
-    "BOOL": "bool",
-}
-DTYPE_CODES = {getattr(torch, name): code for code, name in _TORCH_NAMES.items() if hasattr(torch, name)}
+TORCH_NAMES = ("uint64", "int64", "float64", "float32", "uint32", "int32", "bfloat16", "float16", "uint16", "int16")
+TORCH_NAMES += ("float8_e4m3fn", "float8_e5m2", "int8", "uint8", "bool")  # each DTYPE_ORDER's torch name
+DTYPE_CODES = {getattr(torch, name): code for code, name in zip(DTYPE_ORDER, TORCH_NAMES) if hasattr(torch, name)}
 
 
 def sorted_header(data: bytes) -> bytes:

@@ -1,12 +1,8 @@
 """The statements the reference experiment proves in Lean, and the tests here that mirror them.
 
-The reference's training passport names eight theorems (one field each, `*_theorem`) and a
-runtime boundary; its cached decoder adds three more. Each row below gives the passport field,
-the Lean name, what the statement says, and the tests (`file::function` under tests/) that check
-the same property on this implementation. A Lean proof covers every input of a pure
-specification; a test here samples inputs (hypothesis) or checks exact cases on the code that
-actually runs, so it is evidence about this code, not a proof. `RUNTIME_BOUNDARY` says where
-that evidence stops.
+Each row gives the reference passport's field (`*_theorem`), the Lean name, the statement and the tests
+(`file::function`) that check the same property here: evidence about this code, not a proof, since a
+test samples inputs; `RUNTIME_BOUNDARY` says where that evidence stops.
 
 Example:
     passport_statements("training")["training_resume_theorem"]["tests"]

@@ -3,19 +3,10 @@
 Example:
     gptlineage lineage compare before/results/sft_stage2 results/sft_stage2 --output results/compare
 
-The page (index.html, `templates/compare.html.j2`) opens with what changed in the results: the
-headline metrics A | B | Δ, judged in each metric's declared direction, with every stage whose
-final validation loss is worse than its best marked in each run (`compare_sections`); then the
-prompt-suite families and the answers that changed. Then the cause: the first divergence and
-every stage with settings of its own (from `lineage diff`) and the parameters that differ
-(`lineage table`'s columns). Then the loss curves of each training stage that differs, every run
-overlaid (`compare_plots`), and, where a parameter that takes numbers differs, the sweep figure:
-each headline metric against it (`sweep_figure`). The consequences (changed input ids, stages
-that differ only through their inputs, every other result, the timings) come last, folded. A
-run is an artifact (a deliverable, a training run) or a results tree with one deliverable; the
-first is A, the baseline every other is compared with. Every lineage must verify; the page
-directory is an artifact whose inputs are the runs (roles a, b, c...), and the same runs give
-the same bytes.
+The page (`templates/compare.html.j2`) opens with what changed in the results (`compare_sections`),
+then the cause (`lineage diff`, the parameters that differ), the overlaid loss curves
+(`compare_plots`) and sweep figures (`sweep_figure`); the consequences come last, folded. The first
+run is A, the baseline; every lineage must verify, and the same runs give the same bytes.
 """
 
 from __future__ import annotations

@@ -7,13 +7,9 @@ Example:
     >>> overlay_caption(["A", "B"])[:60]
     'colour: the run (A blue, B orange); line: the split (trainin'
 
-One colour per run, one line style per split: the training loss is the run's EMA, smoothed as
-the stage plots smooth it (`plots.ema`, `plots.ema_factor`), solid, with the raw per-step loss
-faint underneath; the validation loss is dashed with dots. `overlay_caption` says exactly that,
-from the same constants the drawing uses. The legend stands beside the axes, never on the data;
-the x axis runs past the last step and the dots are never clipped. The drawing conventions (fixed
-hash salt, text as text, no date) are those of `gptlineage.reporting.figures`, so the same points
-give the same bytes.
+One colour per run, one line style per split (the training loss smoothed as `plots.ema` does, the
+raw loss faint underneath; validation dashed), as `overlay_caption` says from the same constants;
+deterministic as every figure of `gptlineage.reporting.figures`.
 """
 
 from __future__ import annotations

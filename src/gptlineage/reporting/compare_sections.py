@@ -5,13 +5,9 @@ Example:
     delta("final_val_loss", 0.25, 0.21, "lower")["word"]   # 'better'
     delta("final_val_loss", 0.25, 0.25 + 1e-12, "lower")["text"]   # 'same': float noise, not a change
 
-A change is B − A where |B − A| > `RELATIVE_TOLERANCE` × max(|A|, |B|) (the tolerance `lineage diff`
-uses; the page states it); "better" and "worse" follow the direction the metric's command declares
-(`Metric.better` in `gptlineage.lineage.declaration`), and a number no declaration names (a
-family's rate) its name, as `lineage diff` judges (`diff_metrics.judgement`). A training stage whose
-final validation loss is worse than its best is marked in every run it happens in, with the best
-and its step: a lower final loss in B than in A is better than A's, and may still be worse than B's
-own best.
+A change is B − A where |B − A| > `RELATIVE_TOLERANCE` × max(|A|, |B|), judged in the metric's declared
+direction as `lineage diff` judges (`diff_metrics.judgement`). A training stage whose final validation
+loss is worse than its best is marked, with the best and its step.
 """
 
 from __future__ import annotations

@@ -4,10 +4,8 @@ Example:
     gptlineage matched-compare ... --output results/matched   # writes comparison.svg with this
     svg = comparison_svg("results/matched_compare")           # from its comparison.json and metrics
 
-The two trainers (ours and transformers' GPT-2 on the same batches) agree to about 1e-6, so their
-curves coincide: the top panel draws ours as solid lines with filled dots and the reference dashed
-with open rings around them, so both stay visible; the bottom panel draws what the eye cannot see
-up there, ours − reference at every logged step, its largest |Δ| in the title.
+The two trainers agree to about 1e-6, so the top panel draws the reference dashed with open rings
+around ours; the bottom panel draws ours − reference at every logged step.
 """
 
 from __future__ import annotations

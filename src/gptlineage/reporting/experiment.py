@@ -2,13 +2,8 @@
 made from the chain (the data chapter, the evaluations, the figures), holding the page of all of
 them as `index.html` and their headline numbers as `summary.json`.
 
-The page (`templates/experiment.html.j2`) opens with the results: each training stage's losses,
-the prompt suite's exact match and every answer, the matched comparison, the cache check and
-benchmark, the figures (`gptlineage.reporting.results`); the lineage graph and every artifact's
-provenance follow (`gptlineage.reporting.page`).
-
-The workflow's final target, `results/sft_stage2`, is this artifact, so asking for it builds the
-whole experiment, and `gptlineage lineage verify results/sft_stage2` checks every byte of it.
+The page opens with the results (`reporting.results`), then the lineage (`reporting.page`). The
+workflow's final target, `results/sft_stage2`, is this artifact.
 
 Example:
     gptlineage experiment --part model=results/train/sft_stage2 --part prompt_suite=results/prompt_suite \\

@@ -1,8 +1,6 @@
 """The settings of `gptlineage experiment` (`ExperimentConfig`), without the page's packages.
 
-`gptlineage.reporting.experiment` builds the deliverable from them with jinja2, matplotlib and
-pandas; the settings live here so the workflow checks the `experiment` config slice before any
-job without loading those.
+They live apart from `reporting.experiment`, so the workflow checks the config slice without loading it.
 
 Example:
     ExperimentConfig(part=("model=results/train/sft_stage2",), output=Path("results/sft_stage2")).parts()

@@ -7,9 +7,8 @@ Example:
         figure.add_subplot().plot([0, 1], [2.0, 1.5])
         data = svg_bytes(figure)  # the same bytes on every rerun
 
-The same inputs give the same bytes: the SVG's hash salt is fixed, its date is left out and text
-stays text (no font outlines with ids), so a figure can be an artifact file whose sha256 means
-something.
+The same inputs give the same bytes (a fixed hash salt, no date, text as text), so a figure's sha256
+means something.
 """
 
 from __future__ import annotations

@@ -7,10 +7,8 @@ Example:
     >>> str(pretty_json({"a": [1, 2]}))
     '{\\n  "a": [\\n    1,\\n    2\\n  ]\\n}'
 
-Templates live in `gptlineage/reporting/templates/`; each page extends `base.html.j2` and fills
-its `content` block (and `style` for its own CSS). Values are escaped by Jinja2's autoescape;
-`pretty_json` keeps newlines (a `<pre>` shows them) and writes other control characters as
-escapes, so no recorded string can rewrite the page.
+Each template in `templates/` extends `base.html.j2`; `pretty_json` keeps newlines and escapes other
+control characters, so no recorded string can rewrite the page.
 """
 
 from __future__ import annotations

@@ -9,17 +9,9 @@ From one checkpoint and one prepared corpus, two trainers run the same N updates
   mapping (`gptlineage.model.hf`), its fused q|k|v bias held at zero and frozen, the loss computed
   here from its logits, and its own `torch.optim.AdamW` with the same hyper-parameters.
 
-Both see the same batches (`training.data.batch_for`, same seed and step), the same warmup-cosine
-learning rate (`schedule.learning_rate`, set before each update), the same fixed validation
-batches, and strict float32 (no TF32). Each update is timed from batch preparation through
-forward, backward and the optimizer step, ending when the loss reaches the host; the two
-trainers alternate update by update, so both meet the same machine load.
-
-Weight decay: ours decays every tensor (one parameter group); the reference's single group
-holds every trainable tensor with the same decay, and the frozen bias is in no group, so it
-gets neither gradient nor decay and stays exactly zero (checked at the end).
-
-The comparison fails when any train loss differs by more than the threshold.
+Both see the same batches, learning rates and validation batches in strict float32, alternating
+update by update so both meet the same machine load; the frozen bias gets neither gradient nor
+decay and stays exactly zero (checked). It fails when any train loss differs by more than the threshold.
 
 Example:
     gptlineage matched-compare --run results/sft_stage2 --data results/corpus_sft_stage1 --updates 50 --output results/matched
@@ -151,11 +143,7 @@ def reference_side(
 def train_sides(
     sides: list[Side], train: Split, config: TrainConfig, training_plan: Plan, dtype: torch.dtype
 ) -> dict[str, list[dict[str, Any]]]:
-    """N updates of every trainer with the trainer's logging rules; metric points like metrics.json's, per side.
-
-    The trainers alternate update by update, so a change in the machine's load while the
-    comparison runs slows both alike instead of whichever happened to run at the time.
-    """
+    """N updates of every trainer, alternating (a change in load slows both alike); metric points per side."""
     points = {side.name: [validation_point(0, side.validate())] for side in sides}
     progress = Progress(training_plan.steps, "matched-compare update")
     for t in range(training_plan.steps):

@@ -1,10 +1,7 @@
 """The artifact of `gptlineage matched-compare`: both trainers' metrics, the comparison, its plot.
 
-The comparison itself (two trainers, the same batches and schedule) is `gptlineage.reporting.matched`,
-its settings `gptlineage.reporting.matched_settings`; this module writes what it measured:
-metrics-gptlineage.json, metrics-reference.json (points like the trainer's metrics.json),
-comparison.json and comparison.svg. When a train loss differs by more than the threshold, no
-artifact is written.
+The comparison itself is `gptlineage.reporting.matched`; this module writes what it measured (both
+sides' metrics, comparison.json and comparison.svg), nothing when a loss differs beyond the threshold.
 
 Example:
     gptlineage matched-compare --run results/sft_stage2 --data results/corpus_sft_stage1 --updates 50 --output results/matched

@@ -1,10 +1,6 @@
 """The settings of `gptlineage matched-compare`, without torch: the schedule and tolerance of the
 comparison (`MatchedSettings`) and the command's whole settings (`MatchedCompareConfig`).
 
-Below both `gptlineage.reporting.matched` (the two trainers, which read `MatchedSettings`) and
-`gptlineage.reporting.matched_compare` (the artifact): each imports them from here, and the
-workflow checks the `matched_compare` config slice without loading torch or transformers.
-
 Example:
     MatchedSettings().updates                 # 50: the reference experiment's matched comparison
     MatchedSettings(lr=1e-5, min_lr=1e-4)     # GptlineageError: --min-lr cannot exceed --lr

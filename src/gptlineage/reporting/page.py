@@ -4,15 +4,9 @@ Example:
     lineage = lineage_context(verified_lineage("results/sft_stage2", "experiment"))
     page = render_page("experiment.html.j2", title="Experiment: sft_stage2", **lineage, ...)
 
-`gptlineage experiment` (`gptlineage.reporting.experiment`) renders these sections below its
-results panel, from Jinja2 templates (`templates/lineage.html.j2`, each artifact by
-`_artifact.html.j2`) with autoescape: CSS is inline, the lineage graph is an inline SVG
-(`gptlineage.reporting.dag`), the loss and profile figures of training runs are SVG data URIs drawn
-by `gptlineage.reporting.plots`, and there is no JavaScript. For each artifact it shows the command
-line, parameters and summary (collapsible, indented JSON), inputs (ids and hashes), files (sha256),
-run times and, for training runs, key metrics; above them, the training stages of the lineage in
-chain order. Every recorded string passes `visible` (control characters as escapes, newlines kept)
-before the template escapes it.
+`gptlineage experiment` renders these sections below its results (`templates/lineage.html.j2`): the
+lineage graph (`reporting.dag`), the training figures (`reporting.plots`) and each artifact's command,
+parameters, inputs, files and times. Every recorded string passes `visible` before autoescape.
 """
 
 from __future__ import annotations

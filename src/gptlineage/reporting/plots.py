@@ -6,10 +6,7 @@ Example:
 
     svg = loss_svg(read_metrics("results/train/sft_stage2/metrics.json"), "sft_stage2: loss")
 
-Each function returns the SVG as bytes, the same bytes for the same inputs (see
-`gptlineage.reporting.figures`). The loss figure shows the raw training loss faintly, an
-exponential moving average over it (its factor in the legend), the validation points, and the
-learning rate on a second y axis.
+Each function returns the SVG as bytes, the same for the same inputs (`gptlineage.reporting.figures`).
 """
 
 from __future__ import annotations

@@ -5,10 +5,8 @@ Example:
     panel["chain"]                       # ['pretrain', 'continuation', 'sft_stage1', 'sft_stage2']
     panel["prompt_suite"]["overall"]     # {'matched': 112, 'judged': 140, 'rate': 0.8}
 
-Every section is a dict with a `note` (None when all was found): a part that is absent, a
-report that cannot be read or lacks a field gives a note on the page, never an error, since the
-deliverable should still show what it has. Values stay numbers; the templates format them.
-Only files an artifact lists in its manifest are read (the lineage was verified before).
+Every section is a dict with a `note` (None when all was found): what is absent or unreadable is a
+note on the page, never an error. Only files an artifact lists in its manifest are read.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Where one run's exact match falls among the default chain's training seeds, CPU by CPU.
 
-The default chain's held-out exact match moves by several points with the SFT stages' training
-seed, and another CPU moves a run the same way: its kernels round otherwise, and 6,000 updates
-carry the difference into other answers. So one run's figure is read against the spread that
-`benchmarks/chat_quality.py --train-seeds 5` measured, one row per CPU. A run is comparable when
-its corpora (the token shards of every stage, the chat data's among them) and every training
-stage's settings, seeds left out, are the default chain's: `chain_fingerprint` hashes exactly those.
+The exact match moves by several points with the training seed (and the CPU), so one run's figure
+is read against the spread `benchmarks/chat_quality.py --train-seeds 5` measured; a run is
+comparable when its corpora and settings, seeds left out, are the default chain's (`chain_fingerprint`).
 
 Example:
     >>> row = SeedSpread("AMD EPYC (avx2 fma avx512f avx512_bf16)", "2026-12-06", (0.75, 0.8, 0.85))

@@ -6,11 +6,8 @@ Example:
     >>> sweep_svg("sft_stage2.lr", points, {"val_loss": "lower", "exact_match": "higher"}).startswith(b"<?xml")
     True
 
-The compare page (`lineage compare A B C ...`) draws one for each parameter that takes numbers
-and differs between the runs (`compare_page.sweeps`): a panel per headline metric that differs
-(the final validation loss, exact match), the parameter on x (log-scaled over a range wider than
-10×), each run a dot named by its letter, joined in the parameter's order. The panel's title says
-which way is better. Deterministic SVG, as every figure of `gptlineage.reporting.figures`.
+The compare page draws one for each numeric parameter that differs between the runs: a panel per
+differing headline metric, the parameter on x (log-scaled over a range wider than 10×).
 """
 
 from __future__ import annotations

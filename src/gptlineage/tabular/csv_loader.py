@@ -1,9 +1,7 @@
 """A strict numeric CSV reader and the batched tabular dataset built on it.
 
-The grammar and the messages follow the reference loader exactly: cells are split
-literally on one delimiter character (no quoting), every cell must be a decimal number
-`[+-]digits[.digits][(e|E)[+-]digits]`, and each failure names the file, the 1-based
-data row (blank lines counted, header excluded) and the 1-based column.
+As in the reference loader, cells are split on one delimiter (no quoting), each must be a decimal
+`[+-]digits[.digits][(e|E)[+-]digits]`, and a failure names the file, data row and column (1-based).
 
 Example:
     >>> parse_float_cell(" -2.5e1 ")
@@ -192,12 +190,7 @@ def csv_rows_dataset(
             inputs, targets = _split_row(row, input_width, target_width, path)
             # Values go through float64 first and are rounded once to the run dtype.
             check_row_range(row, dtype, path)
-            samples.append(
-                Sample(
-                    torch.tensor(inputs, dtype=torch.float64).to(dtype),
-                    torch.tensor(targets, dtype=torch.float64).to(dtype),
-                )
-            )
+            samples.append(Sample(*(torch.tensor(side, dtype=torch.float64).to(dtype) for side in (inputs, targets))))
         return SampleStream.of(samples)
 
     return Dataset((input_width,), (target_width,), materialize, f"{path}")
@@ -212,10 +205,6 @@ def from_csv(
     shuffle: bool = True,
     seed: int = 0,
 ) -> Dataset:
-    """Batched tabular dataset of shapes (batch, input_width)/(batch, target_width).
-
-    The file is read at materialization; rows are then shuffled once with `seed` (when
-    `shuffle`) and grouped into full batches exactly like `batch`.
-    """
+    """Batched tabular dataset of shapes (batch, input_width)/(batch, target_width), read at materialization."""
     rows = csv_rows_dataset(path, input_width, target_width, options)
     return batch(rows, batch_size, shuffle=shuffle, seed=seed)

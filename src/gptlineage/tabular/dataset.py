@@ -1,10 +1,8 @@
 """Datasets whose sample shapes are declared up front and checked at materialization.
 
-A `Dataset` records *how* to produce supervised samples; nothing is read or built
-until `materialize(dtype)` picks the scalar type (float32 or float64) and returns a
-`SampleStream`. One `Dataset` value therefore serves both precisions, and a file behind
-`defer` is read at every materialization, never at construction. Every sample a
-materialization produces is checked against the declared input and target shapes.
+A `Dataset` records *how* to produce supervised samples: nothing is read or built until
+`materialize(dtype)` (float32 or float64) returns a `SampleStream`, each sample checked against
+the declared input and target shapes. One `Dataset` value so serves both precisions.
 
 Example:
     >>> import torch
@@ -54,11 +52,7 @@ class Sample:
 
 
 class SampleStream(torch.utils.data.Dataset[Sample]):
-    """A finite, indexable sequence of samples in one dtype (what `materialize` returns).
-
-    Samples are produced by `fetch(i)` on demand, so a stream over stacked tensors does
-    not copy them all up front.
-    """
+    """A finite, indexable sequence of samples in one dtype, each produced by `fetch(i)` on demand."""
 
     def __init__(self, length: int, fetch: Callable[[int], Sample]) -> None:
         if length < 0:
@@ -76,23 +70,18 @@ class SampleStream(torch.utils.data.Dataset[Sample]):
         return self._length
 
     def __getitem__(self, index: int) -> Sample:
-        # Only 0 <= index < len is a position; negative indices are not wrapped, so an
-        # off-by-one in loader code fails instead of silently reading the last sample.
+        # Negative indices are not wrapped: an off-by-one fails instead of reading the last sample.
         if not 0 <= index < self._length:
             raise IndexError(f"sample index {index} out of range for {self._length} samples")
         return self._fetch(index)
 
     def get(self, index: int) -> Sample | None:
         """The sample at `index`, or None when the stream has no such position."""
-        if not 0 <= index < self._length:
-            return None
-        return self._fetch(index)
+        return self._fetch(index) if 0 <= index < self._length else None
 
     def map(self, f: Callable[[Sample], Sample]) -> SampleStream:
-        """The same positions with `f` applied to each sample when it is fetched (lazily).
-
-        With `Sample.map_input`/`map_target`, one side of every record changes while the
-        pairs stay together: `stream.map(lambda s: s.map_input(normalise))`."""
+        """The same positions with `f` applied to each sample when it is fetched: with `Sample.map_input`,
+        `stream.map(lambda s: s.map_input(normalise))` changes one side while the pairs stay together."""
         return SampleStream(self._length, lambda index: f(self._fetch(index)))
 
 
@@ -121,32 +110,19 @@ class Dataset:
 
 
 def _check_sample(ds: Dataset, sample: Sample, index: int, dtype: torch.dtype) -> None:
-    for side, tensor, declared in (
-        ("input", sample.input, ds.input_shape),
-        ("target", sample.target, ds.target_shape),
-    ):
-        if tuple(tensor.shape) != declared:
-            raise GptlineageError(
-                f"{ds.name}: sample {index} {side} has shape {format_shape(tensor.shape)}, "
-                f"expected {format_shape(declared)}"
-            )
+    for side, tensor, declared in (("input", sample.input, ds.input_shape), ("target", sample.target, ds.target_shape)):
+        _require_shape(ds.name, index, side, tuple(tensor.shape), declared)
         if tensor.dtype != dtype:
             raise GptlineageError(f"{ds.name}: sample {index} {side} has dtype {tensor.dtype}, expected {dtype}")
 
 
 def _as_float64(values: Any) -> torch.Tensor:
-    """Host copy of array-like data in float64, like the reference's host `Float`.
-
-    Keeping float64 (exact for float32 input) lets one dataset round to either run
-    dtype later, and the copy makes later edits to the caller's array invisible.
-    """
+    """Host copy in float64 (exact for float32 input, so one dataset rounds to either run dtype later)."""
     return torch.as_tensor(values).detach().to(dtype=torch.float64, copy=True)
 
 
 def first_overflow(values: torch.Tensor, dtype: torch.dtype) -> tuple[int, ...] | None:
-    """The index of the first value that is not finite once rounded to `dtype` (1e300 in float32), or None.
-
-    Such a value would train on infinities: loaders refuse it, naming the row and column."""
+    """The index of the first value that is not finite once rounded to `dtype` (1e300 in float32), or None."""
     bad = ~torch.isfinite(values.to(dtype))
     if not bool(bad.any()):
         return None
@@ -163,11 +139,7 @@ def _convert(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def from_tensors(inputs: Any, targets: Any) -> Dataset:
-    """Split two stacked tensors along their shared leading (sample) axis.
-
-    The sample shapes are what remains after that axis. Samples are converted to the
-    run dtype when they are accessed.
-    """
+    """Split two stacked tensors along their shared leading (sample) axis."""
     xs, ys = _as_float64(inputs), _as_float64(targets)
     if xs.dim() == 0 or ys.dim() == 0:
         raise GptlineageError("from_tensors: inputs and targets need a leading sample axis")
@@ -185,10 +157,7 @@ def from_samples(
     input_shape: Shape | None = None,
     target_shape: Shape | None = None,
 ) -> Dataset:
-    """Wrap in-memory (input, target) pairs; shapes come from the first pair.
-
-    An empty list has no first pair, so it needs `input_shape` and `target_shape`.
-    """
+    """Wrap in-memory (input, target) pairs; shapes come from the first pair (or the arguments)."""
     hosts = [(_as_float64(x), _as_float64(y)) for x, y in pairs]
     if not hosts and (input_shape is None or target_shape is None):
         raise GptlineageError(
@@ -219,10 +188,7 @@ def from_sample(input: Any, target: Any) -> Dataset:
 
 
 def defer(action: Callable[[], tuple[Any, Any]], input_shape: Shape, target_shape: Shape) -> Dataset:
-    """One sample produced by `action()` at every materialization (for example a file read).
-
-    The action never runs at construction, so defining the dataset touches no file.
-    """
+    """One sample produced by `action()` (a file read, say) at every materialization, never at construction."""
 
     def materialize(dtype: torch.dtype) -> SampleStream:
         x, y = action()
@@ -237,12 +203,7 @@ def generate(
     input_shape: Shape,
     target_shape: Shape,
 ) -> Dataset:
-    """Samples built by `builder(dtype)` directly in the run dtype (no host round trip).
-
-    The builder must return tensors already in `dtype`; a wrong dtype is an error
-    rather than a silent conversion, because the point of `generate` is that the values
-    are computed in the run's arithmetic.
-    """
+    """Samples built by `builder(dtype)` directly in the run dtype (a wrong dtype is an error, not converted)."""
 
     def materialize(dtype: torch.dtype) -> SampleStream:
         return SampleStream.of([Sample(x, y) for x, y in builder(dtype)])
@@ -251,12 +212,8 @@ def generate(
 
 
 def random_split(ds: Dataset, train_count: int, seed: int = 0) -> tuple[Dataset, Dataset]:
-    """Split into (train, test): train is the first `train_count` of a seeded permutation.
-
-    Each part materializes the source on its own, so a source that changes between
-    materializations should be snapshotted first. A split larger than the dataset is
-    reported at materialization, the first time the sample count is known.
-    """
+    """Split into (train, test): train is the first `train_count` of a seeded permutation. Each part
+    materializes the source on its own; a split larger than the dataset fails there."""
     if train_count < 0:
         raise GptlineageError(f"random_split: split size must be >= 0, got {train_count}")
 
@@ -283,12 +240,8 @@ def stack_samples(samples: Sequence[Sample]) -> Sample:
 
 
 def batch(ds: Dataset, batch_size: int, shuffle: bool = True, seed: int = 0) -> Dataset:
-    """Group samples into full batches of `batch_size` (the remainder is always dropped).
-
-    On materialize one fixed permutation `shuffled_indices(n, seed)` is applied (when
-    `shuffle`), then batch k holds permuted positions [k*b, (k+1)*b). Fewer samples than
-    `batch_size` gives zero batches and no error: the trainer decides whether that is ok.
-    """
+    """Group samples into full batches of `batch_size` (the remainder dropped, so maybe none): batch k holds
+    positions [k*b, (k+1)*b) of `shuffled_indices(n, seed)` (when `shuffle`)."""
     if batch_size <= 0:
         raise GptlineageError("batch: batch size must be > 0")
 
@@ -309,11 +262,7 @@ def batch(ds: Dataset, batch_size: int, shuffle: bool = True, seed: int = 0) -> 
 
 @dataclass(frozen=True)
 class EpochLoader:
-    """Explicit epoch state for a hand-written loop: the seed of the next shuffle.
-
-    `next_epoch` returns the epoch's batches and the loader for the following epoch;
-    reusing the same loader repeats its order, there is no hidden generator.
-    """
+    """Explicit epoch state for a hand-written loop: the seed of the next shuffle (no hidden generator)."""
 
     samples: SampleStream
     batch_size: int

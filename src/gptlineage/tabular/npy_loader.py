@@ -1,9 +1,7 @@
 """A small, strict NPY reader (no `np.load`) and the supervised NPY dataset.
 
-Only what the reference accepts is read: format versions 1.0 and 2.0, little-endian
-`<f4` or `<f8`, shapes written like `()`, `(3,)` or `(2, 3)`. The header is parsed as
-text, never evaluated, so an NPY file cannot run code or smuggle objects. Values come
-back as float64 (exact for `<f4`); the dataset rounds them to the run dtype later.
+Only what the reference accepts: versions 1.0 and 2.0, little-endian `<f4` or `<f8`; the header is
+parsed as text, never evaluated. Values come back as float64 (exact for `<f4`).
 
 Example:
     header = read_npy_header("small_regression_X.npy")
@@ -179,16 +177,13 @@ def read_npy(path: str | Path) -> np.ndarray:
         except _NpyFormatError as err:
             raise GptlineageError(f"{path}: npy: {err}") from None
     if header.fortran_order:
-        # Fortran order stores the first axis fastest: read it as the reversed shape in
-        # C order, then transpose back.
+        # The first axis is fastest: read the reversed shape in C order, then transpose back.
         return np.ascontiguousarray(flat.reshape(header.shape[::-1]).T)
     return flat.reshape(header.shape)
 
 
 def read_npy_rows(path: str | Path, expected_shape: tuple[int, ...], finite: bool = True) -> np.ndarray:
-    """Read only the first `expected_shape[0]` rows; the trailing dims must match exactly.
-
-    NaN and infinities are refused unless `finite=False` (class labels check them themselves)."""
+    """Read only the first `expected_shape[0]` rows (trailing dims exact); NaN refused unless `finite=False`."""
     if not expected_shape:
         raise GptlineageError(f"{path}: npy: expected_shape needs a leading row axis")
     rows, trailing = expected_shape[0], tuple(expected_shape[1:])

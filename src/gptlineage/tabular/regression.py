@@ -1,9 +1,7 @@
 """The tiny trainer behind `data-csv`/`data-npy`, and the TrainLog it writes.
 
-The trainer fits Linear(2, 8) -> ReLU -> Linear(8, 1) to the regression table
-(`gptlineage.tabular.table`) with Adam on full batches, cycling through the batches in
-order, and reports the mean batch loss before and after. Every random number comes from an
-explicit `torch.Generator(seed)` or the seeded shuffle, so the same seed reproduces every digit.
+It fits Linear(2, 8) -> ReLU -> Linear(8, 1) to the regression table with Adam, cycling through the
+full batches, from an explicit `torch.Generator(seed)`: the same seed reproduces every digit.
 
 Example:
     write_regression_csv("small_regression.csv", *regression_table())   # gptlineage.tabular.table
@@ -47,13 +45,9 @@ class RegressionResult:
 
 
 def build_mlp(seed: int, dtype: torch.dtype | None = None) -> nn.Sequential:
-    """Linear(2, 8) -> ReLU -> Linear(8, 1), 33 parameters, initialised from `seed` alone.
-
-    Built on the meta device so nn.Linear's own initialisation never touches the global
-    RNG; weights and biases are then drawn like PyTorch's default, U(-1/sqrt(fan_in),
-    1/sqrt(fan_in)), from a private generator. They are drawn in float32 and widened, so
-    the float32 and float64 runs of one seed start from the same point (None: float32).
-    """
+    """Linear(2, 8) -> ReLU -> Linear(8, 1), 33 parameters, initialised from `seed` alone: built on the meta
+    device (the global RNG untouched), drawn like PyTorch's default from a private generator in float32,
+    then widened, so both dtypes of one seed start from the same point."""
     model = nn.Sequential(
         nn.Linear(INPUT_WIDTH, HIDDEN_WIDTH, device="meta"),
         nn.ReLU(),
@@ -115,9 +109,7 @@ def _mean_loss(model: nn.Module, batches: Sequence[tuple[torch.Tensor, torch.Ten
 
 
 def train_regression(dataset: Dataset, config: RegressionTrainConfig, arithmetic: str = "native") -> RegressionResult:
-    """Fit the MLP on the batched dataset for `config.steps` Adam steps (batch k mod N).
-
-    `arithmetic` is `native` or `ieee` (strict binary32, see `runtime.arithmetic_mode`)."""
+    """Fit the MLP for `config.steps` Adam steps (batch k mod N); `arithmetic` is `native` or `ieee`."""
     check_arithmetic(arithmetic, config.dtype)
     with arithmetic_mode(arithmetic):
         return _train_regression(dataset, config)
@@ -205,10 +197,7 @@ def write_trainlog(
     series: Sequence[TrainSeries | Mapping[str, object]],
     notes: Sequence[str] = (),
 ) -> None:
-    """Write a TrainLog JSON (title, steps, series, notes), pretty-printed, newline-terminated.
-
-    Python's float repr is the shortest decimal that round-trips, as the format asks.
-    """
+    """Write a TrainLog JSON (title, steps, series, notes), pretty-printed, newline-terminated."""
     curves = [_as_series(entry) for entry in series]
     document = {
         "title": title,

@@ -1,17 +1,11 @@
 """File-backed sources of the data-loading chapter: the supervised source (two files, inputs and
 targets) and the labeled source (inputs and integer class labels, one-hot encoded).
 
-A source is a description: two paths, the sample count and the per-sample shapes. Nothing is
-read until `load(dtype)` (or the materialization of `from_supervised_source`/
-`from_labeled_source`), and each file goes through the tensor loader, so the extension
-chooses the parser. An NPY file may hold more rows than the sample count: only the first
-`sample_count` rows are read, which needs C order. A CSV file must hold exactly
-`[sample_count, ...]` (rank 2 at most). Labels have shape `[sample_count]` (a CSV column or
-row); each must be an integer in `[0, class_count)`. Messages start with
-`SupervisedSource.load: ` or `LabeledSource.load: `, as in the chapter, and name the file:
-
-    LabeledSource.load: class label 3 out of range (classes=3) (labels.csv, sample 2)
-    SupervisedSource.load: npy: prefix row loading requires C-order NPY arrays (X_fortran.npy)
+A source is two paths, the sample count and the per-sample shapes; nothing is read until `load(dtype)`,
+and the tensor loader picks each file's parser by extension. An NPY file may hold more rows than the
+sample count (the first are read; C order), a CSV file exactly `[sample_count, ...]`; each label is an
+integer in `[0, class_count)`. Messages name the file, as in the chapter:
+`LabeledSource.load: class label 3 out of range (classes=3) (labels.csv, sample 2)`.
 
 Example:
     source = SupervisedSource.from_files(
@@ -110,11 +104,8 @@ def lean_float(value: float) -> str:
 
 
 def class_label(value: float, classes: int, tag: str = "LabeledSource.load") -> int:
-    """The class of one stored label: an integer in `[0, classes)`, else the chapter's error.
-
-    The value is converted as the chapter converts it (to an unsigned 64-bit integer,
-    saturating: NaN and negatives give 0), and must convert back to itself, so 2.0 is class 2
-    while 1.5, -1 and NaN are not integer class labels."""
+    """The class of one stored label: an integer in `[0, classes)`, else the chapter's error. Converted as
+    the chapter does (to a saturating uint64, NaN and negatives 0), it must convert back to itself."""
     if math.isnan(value) or value < 0:
         label = 0
     elif value >= UINT64_MAX:

@@ -1,11 +1,8 @@
 """A step-indexed generated stream for the trainer (the data-loading chapter's `trainStream`).
 
-Some workloads are not passes over a stored dataset: the caller gives a function
-`sample_at(step)` and the trainer asks it for one sample per Adam step, in order, step 0
-first. The shapes stay fixed (every sample must have the held-out sample's shapes); the
-values may be generated or loaded lazily at each step. The trainer measures the mean squared
-error on one held-out sample before training, every `curve_every` steps, and after the last
-step; that curve is the run's loss log.
+The trainer asks `sample_at(step)` for one sample per Adam step, step 0 first (each of the held-out
+sample's shapes), and measures the mean squared error on the held-out sample before training, every
+`curve_every` steps and after the last: that curve is the run's loss log.
 
 Example (the chapter's):
     def sample_at(step):
@@ -57,10 +54,7 @@ def _cast(sample: Any, dtype: torch.dtype) -> Sample:
 
 
 def _check_shapes(sample: Sample, expected: Sample, step: int) -> None:
-    for side, tensor, declared in (
-        ("input", sample.input, expected.input),
-        ("target", sample.target, expected.target),
-    ):
+    for side, tensor, declared in (("input", sample.input, expected.input), ("target", sample.target, expected.target)):
         if tensor.shape != declared.shape:
             raise GptlineageError(
                 f"trainStream: sample at step {step} has {side} shape {format_shape(tensor.shape)}, "
@@ -89,11 +83,8 @@ def train_stream(
     curve_every: int = 0,
     arithmetic: str = "native",
 ) -> StreamResult:
-    """Train `model` in place with Adam on `sample_at(0)`, ..., `sample_at(steps - 1)`, one per step.
-
-    Samples are converted to the model's dtype; `arithmetic` is `native` or `ieee` (strict
-    binary32, a float32 model only). The curve holds (0, before), (k, loss) for every k that is
-    a multiple of the interval, and (steps, after) when steps is not one."""
+    """Train `model` in place with Adam on `sample_at(0)`, ..., `sample_at(steps - 1)`, in the model's dtype;
+    `arithmetic` is `native` or `ieee` (strict binary32, a float32 model only)."""
     if steps < 0 or curve_every < 0:
         raise GptlineageError(f"trainStream: steps and curve_every must be >= 0, got {steps} and {curve_every}")
     dtype = next(model.parameters()).dtype

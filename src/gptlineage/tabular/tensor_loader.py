@@ -1,15 +1,9 @@
 """The tensor loader (the data-loading chapter's `Tensor.load`): one tensor of a declared shape
 from a `.npy` or `.csv` file.
 
-The extension decides the parser (`.npy` or `.csv`, any case; anything else is refused before
-the file is opened), and the file's own shape is checked against the declared one before a
-tensor is returned: an NPY array must have exactly that shape, a CSV table must be `[rows,
-cols]`, or, for a shape `[n]`, one column of n rows or one row of n cells. Every message
-starts with `Tensor.load: `, says what the chapter says, and ends with the file in
-parentheses, e.g.
-
-    Tensor.load: npy: shape mismatch, expected [2, 3], got #[3, 2] (data/matrix.npy)
-    Tensor.load: csv: row 2: expected 3 columns, got 2 (data/matrix.csv)
+The extension (any case) picks the parser, and the file's shape must be the declared one (for `[n]`, a
+CSV column or row of n cells). Messages say what the chapter says and name the file:
+`Tensor.load: npy: shape mismatch, expected [2, 3], got #[3, 2] (data/matrix.npy)`.
 
 Example:
     matrix = load_tensor("data/matrix.npy", (2, 3))   # float64 (the host Float), shape (2, 3)
@@ -38,10 +32,7 @@ def lean_array(dims: Sequence[int]) -> str:
 
 
 def file_format(path: str | Path) -> str:
-    """`npy` or `csv` from the file name's extension (any case), or the chapter's error.
-
-    The extension is what follows the last dot of the name; a name that starts with its only
-    dot (`.npy`) has none, a name ending in a dot has the empty one."""
+    """`npy` or `csv` from what follows the name's last dot (any case; `.npy` alone has none), or an error."""
     name = Path(path).name
     dot = name.rfind(".")
     if dot <= 0:
@@ -53,10 +44,7 @@ def file_format(path: str | Path) -> str:
 
 
 def located(context: str, path: str | Path, error: GptlineageError) -> GptlineageError:
-    """`{context}: {message}`, a leading `{path}: ` of the message moved to the end in parentheses.
-
-    So the chapter's text stays whole (`SupervisedSource.load: npy: prefix row loading requires
-    C-order NPY arrays (X.npy)`) and the line still names the file."""
+    """`{context}: {message}`, a leading `{path}: ` of the message moved to the end in parentheses."""
     message, prefix = str(error), f"{path}: "
     if message.startswith(prefix):
         message = f"{message[len(prefix) :]} ({path})"
@@ -128,11 +116,8 @@ def read_source_tensor(
     prefix: bool = False,
     finite: bool = True,
 ) -> torch.Tensor:
-    """The tensor of `path` in `dtype`; errors start with `{path}: ` (callers add their context).
-
-    `prefix=True` lets an NPY file hold more rows than `dims[0]` and reads only the first
-    ones (C order only), as the chapter's sources do; a CSV table must match `dims` exactly.
-    `finite=False` returns NPY values as stored, NaN included, for a caller that checks them."""
+    """The tensor of `path` in `dtype`; errors start with `{path}: `. `prefix=True` reads only the first
+    `dims[0]` rows of a longer (C-order) NPY file; `finite=False` returns NPY values as stored, NaN included."""
     path, dims = Path(path), tuple(int(d) for d in dims)
     if any(d < 0 for d in dims):
         raise GptlineageError(f"{path}: declared shape {format_shape(dims)} has a negative dimension")
@@ -151,10 +136,7 @@ def load_tensor(
     options: CsvOptions = DEFAULT_CSV_OPTIONS,
     dtype: torch.dtype = torch.float64,
 ) -> torch.Tensor:
-    """The chapter's `Tensor.load`: the tensor of declared `shape` stored in `path` (.npy or .csv).
-
-    The default dtype is float64, the chapter's host `Float` (exact for `<f4` files); a
-    float32 load rounds once and refuses a value that overflows there."""
+    """The chapter's `Tensor.load`: the tensor of declared `shape` stored in `path`, float64 by default."""
     path = Path(path)
     try:
         return read_source_tensor(path, shape, options, dtype)

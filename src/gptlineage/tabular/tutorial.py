@@ -1,10 +1,7 @@
 """The tabular chapter's two tutorials, `data-csv` and `data-npy`: their settings, transcript and artifact.
 
-Both commands train Linear(2,8) -> ReLU -> Linear(8,1) with Adam on mean squared error over
-the regression table, print the chapter's transcript, and write a TrainLog JSON plus the
-transcript itself as an artifact. The device and arithmetic (`RuntimeSettings`) are recorded
-in the artifact's parameters; the TrainLog's notes name them only when they are not the
-defaults, so a default run's log is what it was before they existed.
+Both train Linear(2,8) -> ReLU -> Linear(8,1) with Adam on the regression table, print the
+chapter's transcript, and write it with a TrainLog JSON as an artifact.
 
 Example:
     gptlineage data-csv --seed 2026 --steps 5 --output results/data_csv
@@ -26,7 +23,7 @@ from gptlineage.tabular.regression import (
     model_summary_lines,
     train_regression,
     transcript_train_lines,
-    write_trainlog,
+    write_regression_trainlog,
 )
 from gptlineage.tabular.settings import DataCsvConfig, DataNpyConfig, RegressionTrainConfig, RuntimeSettings
 
@@ -38,10 +35,8 @@ SMALL_DATA_HINT = (
 
 
 def trainlog_notes(parameters: dict[str, Any]) -> list[str]:
-    """`name=value` for each parameter; device and arithmetic only where they are not the defaults.
-
-    A default (`cpu`, `native`) run therefore writes the TrainLog it wrote before these two
-    settings existed, while an `ieee` run says so in its log."""
+    """`name=value` for each parameter; device and arithmetic only where they are not the defaults (so a
+    default run writes the TrainLog it wrote before these two settings existed)."""
     defaults = as_mapping(RuntimeSettings())
     return [f"{name}={value}" for name, value in parameters.items() if name not in defaults or defaults[name] != value]
 
@@ -49,10 +44,8 @@ def trainlog_notes(parameters: dict[str, Any]) -> list[str]:
 def header_lines(
     title: str, config: RegressionTrainConfig, data_dir: Path, paths: list[tuple[str, Path]], label_width: int
 ) -> list[str]:
-    """The transcript up to the train line: title, model summary, data paths, seed, optimiser.
-
-    Labels are padded to `label_width` as in the chapter's transcripts (9 for CSV, 8 for NPY).
-    """
+    """The transcript up to the train line: title, model summary, data paths, seed, optimiser; labels
+    padded to `label_width` as in the chapter's transcripts (9 for CSV, 8 for NPY)."""
     # A store's file as the store names it (s3://...), not by the job's local copy of it.
     settings = [*((name, store_path(str(path))) for name, path in paths), ("seed", config.seed)]
     lines = [f"== {title} ==", "model:", *model_summary_lines(config.batch), f"data_dir = {store_path(str(data_dir))}"]
@@ -81,13 +74,7 @@ def train_and_write(
         result = train_regression(dataset, config, runtime.arithmetic)
         result_lines = transcript_train_lines(result, config.dtype, runtime.arithmetic)
         print("\n".join(result_lines))
-        write_trainlog(
-            artifact.path / "trainlog.json",
-            title=title,
-            steps=[0, config.steps],
-            series=[{"name": "loss", "values": [result.loss_before, result.loss_after], "color": "#4e79a7"}],
-            notes=trainlog_notes(parameters),
-        )
+        write_regression_trainlog(artifact.path / "trainlog.json", result, title, trainlog_notes(parameters))
         (artifact.path / "transcript.txt").write_text("\n".join(transcript + result_lines) + "\n", encoding="utf-8")
     print(f"  wrote TrainLog JSON: {output / 'trainlog.json'}")
 

@@ -1,9 +1,7 @@
 """The checkpoint store: resumable `step-N` directories under a root, LATEST, listing and pruning.
 
-A checkpoint adds to the model's parameters the optimizer and RNG state and the caller's
-training state (completed step, metric history), under a manifest that records the whole
-training configuration and the sha256 of every file. Loading checks those hashes before any
-file is parsed, and refuses a checkpoint whose configuration differs from the command's.
+A checkpoint holds the parameters, optimizer and RNG state and the caller's training state, under a
+manifest of the training configuration and every file's sha256, checked before any file is parsed.
 
 Example:
     save_checkpoint("run/checkpoints", 400, model, optimizer,
@@ -24,11 +22,8 @@ On disk:
         state.json               the caller's training_state
         checkpoint.json          schema, completed_step, config, files {name: sha256} (manifest.json before)
 
-A checkpoint is built in `root/.step-N.tmp/`, every file fsynced, renamed to `root/step-N/`,
-and only then does LATEST move. A process killed at any point therefore leaves the previous
-checkpoint and LATEST usable; the next save removes the leftover temporary directory.
-The tensor files are hashed from the bytes being written (`model.parameters.write_safetensors`),
-never read back: the manifest's digests, and the training artifact's, come from the hash session.
+A checkpoint is built in `root/.step-N.tmp/`, every file fsynced, renamed to `root/step-N/`, and only
+then does LATEST move, so a process killed at any point leaves the previous one usable.
 """
 
 from __future__ import annotations

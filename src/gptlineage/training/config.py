@@ -1,11 +1,8 @@
 """The settings of one training run (`TrainConfig`, every field a `gptlineage train` flag and a
 config key of a training stage) and the plan they resolve to.
 
-`TrainConfig` is composed of parts: the model's shape, the schedule, evaluation, the data files,
-checkpoints, the runtime (device, precision, parallelism) and the end-of-training sample.
-Settings left unset (None) take the reference experiment's defaults, which depend on the preset
-(the LayerNorm epsilon on the device); `plan` resolves them, once, and the resolved values are
-recorded in the artifact.
+Settings left unset (None) take the reference experiment's defaults, which depend on the preset;
+`plan` resolves them once, and the resolved values are recorded in the artifact.
 
 Example:
     gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --eval-every 5 --output results/train/pretrain

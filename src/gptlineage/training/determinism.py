@@ -1,12 +1,8 @@
 """`--deterministic`: make a CUDA training run repeatable bit for bit on the same machine and software.
 
-On CPU our training is repeatable already (same torch build and thread count). On CUDA three
-things are not, unless asked: cuBLAS splits some matrix products over a workspace whose
-reduction order varies (CUBLAS_WORKSPACE_CONFIG fixes it), a few kernels add with atomics
-(`torch.use_deterministic_algorithms(True)` picks the deterministic ones, or refuses), and the
-flash / memory-efficient / cuDNN attention backward passes accumulate in an order that varies
-(only the math backend of scaled_dot_product_attention is deterministic; it stores the T x T
-attention matrix, so it costs memory and time).
+On CPU training is repeatable already. On CUDA it takes a fixed cuBLAS workspace
+(CUBLAS_WORKSPACE_CONFIG), deterministic kernels (`torch.use_deterministic_algorithms`) and the
+math backend of scaled_dot_product_attention (the others accumulate in a varying order).
 
 Example:
     gptlineage train --device cuda --deterministic --preset quick --data results/corpus_pretrain --steps 20 --output /tmp/det

@@ -1,21 +1,10 @@
 """Data-parallel training across processes: who this process is, and the few collectives we use.
 
-`gptlineage train --processes N` relaunches itself under `torchrun --standalone
---nproc-per-node N`; torchrun (or a cluster's own launcher running torchrun) sets RANK,
-WORLD_SIZE and LOCAL_RANK, and `setup` joins the process group: gloo on CPU, NCCL on CUDA
-with one GPU per local rank. A process started without those variables is a world of one
-and never touches torch.distributed.
-
-With `--nodes N` (> 1) the command starts one torchrun agent per node instead (see
-`training.multinode`), and torchrun gives every rank its RANK and WORLD_SIZE = N x processes.
-
-Every rank draws the same global batch from the stateless sampler and keeps its own rows
-(`rank_rows`); the loss weights are those of the whole batch, so the ranks' losses and
-gradients add up to the single-process ones, and DDP's all-reduce does that addition.
-
-Each rank's output reaches the console and is also kept, per rank, in `.<output>.ranks/` beside
-the output; that directory is removed when every rank succeeds, and a rank that dies without
-saying why (killed by a signal, a crash) is named in one line with its exit code and log.
+`gptlineage train --processes N` relaunches itself under torchrun (one agent per node with --nodes,
+`training.multinode`), and `setup` joins the process group (gloo on CPU, NCCL on CUDA); without
+RANK and WORLD_SIZE a process is a world of one. Every rank draws the same global batch and keeps
+its own rows (`rank_rows`) with the whole batch's weights, so DDP's all-reduce gives the
+single-process gradients. Each rank's output is kept in `.<output>.ranks/` until every rank succeeds.
 
 Example:
     gptlineage train --processes 2 --preset quick --data results/corpus_pretrain --steps 20 --output /tmp/ddp
@@ -257,12 +246,8 @@ def _pass_stdout(stream) -> None:
 
 
 def read_launcher_stderr(stream) -> tuple[list[list[str]], set[str], list[str]]:
-    """Pass the launcher's stderr on as it comes, holding back tracebacks (bare or behind a rank's
-    prefix, "[rank0]: Traceback"), srun's own lines and a rank's C++ log line that its peer is gone,
-    and leaving out torchrun's log lines.
-
-    Returns the tracebacks, the lines passed on, and the lines held back (srun's, a peer gone:
-    shown only where nothing else explains a failure)."""
+    """Pass the launcher's stderr on as it comes, leaving out torchrun's log lines; return what it held
+    back (the tracebacks, and srun's lines and a peer gone's), and the lines passed on."""
     tracebacks: list[list[str]] = []
     said: set[str] = set()
     srun_lines: list[str] = []
@@ -287,14 +272,9 @@ def read_launcher_stderr(stream) -> tuple[list[list[str]], set[str], list[str]]:
 def relaunch_with_torchrun(command: list[str], logs: Path) -> int:
     """Run `command` (from `launch_command`: torchrun, or srun starting one torchrun per node); its exit status.
 
-    torchrun starts the ranks with RANK/WORLD_SIZE/LOCAL_RANK set, so each of them trains
-    instead of relaunching again. The ranks' output passes through as it comes, and is kept
-    per rank under `logs` (made afresh; removed when every rank succeeded). torchrun's own log
-    lines and its traceback saying that a rank failed are left out: a rank that said why has
-    said it in one line (printed once, however many ranks said it); for one that did not (killed
-    by a signal, a crash) a GptlineageError names the rank, its signal or exit code and its log.
-    Where that explains the failure, the tracebacks of agents stopped by a signal (srun ending the
-    other nodes' agents) and srun's own lines about its tasks are left out too.
+    The ranks' output passes through and is kept per rank under `logs` (removed when every rank
+    succeeded); torchrun's own noise is left out, and a rank that dies without saying why is named in
+    a GptlineageError with its signal or exit code and its log.
     """
     shutil.rmtree(logs, ignore_errors=True)
     logs.mkdir(parents=True)

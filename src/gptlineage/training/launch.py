@@ -1,19 +1,10 @@
 """Where a training command's processes run: here, under torchrun, or under srun on several nodes.
 
-`gptlineage train` calls `launch` once, and it decides before anything trains:
-
-- a rank that torchrun started trains its part: the process that launched it checked the
-  memory and holds the work directory's lock;
-- one node's agent among several (--nodes N > 1, started by srun or a test) starts torchrun
-  for its node's ranks;
-- one process on one node takes the lock and trains here;
-- otherwise the command takes the lock and relaunches itself, the same words, under torchrun
-  for --processes P on this machine, or under srun with one torchrun agent per node
-  (training.multinode); rank 0 writes the artifact.
-
-A run that would not fit in memory is refused before it allocates anything, and a device this
-machine lacks before torchrun starts. Every process that trains runs `train_here`: continue an
-interrupted run of the same command, train, and (rank 0) write the run's files (training.run_files).
+`gptlineage train` calls `launch` once, and it decides before anything trains: a rank torchrun
+started trains its part; one node's agent among several starts torchrun for its node; one process on
+one node takes the lock and trains here; otherwise the command takes the lock and relaunches itself
+under torchrun (or srun, training.multinode). Memory and the device are checked first. Every process
+that trains runs `train_here`.
 
 Example (what commands/train.py does):
     config = with_precision(with_corpus_files(from_args(TrainConfig, args)))

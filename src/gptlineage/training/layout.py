@@ -1,10 +1,7 @@
 """The on-disk layout of a training run, defined once: file names and checkpoint directory names.
 
-A training artifact holds the final parameters, the metrics (a JSON document and the live
-JSONL log), the passport (dimensions and what was trained), the trace with its summary and
-the kept checkpoints, one `step-N` directory each. While it runs, the work directory beside the
-output (`.<name>.work/`) holds the live metrics, the checkpoints and `progress.json` (the run's
-total steps, for `gptlineage watch`).
+While a run trains, the work directory beside its output (`.<name>.work/`) holds the live metrics,
+the checkpoints and `progress.json` (for `gptlineage watch`).
 
 Example (after `gptlineage train ... --output results/train/pretrain`):
     run = TrainingRunFiles(Path("results/train/pretrain"))

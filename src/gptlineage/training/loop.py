@@ -1,20 +1,10 @@
 """The training loop: AdamW on a warmup-cosine schedule over stateless batches, with exact resume.
 
-`train_model` checks that the run fits in memory, loads the shards, builds or loads the
-model, validates at the start step, then trains: step t (0-based) uses the learning rate of
-update t and batch t of the seed's stream; a point is logged as step t+1; validation and
-checkpoints happen when the completed step is a multiple of their period or the last one
-(validation at the last one even with period 0). Metrics are appended to a JSONL file as
-training goes, so a crash keeps what was measured, and resumable checkpoints go to a work
-directory that survives the crash; with --tensorboard the same points (and each update's gradient
-norm) go to TensorBoard event files too (training.tensorboard_log). Under data parallelism every
-rank runs this; only rank 0 writes.
-
-Rank 0 prints what a person follows, on a terminal or in a log file alike (each line flushed):
-the header, `eval step N/T val loss L` at every validation, and `step N/T (p%) loss L lr R tok/s S,
-elapsed E, ETA X` lines at the pace of `gptlineage.progress` (the first and last step, at most one
-every 10 s and about a hundred in all). On a terminal a tqdm bar stays below them. As the steps
-begin it writes progress.json (total steps, start) beside the live metrics, for `gptlineage watch`.
+Step t (0-based) uses the learning rate of update t and batch t of the seed's stream and is logged as
+step t+1; validation and checkpoints come at multiples of their period and at the last step. Metrics
+are appended to a JSONL file as training goes and checkpoints go to a work directory, so a crash
+keeps both. Every rank runs this; only rank 0 writes and prints (`gptlineage.progress` lines, a tqdm
+bar on a terminal, progress.json for `gptlineage watch`).
 
 Example:
     gptlineage train --preset quick --data results/corpus_pretrain --steps 20 --output results/train/pretrain

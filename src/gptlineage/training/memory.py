@@ -24,10 +24,9 @@ r = B / (processes x accumulate) rows per micro-batch and N = r x T tokens of it
                     = 3·N·V·a            --loss-chunk 0: the logits, their log-softmax and gradient
     validation      = r_v·T·a·(6·W) + its loss   no gradients, but one piece of B / processes rows
 
-The peak is model state + tied embedding + batch + max(activations + loss, validation), plus
-P·e for DDP's gradient buckets (a flat copy of the gradients) when there is more than one
-process. That is one process's tensors; the node holds more (`estimate_node`, constants
-measured on CPU in benchmarks/README.md, "Memory of the node"):
+The peak is model state + tied embedding + batch + max(activations + loss, validation), plus P·e
+for DDP's gradient buckets with more than one process. The node holds more (`estimate_node`,
+constants measured in benchmarks/README.md, "Memory of the node"):
 
     each rank       = its tensors + runtime (Python, torch, torch.distributed: ~330 MiB)
     --compile       = + inductor's own (~220 MiB) + one C++ compiler per compile thread
@@ -35,14 +34,9 @@ measured on CPU in benchmarks/README.md, "Memory of the node"):
                       cc1plus, as) + a quarter of the activations (a compiled graph's own)
     node            = processes x rank + torchrun (~240 MiB)
 
-A single process is the command that checks: its runtime is already loaded and not counted.
-The node's total is compared with what the machine has free (`available_memory`: MemAvailable,
-or less under a cgroup limit or a SLURM job's memory request, or --max-memory). With --nodes,
-each node checks its own processes (the rows are those of B / (nodes x processes)). On CUDA the
-model's part is compared with the GPU's free memory instead, and the batches, runtimes and
-compilers with the host's. A run that fits prints
-`memory: 2 processes x 3.87 GiB (compile +0.68 GiB) + launcher 0.23 GiB = 7.97 GiB of 20.71 GiB
-available (MemAvailable)` (gpt2-small, context 128, batch 2, --compile, 2 compile threads).
+A single process's runtime is already loaded and not counted. The node's total is compared with
+`available_memory` (on CUDA the model's part with the GPU's free memory, the rest with the host's);
+with --nodes each node checks its own processes.
 
 Example:
     estimate = estimate_training(plan(config), config.runtime)
@@ -201,9 +195,8 @@ def cuda_free(device: str) -> int | None:
 
 
 def check_training_memory(config: TrainConfig, plan: Plan, processes: int = 1) -> tuple[NodeEstimate, str]:
-    """Refuse (GptlineageError) a run whose node's estimated peak exceeds the memory available.
-
-    Returns the estimate and its line (`memory: ... of ... GiB available`) for the run to print."""
+    """Refuse (GptlineageError) a run whose node's estimated peak exceeds the memory available; return
+    the estimate and its line (`memory: ... of ... GiB available`) for the run to print."""
     runtime = config.runtime
     node = estimate_node(plan, runtime, processes)  # each rank's rows: of the whole world
     estimate = node.process

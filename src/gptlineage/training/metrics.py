@@ -1,8 +1,6 @@
 """The metric points of a training run, kept in memory and appended to a JSONL file as they are measured.
 
-A point is {phase, step, loss, learning_rate, duration_ms, tokens_per_second}; phase is
-"train" (one per update, step = completed updates) or "validation". A crash keeps every
-point measured before it, since each is flushed to disk at once.
+A point is {phase, step, loss, learning_rate, duration_ms, tokens_per_second}, flushed at once.
 
 Example:
     metrics = Metrics(Path("results/.pretrain.work/metrics.jsonl"))

@@ -7,16 +7,9 @@
         --rdzv-endpoint=<the allocation's first node>:<port> --rdzv-id=<job id> --nproc-per-node=P ... \\
         -m gptlineage train <the same words>
 
-The agents meet through c10d rendezvous on the first node of the allocation, at a port derived
-from the job id (the same on every node, with nothing to pass between them); torchrun then
-gives each rank RANK, WORLD_SIZE = N x P and LOCAL_RANK, and the ranks join the process group
-from the environment as with --processes alone. The node list, node count and CPUs per task
-come from the job's environment, or from `scontrol show job` where a launcher cleared them
-(Snakemake's slurm-jobstep executor passes on the job id alone).
-
-Outside SLURM such a run is refused, unless a launcher (or a test) starts the agents itself and
-sets GPTLINEAGE_NODE_AGENT=<host:port> in each: that process is then one node's agent, meeting
-the others at host:port.
+The agents meet on the allocation's first node at a port derived from the job id; the node list,
+count and CPUs per task come from the job's environment, else `scontrol show job`. Outside SLURM
+such a run is refused, unless a launcher sets GPTLINEAGE_NODE_AGENT=<host:port> in each agent.
 
 Example:
     sbatch --nodes 2 --ntasks 2 --cpus-per-task 8 --wrap \\

@@ -1,10 +1,8 @@
 """Optimizer and RNG state of a checkpoint: what a resumed step needs besides the parameters.
 
-The optimizer's state (AdamW's exp_avg, exp_avg_sq and step per parameter) is stored keyed
-by parameter NAME, bit-exact, as `optimizer.safetensors` plus `optimizer.json` (type,
-hyper-parameters of each group, name order); the torch RNG streams a step draws from
-(dropout, random windows) as `rng.safetensors`: the CPU stream and, on CUDA, the stream of the
-GPU being trained on. Everything is checked against the live model and optimizer before it is applied.
+AdamW's state is stored bit-exact, keyed by parameter name (`optimizer.safetensors`, `optimizer.json`),
+the torch RNG streams (CPU, and the training GPU's) as `rng.safetensors`; everything is checked
+against the live model and optimizer before it is applied.
 
 Example (what `gptlineage.training.checkpoints` does inside a step-N directory):
     write_optimizer_state(directory, model, optimizer); write_rng_state(directory / RNG_FILE, device)

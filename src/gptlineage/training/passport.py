@@ -1,8 +1,7 @@
 """A training run's passport (what a reader needs to trust it) and the summary its manifest carries.
 
-Like the reference experiment's, the passport names the statements proved about training (the
-reference's theorem names, each with the tests here that mirror it) and the runtime boundary:
-what those tests cover and what they do not (see `model.statements`).
+Like the reference's, it names the statements proved about training and the runtime boundary
+(`model.statements`).
 
 Example:
     write_json_atomic(Path("results/train/pretrain/passport.json"), passport(config, result, entries, output, None))

@@ -1,11 +1,7 @@
 """What a training run writes: its artifact (rank 0's part), the copies asked for, and the lines saying so.
 
-The artifact holds parameters.safetensors (final), metrics.json, metrics.jsonl, passport.json,
-trace.json with trace-summary.json, the kept checkpoints (linked from the work directory) and,
-with a sample function and a prompt, samples.json. --save-params, --metrics and --passport name
-copies of three of those files, written outside the artifact after it is sealed; `check_outputs`
-refuses a bad copy path, and any output that would overwrite one of the run's inputs, before any
-training, so it costs nothing.
+--save-params, --metrics and --passport name copies written outside the artifact after it is sealed;
+`check_outputs` refuses a bad one, or one over an input, before any training.
 
 Example (what `gptlineage train` does on rank 0, through training.launch):
     check_outputs(config, outputs, work_directory(outputs.output.absolute()))

@@ -10,14 +10,10 @@ validation set is the same few batches at every evaluation (seed + 1000003, step
 Two kinds of batch, both [B, T] with T = context (a dialogue batch may then be cut shorter):
 
 - plain (pretraining): a window of T+1 tokens at a random offset; x = tokens[off:off+T],
-  y = tokens[off+1:off+T+1] (the target at t is the token at t+1), mean loss over B·T.
-- dialogue (instruction tuning): a random dialogue record; only rows whose target is an
-  assistant token inside the record's target interval carry weight, 1/(enabled rows in
-  the whole batch) each, and rows past the record's end are padding with weight 0, so no
-  row ever reads across a record's window. `trim_dialogue_batch` then drops the columns
-  past the batch's last weighted row (rounded up to COLUMN_MULTIPLE): attention is causal, so
-  no kept position reads them, and they carry no loss. A record is a few dozen tokens of a
-  128-token context, so this skips most of the model's work on padding.
+  y = tokens[off+1:off+T+1], mean loss over B·T.
+- dialogue (instruction tuning): a random dialogue record; only rows whose target is an assistant
+  token of the record carry weight, 1/(enabled rows in the batch) each; rows past its end are
+  padding. `trim_dialogue_batch` drops the columns past the last weighted row (causal: unread).
 
 Example:
     tokens = read_tokens("train.bin")

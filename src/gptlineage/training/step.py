@@ -1,10 +1,6 @@
 """The two primitives of training: one timed AdamW update, and the validation loss. The matched
 comparison runs the same primitives with a Hugging Face model's loss, so both trainers do the same work.
 
-`Updater` holds what every update shares (optimizer, loss, plan, seed, micro-batching, the
-process group); `timed_update(updater, split, t)` runs update t and `evaluate(updater, split,
-batches, model)` scores the fixed validation batches.
-
 Example:
     optimizer = build_optimizer(model, weight_decay=0.1, device="cpu", lr=plan.lr)
     updater = Updater(optimizer, on_device(training_objective(model, runtime), "cpu"), plan, seed=0)
@@ -73,13 +69,8 @@ class Updater:
 
 
 def timed_update(updater: Updater, split: Split, t: int) -> dict[str, Any]:
-    """Update t (0-based): set the scheduled learning rate, draw batch t, step the optimizer.
-
-    This rank's rows of the batch go through in `accumulate` micro-batches; under DDP
-    `no_sync()` holds back the gradient all-reduce until the last one, and each rank's loss
-    is scaled by the world size because DDP averages gradients where we want their sum.
-    Returns the metric point of completed step t+1, timed over the whole update.
-    """
+    """Update t (0-based): set the scheduled learning rate, draw batch t, step the optimizer; return the
+    metric point of step t+1. Each rank's loss is scaled by the world size: DDP averages gradients."""
     plan, dist = updater.plan, updater.dist
     lr = learning_rate(t, plan.steps, plan.warmup_steps, plan.lr, plan.min_lr)
     clock = time.perf_counter()
@@ -112,11 +103,7 @@ def timed_update(updater: Updater, split: Split, t: int) -> dict[str, Any]:
 
 @torch.no_grad()
 def evaluate(updater: Updater, split: Split, batches: int, model: torch.nn.Module) -> float:
-    """Mean loss over the fixed validation batches (seed + 1000003, step = batch index).
-
-    Each rank scores its rows of every batch and the sums are added over ranks. `model` is
-    put in eval mode meanwhile (dropout off).
-    """
+    """Mean loss over the fixed validation batches, each rank scoring its rows, `model` in eval mode."""
     model.eval()
     rows = rank_rows(updater.plan.batch, updater.dist, 1)
     losses = []

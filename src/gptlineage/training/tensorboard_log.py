@@ -1,17 +1,8 @@
 """Live TensorBoard curves of a training run (`gptlineage train --tensorboard DIR`).
 
-Rank 0 writes TensorBoard event files into DIR as it trains, at the steps it logs to metrics.jsonl:
-the training loss, learning rate, tokens/s and gradient norm of every update, the validation loss
-at every validation, and the end-of-training sample as text. DIR is a side output: it lies outside
-the artifact (the workflow gives results/train/tensorboard/<stage>, so `tensorboard --logdir
-results/train` shows one run per stage while they train) and enters neither its id nor its content.
-
-A run that continues from a checkpoint of step K appends to the same DIR: its event file starts
-with a purge at step K + 1 (TensorBoard's `purge_step`), so the steps the interrupted run logged
-after its checkpoint, measured again now, never show twice; a fresh run purges from step 0, so an
-earlier run's curves in DIR are replaced. Without the `tensorboard` package the run says so in one
-note line and trains without event files; a writer that fails mid-run (a full disk) is noted once
-and dropped, and the training goes on.
+Rank 0 writes event files into DIR (a side output, outside the artifact) at the steps it logs to
+metrics.jsonl. A run continuing from step K purges from step K + 1, so no step shows twice; without
+the `tensorboard` package, or when the writer fails mid-run, one note line and training goes on.
 
 Example:
     board = TensorBoardLog(Path("results/train/tensorboard/pretrain"))

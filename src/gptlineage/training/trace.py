@@ -1,9 +1,7 @@
 """A trace of a run's phases that opens in Perfetto, and a summary of time per phase.
 
-Wrap each phase in `tracer.phase(name)` (a training run's: data loading, initialization, training
-steps, evaluation, checkpointing, and generation when `train --generate` samples); the tracer writes Chrome trace-event JSON
-(`trace.json`, open it at ui.perfetto.dev) and `trace-summary.json` with the total time,
-call count per phase and the process's peak resident memory.
+Wrap each phase in `tracer.phase(name)`; the tracer writes Chrome trace-event JSON (`trace.json`, for
+ui.perfetto.dev) and `trace-summary.json` (time and calls per phase, peak resident memory).
 
 Example:
     tracer = Tracer()

@@ -1,15 +1,9 @@
 """Following a training run from its files, for `gptlineage watch`: no torch, nothing but reading.
 
-A running `gptlineage train --output results/train/X` appends each metric point to the live
-`metrics.jsonl` of its work directory, `results/train/.X.work/`, and writes `progress.json` there
-when its steps begin (`training.layout.live_status`: the total steps, the step it starts from, when, and which
-process on which host runs it). The run has ended when `results/train/X/manifest.json` appears
-(the artifact is renamed into place whole). Watch reads only those files of the RUN it is given
-(the output directory or the work directory, and the other one of the pair), never a path that a
-file names, and refuses a file that is a link leading out of its directory. The live log is read
-incrementally (`training.watch_log`): each look parses only the lines appended since the last.
-Odd values (a NaN, infinite or huge loss) are shown as they are ("nan", "inf", 1.0e+308) or
-clipped in the curve; a progress.json whose numbers no run writes is one error line.
+A running `gptlineage train --output results/train/X` appends metric points to `metrics.jsonl` in
+`results/train/.X.work/` and writes `progress.json` there (`training.layout.live_status`); it has
+ended when `results/train/X/manifest.json` appears. Watch reads only those files (never a path a
+file names, nor a link out of its directory), the live log incrementally (`training.watch_log`).
 
 Example:
     target = locate(Path("results/train/sft_stage1"))   # or results/train/.sft_stage1.work

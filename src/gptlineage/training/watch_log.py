@@ -1,12 +1,8 @@
 """A training run's live metrics.jsonl read as it grows, for `gptlineage watch`: each look parses new lines only.
 
-`PointLog.look()` reads from the byte where the last look stopped, parses the complete lines
-that arrived since (a last line still being written is left for the next look) and folds each
-point into a `Tally` of bounded size: the latest point and the first and last loss of each phase, the latest
-RATE_POINTS speeds and a train loss curve of at most CURVE_CELLS cells (pairs of cells merge
-when it is full). So a long run's log costs the same memory at its millionth line as at its
-first, and a look costs what was appended. A log replaced (a run restarting from a checkpoint
-rewrites it whole) or cut shorter is read again from its start.
+`PointLog.look()` parses the complete lines appended since the last look and folds each point into
+a `Tally` of bounded size (at most CURVE_CELLS curve cells, RATE_POINTS speeds), so a look costs what
+was appended; a log replaced or cut shorter is read again from its start.
 
 Example:
     log = PointLog(Path("results/train/.pretrain.work/metrics.jsonl"))

@@ -37,11 +37,8 @@ RUN_ENTRIES = (CHECKPOINTS_DIR, METRICS_LOG_FILE, PROGRESS_FILE)  # what else a 
 
 
 def take_lock(work: Path, output: Path) -> int:
-    """An exclusive, non-blocking flock on the work directory's lock file; return its descriptor.
-
-    The holder removes the whole directory when it finishes, so a lock taken on a file that
-    was unlinked meanwhile protects nothing: then the new directory's file is locked instead.
-    """
+    """An exclusive, non-blocking flock on the work directory's lock file; return its descriptor (a file
+    unlinked meanwhile by a finishing holder protects nothing: the new one is locked instead)."""
     lock = work / LOCK_FILE
     check_ours(work, output)
     for _ in range(5):
@@ -101,11 +98,8 @@ def holds_checkpoints(work: Path) -> bool:
 
 @contextmanager
 def locked_work(work: Path, output: Path) -> Iterator[None]:
-    """Hold the work directory for one run of `output`; a second writer is refused in one line.
-
-    On the way out, a work directory that holds no checkpoint (a run that failed before its
-    first one) is removed: there is nothing in it to resume from.
-    """
+    """Hold the work directory for one run of `output` (a second writer is refused); on the way out,
+    one that holds no checkpoint to resume from is removed."""
     descriptor = take_lock(work, output)
     try:
         yield
@@ -127,14 +121,8 @@ def clear_work(work: Path) -> None:
 
 
 def continue_interrupted(config: TrainConfig, plan: Plan, work: Path, dist: Distributed) -> TrainConfig:
-    """Resume from the newest checkpoint an interrupted run of this same command left, if any.
-
-    "The same command" means the checkpoint's recorded configuration (model, schedule, seed,
-    precision, data hashes) equals this one's, the test `--resume` applies; the result is then
-    the uninterrupted run's, bit for bit. So a rerun after a crash or a preempted cluster job
-    goes on where it stopped. Leftovers of a different command are discarded by
-    `prepare_work`. Every rank decides alike, from the same files, before rank 0 changes any.
-    """
+    """Resume from the newest checkpoint an interrupted run of this same command (by the test `--resume`
+    applies) left, if any: a rerun after a crash goes on where it stopped, bit for bit."""
     root = TrainingRunFiles(work).checkpoints
     if config.checkpoints.resume or config.checkpoints.checkpoint_dir or not list_checkpoints(root):
         return config
