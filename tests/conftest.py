@@ -25,7 +25,7 @@ def default_config() -> dict:
 
 
 DEFAULT_GRAPH = graph(default_config())  # the default config's jobs and training stages
-STAGE_NAMES = DEFAULT_GRAPH.stage_names
+STAGE_NAMES = tuple(stage.name for stage in DEFAULT_GRAPH.stages)
 
 # The end-to-end test files (marker `e2e`, registered in pyproject.toml): they run the workflow,
 # the CLI in subprocesses, several processes or environments, a browser, or build training chains.

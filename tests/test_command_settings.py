@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 # The settings class of each command of the corpus and tabular rule families.
 CONFIGS = {command.name: command.settings for command in registry.commands() if command.family in ("corpus", "tabular")}
 # The workflow's config slices of these commands.
-SLICES = {key: each.command.name for key, each in slices(default_config()).items() if each.command.name in CONFIGS}
+SLICES = {key: each.command for key, each in slices(default_config()).items() if each.command in CONFIGS}
 
 
 def profiles() -> list[tuple[str, dict]]:

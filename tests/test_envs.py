@@ -29,11 +29,20 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from gptlineage import registry
-from gptlineage.lineage.codedeps import external_imports, third_party_imports
+from gptlineage.lineage.codedeps import external_imports, run_files
 from gptlineage.lineage.identity import environment_class
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE_ROOT = REPO / "src"
+
+
+def third_party_imports(module: str, source_root: Path) -> list[str]:
+    """Sorted top-level names of the third-party modules that every file `module` runs imports."""
+    return sorted(
+        set().union(*(external_imports(source_root / relative) for relative in run_files(module, source_root)))
+    )
+
+
 ENVS = REPO / "envs"
 RULES = REPO / "workflow" / "rules"
 # What every environment holds besides its commands' imports: the interpreter, and what the

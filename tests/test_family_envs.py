@@ -26,11 +26,10 @@ import pytest
 from conftest import TINY_TRAIN
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from test_envs import FAMILIES, SOURCE_ROOT, distribution, read_env
+from test_envs import FAMILIES, SOURCE_ROOT, distribution, read_env, third_party_imports
 
 from gptlineage import registry
 from gptlineage.corpus.shards import ShardWriter
-from gptlineage.lineage.codedeps import third_party_imports
 
 REPO = SOURCE_ROOT.parent
 PLAYS = REPO / "data" / "shakespeare" / "plays.jsonl.gz"

@@ -241,7 +241,7 @@ def test_prose_and_single_names_are_no_command_line_or_enumeration():
 
 
 def test_each_slice_names_a_command_with_a_settings_class_and_each_command_a_module():
-    assert all(each.command.settings is not None for each in slices(default_config()).values())
+    assert all(each.declared_command.settings is not None for each in slices(default_config()).values())
     for command in registry.commands():
         assert (REPO / "src" / Path(*command.module.split("."))).with_suffix(".py").is_file(), command.name
     assert len(set(registry.command_names())) == len(registry.commands())

@@ -161,6 +161,12 @@ class Job:
     def declared_command(self) -> Command:
         return command(self.command)
 
+    @property
+    def settings(self) -> type:
+        """The settings dataclass of the job's command (the workflow's check refuses a slice without)."""
+        assert self.declared_command.settings is not None, self.command
+        return self.declared_command.settings
+
 
 def final_model(stages: tuple[TrainingStage, ...]) -> Input:
     """The input edge of a check of the final model: the last stage's training run, as --run."""

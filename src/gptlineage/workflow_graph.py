@@ -90,10 +90,6 @@ class Graph:
         return tuple(self.by_name)
 
     @property
-    def stage_names(self) -> tuple[str, ...]:
-        return tuple(stage.name for stage in self.stages)
-
-    @property
     def directories(self) -> dict[str, str]:
         return {each.name: each.directory for each in self.jobs}
 
@@ -101,11 +97,6 @@ class Graph:
     def parts(self) -> dict[str, str]:
         """The deliverable's parts by role (`gptlineage experiment --part ROLE=PATH`), the model first."""
         return {each.role: each.job for each in self.jobs[-1].inputs}
-
-    @property
-    def slice_commands(self) -> dict[str, str]:
-        """Each config slice and the command whose settings build it."""
-        return {each.slice: each.command for each in self.jobs if each.slice}
 
     def job(self, name: str) -> Job:
         """The job called NAME (KeyError for a name that is none; `graph_error` names it in one line)."""
@@ -166,7 +157,7 @@ def stages_error(config: dict[str, Any]) -> str | None:
     example = "[pretrain, continuation, sft_stage1, sft_stage2]"
     if not isinstance(names, list) or not names:
         return f"invalid config: key {STAGES_KEY}: must list the training stages in chain order, as {example}"
-    others = set(chain_graph(()).slice_commands) | {STAGES_KEY, "experiments"}  # the config's other keys
+    others = {each.slice for each in chain_graph(()).jobs} | {STAGES_KEY, "experiments"}  # the config's other keys
     corpora = {f"corpus_{name}" for name in names}  # a stage's corpus slice, no other stage's name
     for name in names:
         why = stage_name_error(name)

@@ -94,7 +94,7 @@ def setting_schema(field: dataclasses.Field, annotation: Any) -> dict[str, Any]:
 
 def slice_schema(name: str) -> dict[str, Any]:
     """The object schema of the generic chain's slice NAME: its command's settings and workflow keys."""
-    declared, stage_names = slices(GENERIC)[name], graph(GENERIC).stage_names
+    declared, stage_names = slices(GENERIC)[name], tuple(GENERIC[STAGES_KEY])
     refused = set(wired_keys(GENERIC, name))
     properties = {
         field.name: setting_schema(field, annotation)
@@ -116,7 +116,7 @@ def slice_schema(name: str) -> dict[str, Any]:
             + (": a stage's name" if allowed == stage_names else ""),
         }
     return {
-        "description": f"settings of `gptlineage {declared.command.name}` (its flags, without the dashes)",
+        "description": f"settings of `gptlineage {declared.command}` (its flags, without the dashes)",
         "type": ["object", "null"],
         "properties": dict(sorted(properties.items())),
         "additionalProperties": False,
@@ -125,7 +125,7 @@ def slice_schema(name: str) -> dict[str, Any]:
 
 def config_schema() -> dict[str, Any]:
     """The whole config's schema: the stages, every slice, and `experiments:` overriding them."""
-    fixed = [name for name in graph({}).slice_commands if name in slices(GENERIC)]
+    fixed = [name for name in slices({}) if name in slices(GENERIC)]
 
     def overrides() -> dict[str, Any]:  # fresh dicts each time: YAML would write shared ones as anchors
         return {

@@ -28,55 +28,28 @@ import functools
 import re
 import shlex
 import typing
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from gptlineage.errors import GptlineageError
 from gptlineage.lineage.checks import encodable
-from gptlineage.registry import Command, command, command_names
+from gptlineage.registry import Job, command_names
 from gptlineage.settings import SettingError, describe, from_mapping, is_sequence, setting_fields
 from gptlineage.workflow_graph import STAGES_KEY, Graph, graph, stages_error
-
-
-@dataclass(frozen=True)
-class Slice:
-    """A config slice: the command its rule runs (whose settings class builds the slice), the keys
-    the rule supplies itself (its inputs and output, placeholders for the check), and the
-    workflow's own keys (which input to wire), with their allowed values."""
-
-    command: Command
-    supplied: dict[str, Any] = field(default_factory=dict)
-    workflow_keys: dict[str, tuple] = field(default_factory=dict)
-    resolve: Callable[[Any], Any] | None = None  # resolves the built settings (and checks them)
-
-    @property
-    def settings(self) -> type:
-        """The settings dataclass of the slice's command (`slices_error` checks it has one)."""
-        assert self.command.settings is not None, self.command.name
-        return self.command.settings
-
 
 EXPERIMENTS_KEY = "experiments"  # the named experiments of a sweep (gptlineage.workflow_jobs)
 
 
-def output_of(rule: str) -> str:
-    return f"the {rule} rule's output"
-
-
 @functools.lru_cache(maxsize=32)
-def chain_slices(chain: Graph) -> dict[str, Slice]:
-    """One slice per job of CHAIN that has settings, in the graph's order, as its command's module
-    declares it (a job of an undeclared command has none: the graph's check names it)."""
-    return {
-        each.slice: Slice(command(each.command), each.supplied, each.workflow_keys, each.resolve)
-        for each in chain.jobs
-        if each.slice and each.command in command_names()
-    }
+def chain_slices(chain: Graph) -> dict[str, Job]:
+    """Each config slice of CHAIN and the job that reads it, as its command's module declares it: its
+    command's settings, the flags its rule supplies, its workflow keys (a job of an undeclared
+    command has none: the graph's check names it)."""
+    return {each.slice: each for each in chain.jobs if each.slice and each.command in command_names()}
 
 
-def slices(config: dict[str, Any]) -> dict[str, Slice]:
+def slices(config: dict[str, Any]) -> dict[str, Job]:
     """The slices of CONFIG's workflow, by name: the fixed jobs' and two per training stage."""
     return chain_slices(graph(config))
 
@@ -204,7 +177,7 @@ def wired_keys(config: dict[str, Any], name: str) -> dict[str, str]:
     wired = {"output": "its rule's directory under results/"}
     config_slice = config.get(name) or {}
     for edge in holding_edges(config, name):
-        source = " or ".join(output_of(job) for job in edge.jobs(config_slice))
+        source = " or ".join(f"the {job} rule's output" for job in edge.jobs(config_slice))
         flags = [flag for flag in edge.flags if flag not in slices(config)[name].workflow_keys]
         wired.update(dict.fromkeys(flags, f"{source}, as {edge.when} says" if edge.when else source))
     return wired
@@ -223,7 +196,7 @@ def wired_inputs(config: dict[str, Any], name: str) -> dict[str, Any]:
     return {flag: value for flag, value in placeholders.items() if flag in fields}
 
 
-def typed_slice(declared: Slice | None, config_slice: Any) -> Any:
+def typed_slice(declared: Job | None, config_slice: Any) -> Any:
     """A slice with its string values read as their settings' types (`from_text`): Snakemake's
     `--config 'pretrain={steps: 4}'` gives the string '4'. A workflow key reads 'true', 'false'
     and 'null' as YAML does; anything that does not parse stays as it is, for the check to refuse."""
@@ -259,9 +232,9 @@ def typed_config(config: dict[str, Any]) -> dict[str, Any]:
 def slices_error(config: dict[str, Any]) -> str | None:
     """One line for a declared slice whose command has no settings class to build it, or None."""
     for name, declared in slices(config).items():
-        if declared.command.settings is None:
+        if declared.declared_command.settings is None:
             return (
-                f"invalid workflow: config slice {name}: command {declared.command.name} has no settings class: name"
+                f"invalid workflow: config slice {name}: command {declared.command} has no settings class: name"
                 f" it in its COMMAND (gptlineage/commands), or declare the job with slice None"
             )
     return None

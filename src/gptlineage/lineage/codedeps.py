@@ -7,15 +7,13 @@ file it runs (`run_files`) are what its rule family's conda environment must hol
 
 Example:
     >>> from pathlib import Path
-    >>> from gptlineage.lineage.codedeps import module_files, run_files, third_party_imports
+    >>> from gptlineage.lineage.codedeps import module_files, run_files
     >>> "gptlineage/errors.py" in module_files("gptlineage.commands.lineage", Path("src"))  # doctest: +SKIP
     True
     >>> "gptlineage/lineage/checks.py" in module_files("gptlineage.commands.train", Path("src"))  # doctest: +SKIP
     False
     >>> "gptlineage/lineage/checks.py" in run_files("gptlineage.commands.train", Path("src"))  # doctest: +SKIP
     True
-    >>> third_party_imports("gptlineage.commands.small_data", Path("src"))  # doctest: +SKIP
-    ['numpy', 'torch']
 """
 
 from __future__ import annotations
@@ -168,11 +166,3 @@ def read_external_imports(path: Path) -> set[str]:
         else:
             pending.extend(ast.iter_child_nodes(node))
     return {name for name in found if name not in sys.stdlib_module_names and name not in (PACKAGE, "__future__")}
-
-
-def third_party_imports(module: str, source_root: Path) -> list[str]:
-    """Sorted top-level names of the third-party modules that every file `module` runs imports."""
-    names: set[str] = set()
-    for relative in run_files(module, source_root):
-        names |= external_imports(source_root / relative)
-    return sorted(names)
