@@ -245,7 +245,7 @@ def test_a_dry_run_from_the_root_finds_the_snakefile_and_applies_the_default_pro
     done = snakemake(workdir, "--dry-run", "--cores", "4", "--", "results/train/pretrain")
     assert done.returncode == 0, done.stderr[-3000:]
     jobs = jobs_of(done.stdout + done.stderr)
-    sizes = PROFILES["default"]["set-resources"]["train_pretrain"]
-    assert jobs["train_pretrain"]["threads"] == PROFILES["default"]["set-threads"]["train_pretrain"]
+    sizes = PROFILES["default"]["set-resources"]["train_*"]  # every stage's training job, by pattern
+    assert jobs["train_pretrain"]["threads"] == PROFILES["default"]["set-threads"]["train_*"]
     assert jobs["train_pretrain"]["resources"]["mem_mb"] == str(sizes["mem_mb"])
     assert jobs["train_pretrain"]["resources"]["runtime"] == str(sizes["runtime"])
