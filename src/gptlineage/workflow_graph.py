@@ -89,11 +89,11 @@ class Graph:
     def names(self) -> tuple[str, ...]:
         return tuple(self.by_name)
 
-    @property
+    @functools.cached_property
     def directories(self) -> dict[str, str]:
         return {each.name: each.directory for each in self.jobs}
 
-    @property
+    @functools.cached_property
     def parts(self) -> dict[str, str]:
         """The deliverable's parts by role (`gptlineage experiment --part ROLE=PATH`), the model first."""
         return {each.role: each.job for each in self.jobs[-1].inputs}

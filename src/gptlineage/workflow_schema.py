@@ -104,17 +104,15 @@ def slice_schema(name: str) -> dict[str, Any]:
     first = slices(GENERIC)[FIRST_STAGE[name]].workflow_keys if name in FIRST_STAGE else {}
     for key, choices in declared.workflow_keys.items():
         allowed = tuple(dict.fromkeys((*first.get(key, ()), *choices)))
-        rule = STAGE_DEFINITIONS.get(name, name)
-        values = (
-            {"type": "string", "pattern": f"^{STAGE_NAME.pattern}$"}
-            if allowed == stage_names
-            else {"enum": list(allowed)}
-        )
-        properties[key] = {
-            **values,
-            "description": f"a workflow key of the {rule} rule"
-            + (": a stage's name" if allowed == stage_names else ""),
-        }
+        description = f"a workflow key of the {STAGE_DEFINITIONS.get(name, name)} rule"
+        if allowed == stage_names:  # any stage of the config's chain, not this generic one's
+            properties[key] = {
+                "type": "string",
+                "pattern": f"^{STAGE_NAME.pattern}$",
+                "description": description + ": a stage's name",
+            }
+        else:
+            properties[key] = {"enum": list(allowed), "description": description}
     return {
         "description": f"settings of `gptlineage {declared.command}` (its flags, without the dashes)",
         "type": ["object", "null"],

@@ -1,8 +1,9 @@
 # Helpers for the workflow: the package source files a command runs (so a job reruns when its
 # code changes, and only then), the config check, the experiments of a sweep, and the inputs and
 # flags the rules derive from an experiment's config slices. Every job, its inputs by role and its
-# directory are declared by its command's module (gathered by gptlineage.workflow_graph), the training stages by config's `stages:`
-# (GRAPH, set by the Snakefile after the check); a rule takes them with `inputs(job)` and `result(job)`.
+# directory are declared by its command's module (gathered by gptlineage.workflow_graph), the
+# training stages by config's `stages:` (GRAPH, set by the Snakefile after the check); a rule
+# takes them with `inputs(job)` and `result(job)`.
 #
 # Every rule's paths carry the `prefix` wildcard: "" for the default experiment (results/...),
 # "<name>/" for a named experiment of config's `experiments:` (results/<name>/...). An input
