@@ -39,7 +39,7 @@ from pathlib import Path
 
 import yaml
 
-from gptlineage.cpus import cpu_model_and_flags
+from gptlineage.core.cpus import cpu_model_and_flags
 from gptlineage.generation.prompt_suite import exact_match, exact_match_by_family
 from gptlineage.lineage.identity import MATMUL_FLAGS
 

@@ -58,9 +58,9 @@ from pathlib import Path
 
 import torch
 
+from gptlineage.core.cpus import available_cpus
 from gptlineage.corpus.synth_chat import prompt_suite
 from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
-from gptlineage.cpus import available_cpus
 from gptlineage.generation.batched import generate_batch
 from gptlineage.generation.chat import chat_prompt, complete, complete_batch
 from gptlineage.generation.decoding import FullPrefixDecoder, SamplingConfig, generate_tokens

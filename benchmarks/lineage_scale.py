@@ -47,7 +47,7 @@ FLAGS = ("sha_ni", "avx2", "avx512f", "vaes")  # what decides OpenSSL's sha256 s
 
 def header() -> dict:
     """The CPU model and its hashing flags, CPUs available, OpenSSL: the machine the figures are from."""
-    from gptlineage.cpus import available_cpus, cpu_model_and_flags
+    from gptlineage.core.cpus import available_cpus, cpu_model_and_flags
 
     model, flags = cpu_model_and_flags()
     return {

@@ -34,7 +34,7 @@ def write_node(base: dict, directory: Path, parameters: dict, inputs: dict[str, 
     """A sealed artifact at DIRECTORY holding out.bin, using INPUTS' out.bin (role -> (dir, manifest))."""
     import hashlib
 
-    from gptlineage.jsonio import write_json_atomic
+    from gptlineage.core.jsonio import write_json_atomic
     from gptlineage.lineage.artifact import MANIFEST, SEAL_KEY, artifact_id, content_sha256, manifest_sha256
     from gptlineage.lineage.hashing import sha256_json
 

@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 
 from gptlineage.cli import build_parser
+from gptlineage.core.settings import from_args
 from gptlineage.corpus.shards import ShardWriter
 from gptlineage.model.gpt import model_config
 from gptlineage.model.memory import GIB
-from gptlineage.settings import from_args
 from gptlineage.training.config import TrainConfig, plan
 from gptlineage.training.data import with_corpus_files
 from gptlineage.training.memory import estimate_node

@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gptlineage.cpus import available_cpus
+from gptlineage.core.cpus import available_cpus
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "data" / "shakespeare" / "plays.jsonl.gz"

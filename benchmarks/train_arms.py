@@ -62,7 +62,7 @@ class Trainer:
 
 
 def train_config(args: Any, values: dict, shard: Path) -> Any:
-    from gptlineage.settings import from_mapping
+    from gptlineage.core.settings import from_mapping
     from gptlineage.training.config import TrainConfig
 
     dims = {key: values[key] for key in ("context", "vocab", "width", "heads", "layers", "batch")}

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from train_arms import OURS_FLOAT32
 
-from gptlineage.cpus import available_cpus, cpu_model_and_flags
+from gptlineage.core.cpus import available_cpus, cpu_model_and_flags
 
 CONFIGS = {
     "bench-cpu": {"context": 256, "width": 128, "heads": 4, "layers": 4, "vocab": 50257, "batch": 8},

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import yaml
 
-from gptlineage.cpus import available_cpus
-from gptlineage.workflow_graph import graph
+from gptlineage.core.cpus import available_cpus
+from gptlineage.pipeline.graph import graph
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -7,14 +7,14 @@ import sys
 
 import pytest
 
-from gptlineage import allocator
+from gptlineage.core import allocator
 
 # Allocate and touch three 26 MB blocks (the vocabulary's embedding and output-projection gradients
 # at width 128, and one more), free them; 40 times over. Prints the minor page faults that took.
 FAULTS = """
 import resource, sys
 import numpy as np
-from gptlineage.allocator import keep_freed_memory
+from gptlineage.core.allocator import keep_freed_memory
 if sys.argv[1] == "keep":
     assert keep_freed_memory()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.lineage.artifact import MANIFEST, ArtifactWriter, artifact_id, content_sha256, read_manifest
 from gptlineage.lineage.hashing import sha256_file
 from gptlineage.lineage.walk import verify

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import TINY_MODEL as TINY
 
-from gptlineage import devices
 from gptlineage.cli import main
-from gptlineage.cpus import cpu_model_and_flags
+from gptlineage.core import devices
+from gptlineage.core.cpus import cpu_model_and_flags
 
 CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel

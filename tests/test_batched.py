@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gptlineage import cli
+from gptlineage.core.errors import GptlineageError
 from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
-from gptlineage.errors import GptlineageError
 from gptlineage.generation import batched
 from gptlineage.generation import chat as chat_module
 from gptlineage.generation.batched import generate_batch, greedy_tokens

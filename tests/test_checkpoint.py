@@ -16,7 +16,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.model.parameters import load_parameters, read_parameters, save_parameters
 from gptlineage.training import layout
 from gptlineage.training.checkpoints import (

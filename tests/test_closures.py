@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import gptlineage
-from gptlineage import registry
-from gptlineage.errors import escaped, printable
+from gptlineage.core.errors import escaped, printable
+from gptlineage.interface import registry
 from gptlineage.lineage.codedeps import PRESENTATION, module_files, module_path, run_files
 from gptlineage.lineage.identity import code_closure
 from gptlineage.reporting.dag import svg_text
@@ -62,7 +62,7 @@ PRESENTATION_EDITS = {
     "chat loop": ("gptlineage/generation/chat.py", appended_code),
     "error wording": ("gptlineage/lineage/checks.py", reworded_error),
     "terminal text": ("gptlineage/generation/terminal.py", appended_code),
-    "progress lines": ("gptlineage/progress.py", appended_code),
+    "progress lines": ("gptlineage/core/progress.py", appended_code),
     "watch display": ("gptlineage/training/watch.py", appended_code),
 }
 OUTPUT_EDITS = {

@@ -20,7 +20,7 @@ from conftest import DEFAULT_GRAPH
 from snakemake.utils import update_config
 from test_workflow import REPO, copy_workflow, snakemake
 
-from gptlineage.workflow_support import config_error, gpus
+from gptlineage.pipeline.slices import config_error, gpus
 
 PROFILE = "profiles/slurm"
 PROFILES = {name: yaml.safe_load((REPO / f"profiles/{name}/config.yaml").read_text()) for name in ("default", "slurm")}

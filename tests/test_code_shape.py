@@ -117,20 +117,22 @@ def test_base_modules_tabular_commands_and_an_unplaced_module_are_held_to_their_
     src = write_tree(
         tmp_path / "src",
         {
-            "gptlineage/errors.py": "class GptlineageError(Exception): ...\n",
-            "gptlineage/settings.py": "from gptlineage.errors import GptlineageError\nfrom gptlineage.training import config\n",
+            "gptlineage/core/errors.py": "class GptlineageError(Exception): ...\n",
+            "gptlineage/core/settings.py": "from gptlineage.core.errors import GptlineageError\nfrom gptlineage.training import config\n",
             "gptlineage/tabular/tutorial.py": "from gptlineage.lineage.artifact import A\nfrom gptlineage.corpus import shards\n",
             "gptlineage/generation/chat.py": "from gptlineage.training.config import C\nfrom gptlineage.tabular import runtime\n",
-            "gptlineage/commands/lineage.py": "from gptlineage.command_line import rebuilt\nfrom gptlineage.cli import main\n",
+            "gptlineage/commands/lineage.py": "from gptlineage.interface.command_line import rebuilt\nfrom gptlineage.cli import main\n",
             "gptlineage/cli.py": "from gptlineage.commands import lineage\n",
             "gptlineage/helpers.py": "import os\n",
+            "gptlineage/interface/registry.py": "from gptlineage.pipeline.graph import graph\n",
         },
     )
     assert shape.check(src) == [
         "src/gptlineage/commands/lineage.py:2: imports gptlineage.cli.main (commands imports nothing from cli)",
+        "src/gptlineage/core/settings.py:2: imports gptlineage.training.config (core imports nothing from training)",
         "src/gptlineage/generation/chat.py:2: imports gptlineage.tabular.runtime (generation imports nothing from tabular)",
         "src/gptlineage/helpers.py: helpers is in no layer (add its row to FORBIDDEN_LAYERS)",
-        "src/gptlineage/settings.py:2: imports gptlineage.training.config (settings imports nothing from training)",
+        "src/gptlineage/interface/registry.py:1: imports gptlineage.pipeline.graph.graph (interface imports nothing from pipeline)",
         "src/gptlineage/tabular/tutorial.py:2: imports gptlineage.corpus.shards (tabular imports nothing from corpus)",
         # found last, once every module is read: the command imports the entry module importing it
         "src/gptlineage/cli.py: import circle gptlineage.cli -> gptlineage.commands.lineage -> gptlineage.cli",

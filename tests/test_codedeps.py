@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import gptlineage
-from gptlineage import registry
+from gptlineage.interface import registry
 from gptlineage.lineage.codedeps import PRESENTATION, import_nodes, module_files, module_path, run_files
 
 SOURCE_ROOT = Path(gptlineage.__file__).resolve().parent.parent

@@ -13,19 +13,19 @@ import pytest
 import yaml
 from conftest import default_config
 
-from gptlineage import registry
 from gptlineage.cli import main
-from gptlineage.corpus.prepare_config import PrepareConfig
-from gptlineage.parser import load_command
-from gptlineage.settings import (
+from gptlineage.core.settings import (
     SettingError,
     default_text,
     from_args,
     from_mapping,
     setting_fields,
 )
+from gptlineage.corpus.prepare_config import PrepareConfig
+from gptlineage.interface import registry
+from gptlineage.interface.parser import load_command
+from gptlineage.pipeline.slices import command_slice, flags, slices, wired_inputs
 from gptlineage.tabular.settings import DataCsvConfig
-from gptlineage.workflow_support import command_slice, flags, slices, wired_inputs
 
 REPO = Path(__file__).resolve().parent.parent
 # The settings class of each command of the corpus and tabular rule families.

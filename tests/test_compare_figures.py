@@ -8,7 +8,7 @@ import pytest
 from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.reporting.compare_plots import (
     RAW_ALPHA,
     SPLIT_STYLES,

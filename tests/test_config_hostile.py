@@ -19,9 +19,9 @@ import pytest
 import yaml
 from test_workflow import copy_workflow
 
-from gptlineage.workflow_graph import edges
-from gptlineage.workflow_jobs import sweep_error
-from gptlineage.workflow_support import command_slice, flags, typed_config
+from gptlineage.pipeline.graph import edges
+from gptlineage.pipeline.slices import command_slice, flags, typed_config
+from gptlineage.pipeline.sweeps import sweep_error
 
 REPO = Path(__file__).resolve().parent.parent
 BIG = "1" + "0" * 5000  # past Python's 4300-digit limit for int(text) and str(int)

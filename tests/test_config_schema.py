@@ -18,9 +18,9 @@ from snakemake.utils import validate
 from test_cluster_profile import default_config, paper_config
 from test_workflow import REPO
 
-from gptlineage import workflow_schema
-from gptlineage.workflow_jobs import sweep_error
-from gptlineage.workflow_support import slices, typed_config
+from gptlineage.pipeline import schema as workflow_schema
+from gptlineage.pipeline.slices import slices, typed_config
+from gptlineage.pipeline.sweeps import sweep_error
 
 SCHEMA = REPO / workflow_schema.SCHEMA_FILE
 
@@ -35,7 +35,7 @@ def schema_accepts(config: dict) -> bool:
 
 def test_the_committed_schema_is_what_the_settings_classes_generate():
     assert SCHEMA.read_text(encoding="utf-8") == workflow_schema.schema_text(), (
-        "stale: run python -m gptlineage.workflow_schema"
+        "stale: run python -m gptlineage.pipeline.schema"
     )
 
 
@@ -145,9 +145,7 @@ def test_what_the_config_check_refuses_the_schema_refuses_too(path, value, messa
 def test_the_module_writes_the_schema_and_its_check_names_a_stale_file(tmp_path, capsys):
     target = tmp_path / "schemas" / "config.schema.yaml"
     assert workflow_schema.main(["--check", "--output", str(target)]) == 1
-    assert capsys.readouterr().err == (
-        f"error: workflow_schema: {target} is stale; run python -m gptlineage.workflow_schema\n"
-    )
+    assert capsys.readouterr().err == (f"error: schema: {target} is stale; run python -m gptlineage.pipeline.schema\n")
     assert not target.exists()
     assert workflow_schema.main(["--output", str(target)]) == 0
     assert target.read_text(encoding="utf-8") == SCHEMA.read_text(encoding="utf-8")

@@ -11,8 +11,8 @@ import pytest
 from conftest import TINY_TRAIN
 
 from gptlineage import cli
-from gptlineage.errors import GptlineageError
-from gptlineage.generation.source import ModelSource
+from gptlineage.core.errors import GptlineageError
+from gptlineage.generation.source import ModelSource, model_run
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -48,10 +48,11 @@ def manifest(path: Path) -> dict:
 
 
 def test_the_deliverable_stands_for_the_training_run_it_recorded(results, monkeypatch):
-    assert ModelSource(run=results / "final").run == results / "train/final"
-    assert ModelSource(run=results / "train/final").run == results / "train/final"  # a run is itself
+    assert ModelSource(run=results / "final").run == results / "final"  # the settings read nothing
+    assert model_run(ModelSource(run=results / "final")) == results / "train/final"
+    assert model_run(ModelSource(run=results / "train/final")) == results / "train/final"  # a run is itself
     monkeypatch.chdir(results.parent)
-    assert ModelSource(run=Path("results/final")).run == Path("results/train/final")  # relative stays relative
+    assert model_run(ModelSource(run=Path("results/final"))) == Path("results/train/final")  # relative stays relative
 
 
 def test_a_command_on_the_deliverable_records_the_model_it_read(results, tmp_path):
@@ -72,7 +73,7 @@ def test_a_command_on_the_deliverable_records_the_model_it_read(results, tmp_pat
 
 def refusal(run: Path) -> str:
     with pytest.raises(GptlineageError) as info:
-        ModelSource(run=run)
+        model_run(ModelSource(run=run))
     assert "\n" not in str(info.value)
     return str(info.value)
 

@@ -5,6 +5,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gptlineage.core.errors import GptlineageError
 from gptlineage.corpus.dialogue import encode_dialogue, slice_records, usable_dialogue
 from gptlineage.corpus.shards import (
     RECORD_DTYPE,
@@ -16,7 +17,6 @@ from gptlineage.corpus.shards import (
     read_tokens,
 )
 from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
-from gptlineage.errors import GptlineageError
 
 ENC = gpt2_encoding()
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from conftest import DEFAULT_GRAPH
 
-from gptlineage.workflow_graph import DELIVERABLE, edges
+from gptlineage.pipeline.graph import DELIVERABLE, edges
 
 REPO = Path(__file__).resolve().parent.parent
 README_LIMIT = 12_000  # bytes: the README is the front door; the manual holds the rest

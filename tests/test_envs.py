@@ -28,7 +28,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from gptlineage import registry
+from gptlineage.interface import registry
 from gptlineage.lineage.codedeps import external_imports, run_files
 from gptlineage.lineage.identity import environment_class
 
@@ -186,7 +186,7 @@ def test_imports_are_read_in_functions_but_not_under_type_checking(tmp_path):
     module = tmp_path / "m.py"
     module.write_text(
         "import os, numpy.linalg\nfrom typing import TYPE_CHECKING\nfrom . import sibling\n"
-        "from gptlineage.errors import GptlineageError\n"
+        "from gptlineage.core.errors import GptlineageError\n"
         "if TYPE_CHECKING:\n    import transformers\nelse:\n    import tqdm\n"
         "def load():\n    from datasets import load_dataset\n    import pyarrow.parquet as parquet\n"
     )

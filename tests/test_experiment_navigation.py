@@ -17,8 +17,8 @@ from tiny_runs import two_deliverables
 
 from gptlineage.cli import main
 from gptlineage.lineage.walk import Node
+from gptlineage.pipeline.sweeps import experiments, overridden
 from gptlineage.reporting.results import curve_csv
-from gptlineage.workflow_jobs import experiments, overridden
 
 ROOT = Path(__file__).resolve().parents[1]
 

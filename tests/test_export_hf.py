@@ -14,7 +14,7 @@ import torch
 from safetensors import safe_open
 
 from gptlineage.cli import main
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.generation.decoding import FullPrefixDecoder, SamplingConfig, generate_tokens
 from gptlineage.model.gpt import GPT, GPTConfig
 from gptlineage.model.hf import hf_model, hf_to_ours, ours_to_hf

@@ -28,8 +28,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from test_envs import FAMILIES, SOURCE_ROOT, distribution, read_env, third_party_imports
 
-from gptlineage import registry
 from gptlineage.corpus.shards import ShardWriter
+from gptlineage.interface import registry
 
 REPO = SOURCE_ROOT.parent
 PLAYS = REPO / "data" / "shakespeare" / "plays.jsonl.gz"

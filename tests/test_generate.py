@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from gptlineage import cli
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.splitmix import key_of, sample_nat
 from gptlineage.corpus.dialogue import encode_dialogue
 from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
-from gptlineage.errors import GptlineageError
 from gptlineage.generation import cache_check
 from gptlineage.generation.chat import Turn, chat_loop, chat_prompt, complete, trim_text
 from gptlineage.generation.decoding import (
@@ -28,7 +29,6 @@ from gptlineage.generation.prompt_suite import matches_expected, starts_with_ans
 from gptlineage.model.gpt import GPT, GPTConfig
 from gptlineage.model.kvcache import CachedDecoder
 from gptlineage.model.parameters import save_parameters
-from gptlineage.splitmix import key_of, sample_nat
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 

@@ -17,13 +17,14 @@ import pytest
 import torch
 from conftest import TINY_TRAIN, default_config
 
-from gptlineage import cli, devices
+from gptlineage import cli
+from gptlineage.core import devices
 from gptlineage.corpus.tokenizer import gpt2_encoding
 from gptlineage.generation.decoding import FullPrefixDecoder, SamplingConfig, generate_tokens, sample_token
 from gptlineage.model.gpt import GPT, GPTConfig
 from gptlineage.model.parameters import save_parameters
+from gptlineage.pipeline.slices import slice_error
 from gptlineage.training import launch
-from gptlineage.workflow_support import slice_error
 
 CLEAR_SCREEN = "\x1b[2J"
 RANDOM = ["--random-init", "--preset", "quick", "--context", "64", "--generate", "3"]

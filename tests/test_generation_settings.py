@@ -11,21 +11,21 @@ import pytest
 import yaml
 
 from gptlineage import cli
-from gptlineage.errors import GptlineageError
-from gptlineage.generation.chat import GenerateConfig
-from gptlineage.generation.decoding import SamplingConfig
-from gptlineage.generation.export_hf import ExportConfig
-from gptlineage.generation.report_settings import CacheBenchConfig, CacheCheckConfig, PromptConfig, PromptSuiteConfig
-from gptlineage.generation.source import ModelSource, recorded_settings
-from gptlineage.reporting.matched_settings import MatchedCompareConfig
-from gptlineage.settings import (
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.settings import (
     SettingError,
     as_mapping,
     default_text,
     from_mapping,
     setting_fields,
 )
-from gptlineage.workflow_support import command_slice
+from gptlineage.generation.chat import GenerateConfig
+from gptlineage.generation.decoding import SamplingConfig
+from gptlineage.generation.export_hf import ExportConfig
+from gptlineage.generation.report_settings import CacheBenchConfig, CacheCheckConfig, PromptConfig, PromptSuiteConfig
+from gptlineage.generation.source import ModelSource, recorded_settings
+from gptlineage.pipeline.slices import command_slice
+from gptlineage.reporting.matched_settings import MatchedCompareConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 

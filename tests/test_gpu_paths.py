@@ -29,10 +29,10 @@ from conftest import TINY_TRAIN
 from safetensors.torch import load_file, save_file
 
 from gptlineage.cli import main
-from gptlineage.cpus import available_cpus
-from gptlineage.errors import GptlineageError
+from gptlineage.core.cpus import available_cpus
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.settings import SettingError, from_mapping, work_parameters
 from gptlineage.lineage import identity
-from gptlineage.settings import SettingError, from_mapping, work_parameters
 from gptlineage.training import checkpoints, determinism, distributed
 from gptlineage.training.config import RuntimeSettings, TrainConfig
 from gptlineage.training.optimizer_state import read_rng_state, restore_rng_state, write_rng_state
@@ -210,7 +210,7 @@ def test_no_module_sizes_threads_by_the_nodes_cpu_count():
         for path in [*SOURCE.rglob("*.py"), *(REPO / "benchmarks").glob("*.py")]
         if "cpu_count()" in path.read_text(encoding="utf-8")
     ]
-    assert users == ["src/gptlineage/cpus.py"]
+    assert users == ["src/gptlineage/core/cpus.py"]
 
 
 # ------------------------------------------------------------------ a rank killed by a signal

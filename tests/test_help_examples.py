@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import test_workflow
 
-from gptlineage import registry
+from gptlineage.interface import registry
 
 SKIPPED = {registry.command("lineage"), registry.command("watch")}  # their examples belong to their own tests
 COMMANDS = [command.name for command in registry.commands() if command not in SKIPPED]

@@ -25,15 +25,15 @@ import torch
 from conftest import TINY_TRAIN
 
 from gptlineage.cli import main
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.jsonio import read_json
+from gptlineage.core.settings import SettingError, from_mapping
 from gptlineage.corpus.shards import ShardWriter, read_tokens
-from gptlineage.errors import GptlineageError
 from gptlineage.generation.source import ModelSource, model_dimensions
-from gptlineage.jsonio import read_json
 from gptlineage.lineage.artifact import read_manifest
 from gptlineage.lineage.outputs import HOST_TAG
 from gptlineage.model.gpt import GPT
 from gptlineage.model.parameters import save_parameters
-from gptlineage.settings import SettingError, from_mapping
 from gptlineage.tabular.tutorial import DataCsvConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -427,7 +427,7 @@ def test_a_crafted_passport_asking_for_a_huge_model_is_refused_before_allocating
 
 
 def test_a_memory_limit_is_a_guard_not_part_of_the_work():
-    from gptlineage.settings import work_parameters
+    from gptlineage.core.settings import work_parameters
     from gptlineage.training.config import RuntimeSettings, TrainConfig
 
     limited = TrainConfig(runtime=RuntimeSettings(max_memory=64.0))

@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.generation.decoding import FullPrefixDecoder, SamplingConfig, generate_tokens, greedy_token
 from gptlineage.model.gpt import GPT, GPTConfig
 from gptlineage.model.kvcache import CachedDecoder, KVCache, cached_hidden, prefill_mask

@@ -12,9 +12,9 @@ from conftest import TINY_TRAIN
 from tiny_runs import two_deliverables
 
 import gptlineage.commands
-import gptlineage.errors
+import gptlineage.core.errors
 from gptlineage.cli import main
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.lineage.artifact import MANIFEST, SEAL_KEY, artifact_id, manifest_sha256
 from gptlineage.lineage.compare import DIFFERENT, TIMING, compare_file
 from gptlineage.lineage.declaration import NOTHING, Declaration, Metric, declared_by
@@ -310,7 +310,7 @@ def test_a_forged_declaration_does_not_change_what_diff_reports(runs, tmp_path, 
 
 BROKEN_MODULES = {
     "missing library": ("import gptlineage_missing_library\n", "No module named 'gptlineage_missing_library'"),
-    "broken import": ("from gptlineage.errors import no_such_name\n", "cannot import name 'no_such_name'"),
+    "broken import": ("from gptlineage.core.errors import no_such_name\n", "cannot import name 'no_such_name'"),
 }
 
 

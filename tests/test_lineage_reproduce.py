@@ -15,9 +15,9 @@ from conftest import TINY_TRAIN, threads_of_a_fresh_process
 from safetensors.numpy import save_file
 
 from gptlineage.cli import main
-from gptlineage.command_line import rebuilt_command
-from gptlineage.cpus import cpu_model_and_flags
-from gptlineage.errors import GptlineageError
+from gptlineage.core.cpus import cpu_model_and_flags
+from gptlineage.core.errors import GptlineageError
+from gptlineage.interface.command_line import rebuilt_command
 from gptlineage.lineage.artifact import MANIFEST, SEAL_KEY, manifest_sha256
 from gptlineage.lineage.compare import DIFFERENT, IDENTICAL, TIMING, WITHIN, compare_file, compare_outputs
 from gptlineage.lineage.declaration import Declaration

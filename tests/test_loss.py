@@ -10,12 +10,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gptlineage.core.settings import from_mapping
 from gptlineage.corpus.shards import RECORD_DTYPE
 from gptlineage.model import loss as loss_module
 from gptlineage.model.gpt import GPT, model_config
 from gptlineage.model.loss import LossModel, length_pieces, linear_cross_entropy, masked_loss, mean_loss, target_rows
 from gptlineage.model.shapes import COLUMN_MULTIPLE
-from gptlineage.settings import from_mapping
 from gptlineage.training.config import TrainConfig, plan
 from gptlineage.training.data import Split, batch_for, micro_batches
 from gptlineage.training.sampler import dialogue_batch, trim_dialogue_batch

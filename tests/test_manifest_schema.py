@@ -13,13 +13,13 @@ import jsonschema  # a dependency of snakemake: the published schema must be one
 import pytest
 
 from gptlineage.cli import main
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
+from gptlineage.interface.registry import command_names
 from gptlineage.lineage import checks
 from gptlineage.lineage.artifact import MANIFEST, ArtifactWriter, artifact_id, read_manifest
 from gptlineage.lineage.checks import check_manifest, validate, validator_of
 from gptlineage.lineage.declaration import DROP, NOTHING, SCRATCH, Declaration, Metric, declaration_of
 from gptlineage.lineage.manifest_schema import MANIFEST_SCHEMA, schema_text
-from gptlineage.registry import command_names
 
 ROOT = Path(__file__).resolve().parents[1]
 LINEAGE = ROOT / "src" / "gptlineage" / "lineage"

@@ -6,7 +6,7 @@ import pytest
 from conftest import TINY_TRAIN
 
 from gptlineage.cli import build_parser, main
-from gptlineage.settings import from_args
+from gptlineage.core.settings import from_args
 from gptlineage.training import memory
 from gptlineage.training.config import TrainConfig, plan
 from gptlineage.training.data import with_corpus_files

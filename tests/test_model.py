@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.model.gpt import (
     GPT,
     PRESETS,

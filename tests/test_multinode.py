@@ -24,9 +24,9 @@ from conftest import losses
 from test_ddp import STEPS, max_parameter_difference
 
 from gptlineage.cli import main
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.settings import SettingError
 from gptlineage.model import memory as machine_memory
-from gptlineage.settings import SettingError
 from gptlineage.training import memory
 from gptlineage.training.config import DataSettings, RuntimeSettings, TrainConfig, plan
 from gptlineage.training.data import with_corpus_files

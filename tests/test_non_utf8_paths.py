@@ -16,7 +16,7 @@ import pytest
 from conftest import TINY_TRAIN
 
 from gptlineage.cli import main
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.lineage.artifact import ArtifactWriter
 
 

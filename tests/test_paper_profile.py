@@ -16,8 +16,8 @@ from snakemake.utils import update_config
 
 from gptlineage.corpus.tokenizer import gpt2_encoding
 from gptlineage.generation.chat import chat_prompt
-from gptlineage.workflow_graph import edges
-from gptlineage.workflow_support import config_error
+from gptlineage.pipeline.graph import edges
+from gptlineage.pipeline.slices import config_error
 
 REPO = Path(__file__).resolve().parent.parent
 

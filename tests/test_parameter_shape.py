@@ -13,7 +13,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from gptlineage.cli import main
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.model.gpt import GPT, GPTConfig
 from gptlineage.model.parameters import SHAPE_FIELDS, SHAPE_KEY, load_parameters, save_parameters
 

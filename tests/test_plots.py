@@ -12,7 +12,7 @@ from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from gptlineage import cli
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.lineage.artifact import SEAL_KEY, manifest_sha256
 from gptlineage.lineage.hashing import sha256_file
 from gptlineage.reporting.figures import DETERMINISTIC_RC, wants_log_scale

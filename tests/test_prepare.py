@@ -13,14 +13,14 @@ import yaml
 
 from gptlineage.cli import main
 from gptlineage.commands import prepare as prepare_command
+from gptlineage.core.settings import from_args, from_mapping
 from gptlineage.corpus.dialogue import encode_dialogue
 from gptlineage.corpus.prepare import PrepareConfig, prepare
 from gptlineage.corpus.shards import read_mask, read_records, read_tokens
 from gptlineage.corpus.sources import hub_calls, is_validation, round_robin_rows
 from gptlineage.corpus.synth_chat import write_chat_dataset
 from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
-from gptlineage.settings import from_args, from_mapping
-from gptlineage.workflow_support import command_slice, flags
+from gptlineage.pipeline.slices import command_slice, flags
 
 REPO = Path(__file__).resolve().parent.parent
 

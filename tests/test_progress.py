@@ -13,9 +13,9 @@ import pytest
 from conftest import TINY_TRAIN
 
 from gptlineage import cli
+from gptlineage.core.progress import EVERY_S, MAX_LINES, Progress, counted, duration
 from gptlineage.generation import batched, prompt_suite
 from gptlineage.generation.decoding import SamplingConfig
-from gptlineage.progress import EVERY_S, MAX_LINES, Progress, counted, duration
 
 REPO = Path(__file__).resolve().parent.parent
 SUITE_MODEL = ["--random-init", "--preset", "quick", "--context", "96", "--width", "8", "--heads", "2", "--layers", "1"]

@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 from test_workflow import REPO, copy_workflow, make_tiny
 
-from gptlineage.workflow_graph import DELIVERABLE
+from gptlineage.pipeline.graph import DELIVERABLE
 
 PAGE = REPO / "docs" / "extending.md"
 EDIT_STEP = re.compile(
@@ -156,7 +156,9 @@ def test_each_recipe_alone_plans_the_whole_chain(tmp_path, title):
     if title == STAGE:
         assert touched == {"config.yaml"}  # a stage is the config's alone: no package, profile or schema edit
     if title == COMMAND:  # its own modules, its rule and its config: no central table of the package
-        central = {f"src/gptlineage/{name}.py" for name in ("registry", "workflow_graph", "workflow_support", "cli")}
+        central = {
+            f"src/gptlineage/{name}.py" for name in ("interface/registry", "pipeline/graph", "pipeline/slices", "cli")
+        }
         assert not touched & central and {"src/gptlineage/commands/answer_check.py", "config.yaml"} <= touched
     words = workflows[-1] if workflows else ["snakemake", "--cores", "1", f"results/{DELIVERABLE}"]
     done = run_command(workdir, [*words[:1], "--dry-run", *words[1:]])

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from gptlineage.cli import main
+from gptlineage.core.settings import SettingError, from_mapping
 from gptlineage.generation.cache_bench import BenchRuns, CacheBenchConfig, cache_bench_report, run_difference
 from gptlineage.generation.decoding import FullPrefixDecoder, Generation, SamplingConfig, generate_tokens
 from gptlineage.generation.source import load_model
 from gptlineage.model.gpt import GPT
 from gptlineage.model.parameters import load_parameters
 from gptlineage.model.statements import RUNTIME_BOUNDARY, STATEMENTS, passport_statements
-from gptlineage.settings import SettingError, from_mapping
 from gptlineage.training.config import SampleSettings, TrainConfig, plan
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py

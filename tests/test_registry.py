@@ -1,4 +1,4 @@
-"""The commands are named in gptlineage.registry and the training stages in config.yaml, and nowhere else: every
+"""The commands are named in gptlineage.interface.registry and the training stages in config.yaml, and nowhere else: every
 command line the workflow, the README and docs/, the env files' headers, the profiles, the
 benchmarks and the tools spell names a registered command, every rule a profile sizes is one the workflow defines, every config key
 is a slice of the workflow, and no Python file enumerates commands or stages by hand."""
@@ -17,11 +17,11 @@ import pytest
 import yaml
 from conftest import DEFAULT_GRAPH, STAGE_NAMES, default_config
 
-from gptlineage import registry
+from gptlineage.interface import registry
 from gptlineage.lineage.codedeps import module_files
 from gptlineage.lineage.declaration import CHECKPOINT, CORPUS, HOLDINGS, SUITE_ANSWERS, TRAINING_RUN, declared_by
-from gptlineage.workflow_graph import DELIVERABLE, STAGES_KEY
-from gptlineage.workflow_support import EXPERIMENTS_KEY, slices
+from gptlineage.pipeline.graph import DELIVERABLE, STAGES_KEY
+from gptlineage.pipeline.slices import EXPERIMENTS_KEY, slices
 
 REPO = Path(__file__).resolve().parent.parent
 RULES = REPO / "workflow" / "rules"
@@ -125,7 +125,7 @@ def command_comparisons(source: str, filename: str) -> list[tuple[int, str]]:
 
 def python_files() -> list[Path]:
     files = sorted((REPO / "src").rglob("*.py")) + sorted((REPO / "tests").rglob("*.py"))
-    return [path for path in files if path != REPO / "src" / "gptlineage" / "registry.py"]
+    return [path for path in files if path != REPO / "src" / "gptlineage" / "interface" / "registry.py"]
 
 
 def test_every_command_line_names_a_registered_command():
@@ -273,8 +273,10 @@ def test_no_command_a_rule_runs_has_the_command_list_in_its_code(command):
     of its code."""
     files = set(module_files(command.module, REPO / "src"))
     assert command.module.replace(".", "/") + ".py" in files
-    assert not files & {"gptlineage/cli.py", "gptlineage/parser.py"}
-    assert enumerations((REPO / "src/gptlineage/registry.py").read_text(encoding="utf-8"), "registry.py") == []
+    assert not files & {"gptlineage/cli.py", "gptlineage/interface/parser.py"}
+    assert (
+        enumerations((REPO / "src/gptlineage/interface/registry.py").read_text(encoding="utf-8"), "registry.py") == []
+    )
 
 
 def test_each_kind_an_artifact_holds_is_declared_by_one_command():
@@ -291,3 +293,17 @@ def test_each_kind_an_artifact_holds_is_declared_by_one_command():
         SUITE_ANSWERS: ["prompt-suite"],
     }
     assert set(declared) == set(HOLDINGS)
+
+
+def test_each_conditional_edge_declares_the_words_its_rule_passes_and_no_rule_spells_them():
+    edges = [edge for job in DEFAULT_GRAPH.jobs for edge in job.inputs if edge.argument]
+    words = {edge.words("DIR", {"synth_chat": "stage1"}) for edge in edges}
+    assert words == {
+        "--load-params DIR/parameters.safetensors",
+        "--skip-documents-from DIR",
+        "--hf-dataset DIR/stage1",
+        "--suite DIR/prompt-suite.json",
+    }
+    assert all(edge.when for edge in edges)  # an unconditional edge's words are its rule's shell line
+    rules = "".join(path.read_text(encoding="utf-8") for path in RULES.glob("*.smk"))
+    assert [word.split()[0] for word in words if word.split()[0] in rules] == []

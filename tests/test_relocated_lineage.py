@@ -11,7 +11,7 @@ import pytest
 from conftest import TINY_TRAIN
 
 from gptlineage.cli import main
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.lineage.sources import SourceFinder
 from gptlineage.lineage.walk import verify

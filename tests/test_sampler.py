@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from gptlineage.core.splitmix import key_of, sample_nat, splitmix64
 from gptlineage.corpus.dialogue import slice_records
 from gptlineage.corpus.shards import as_records, read_tokens
 from gptlineage.model.loss import masked_loss, mean_loss
-from gptlineage.splitmix import key_of, sample_nat, splitmix64
 from gptlineage.training.sampler import (
     batch_records,
     dialogue_batch,

@@ -97,8 +97,8 @@ def test_every_slices_settings_and_resolver_import_without_torch():
     code = textwrap.dedent(
         """
         import json, sys
-        from gptlineage.registry import commands  # every command's module, its settings class
-        from gptlineage.workflow_support import slices  # every slice's class and resolver, by reference
+        from gptlineage.interface.registry import commands  # every command's module, its settings class
+        from gptlineage.pipeline.slices import slices  # every slice's class and resolver, by reference
         declared = slices({"stages": ["first", "second"]})
         assert all(isinstance(entry.settings, type) for entry in declared.values()) and commands()
         print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in sys.argv[1:])))

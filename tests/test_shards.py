@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gptlineage.core.errors import GptlineageError
 from gptlineage.corpus import shards
 from gptlineage.corpus.shards import (
     RECORD_DTYPE,
@@ -20,7 +21,6 @@ from gptlineage.corpus.shards import (
     read_tokens,
     shard_format,
 )
-from gptlineage.errors import GptlineageError
 
 token_lists = st.lists(st.integers(min_value=0, max_value=50256), max_size=700)
 tmp_settings = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

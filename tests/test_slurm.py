@@ -33,7 +33,7 @@ from conftest import losses, require_cluster
 from safetensors.torch import load_file
 from test_workflow import REPO, TINY_SHAPE, TINY_TRAINING, copy_workflow
 
-from gptlineage.workflow_support import command_slice, flags
+from gptlineage.pipeline.slices import command_slice, flags
 
 pytestmark = pytest.mark.slurm
 

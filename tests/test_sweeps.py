@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gptlineage.workflow_graph import DELIVERABLE
-from gptlineage.workflow_jobs import experiments, prefix_pattern, sweep_error
+from gptlineage.pipeline.graph import DELIVERABLE
+from gptlineage.pipeline.sweeps import experiments, prefix_pattern, sweep_error
 
 REPO = Path(__file__).resolve().parent.parent
 

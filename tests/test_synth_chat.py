@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gptlineage.cli import main
+from gptlineage.core.errors import GptlineageError
 from gptlineage.corpus.chat_families import (
     CAPITALS,
     FAMILIES,
@@ -37,7 +38,6 @@ from gptlineage.corpus.synth_chat import (
     write_chat_dataset,
     write_synth_chat,
 )
-from gptlineage.errors import GptlineageError
 
 SIZES = {"stage1_dialogues": 400, "stage2_dialogues_per_split": 120, "suite_prompts": 40}
 

@@ -243,7 +243,7 @@ def test_bad_flag_is_one_line_with_exit_2(tmp_path, capsys):
 
 
 def test_every_command_has_help_with_an_example(capsys):
-    from gptlineage.registry import command_names
+    from gptlineage.interface.registry import command_names
 
     for name in command_names():
         with pytest.raises(SystemExit) as exit_info:

@@ -17,7 +17,7 @@ from test_progress import SUITE_MODEL, Clock
 from test_workflow import TARGET, snakemake
 
 from gptlineage import cli
-from gptlineage.progress import (
+from gptlineage.core.progress import (
     MILESTONE_EVERY_S,
     MILESTONES_VARIABLE,
     Progress,

@@ -1,7 +1,7 @@
 """A workflow job computes with the threads Snakemake gives it, not with every CPU of the machine.
 
 Snakemake runs each job's shell command with OMP_NUM_THREADS set to the job's threads (the
-profile's set-threads, scaled down to --cores); gptlineage.cpus caps every thread pool by it. The
+profile's set-threads, scaled down to --cores); gptlineage.core.cpus caps every thread pool by it. The
 thread count is a runtime matter: recorded in the manifest's environment, outside the artifact id.
 """
 
@@ -19,8 +19,8 @@ from test_cluster_profile import PROFILES, jobs_of
 from test_envs import RULES
 from test_workflow import copy_workflow, snakemake
 
-from gptlineage import cpus
 from gptlineage.cli import main
+from gptlineage.core import cpus
 
 RULE_START = re.compile(r"^\s*rule\b")
 

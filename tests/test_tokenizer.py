@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gptlineage.core.errors import GptlineageError
 from gptlineage.corpus.tokenizer import (
     EOT_ID,
     RANKS_PATH,
@@ -16,7 +17,6 @@ from gptlineage.corpus.tokenizer import (
     load_mergeable_ranks,
     tokenizer_identity,
 )
-from gptlineage.errors import GptlineageError
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ import gptlineage.training.loop as loop
 import gptlineage.training.memory as memory
 import gptlineage.training.run_files as run_files
 from gptlineage.cli import main
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.model.gpt import GPT, model_config
 from gptlineage.model.loss import LossModel
 from gptlineage.training.config import Plan, RuntimeSettings

@@ -33,8 +33,8 @@ from test_slurm import ONE_CPU, submissions, write_config
 from test_workflow import REPO, TINY_SHAPE, TINY_TRAINING, copy_workflow
 
 from gptlineage.cli import main
+from gptlineage.pipeline.slices import command_slice, flags
 from gptlineage.training.multinode import rendezvous_port
-from gptlineage.workflow_support import command_slice, flags
 
 pytestmark = pytest.mark.slurm
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gptlineage.cli import main
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.lineage.hashing import sha256_tree, tree_file_count
 from gptlineage.lineage.sources import NOT_HERE, SourceFinder, source_tree_problems
 
@@ -171,7 +171,7 @@ def test_verify_with_sources_proc_ends_within_seconds(points, capsys):
 
 
 def test_a_fifo_is_never_opened_for_a_hash_or_a_json_read(tmp_path):
-    from gptlineage.jsonio import read_json
+    from gptlineage.core.jsonio import read_json
     from gptlineage.lineage.hashing import NotRegularFile, sha256_file
 
     fifo = tmp_path / "pipe"

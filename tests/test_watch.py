@@ -18,7 +18,7 @@ from conftest import TINY_TRAIN
 
 from gptlineage.cli import main
 from gptlineage.commands.watch import Screen, WatchConfig, follow
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.lineage.artifact import manifest_sha256
 from gptlineage.lineage.identity import host_name
 from gptlineage.training.watch import STATUS_SCHEMA, curve

@@ -272,7 +272,7 @@ def test_the_paper_profile_lists_its_jobs(workflow_copy):
 
 
 def test_the_job_table_names_every_result_the_workflow_builds():
-    from gptlineage.workflow_jobs import experiments
+    from gptlineage.pipeline.sweeps import experiments
 
     default = experiments(yaml.safe_load((REPO / "config.yaml").read_text()))[""]
     built = {default.path(job) for job in DEFAULT_GRAPH.names}

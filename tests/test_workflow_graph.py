@@ -1,4 +1,4 @@
-"""The job graph is declared once (gptlineage.workflow_graph), and it is the DAG Snakemake builds:
+"""The job graph is declared once (gptlineage.pipeline.graph), and it is the DAG Snakemake builds:
 `snakemake --rulegraph` gives the declared edges under the default config, the paper profile and
 a config that moves the conditional edges; an edge a rule adds by hand is found. Every mistake a
 recipe's edits can make (docs/extending.md) stops the dry run with one line saying what to add
@@ -19,8 +19,8 @@ import yaml
 from conftest import DEFAULT_GRAPH, STAGE_NAMES, default_config
 from test_workflow import copy_workflow, snakemake
 
-from gptlineage.workflow_graph import DELIVERABLE, edges, graph_error, stages_error
-from gptlineage.workflow_jobs import merged
+from gptlineage.pipeline.graph import DELIVERABLE, edges, graph_error, stages_error
+from gptlineage.pipeline.sweeps import merged
 
 JOBS = DEFAULT_GRAPH.jobs
 
@@ -236,7 +236,7 @@ MISTAKES = [
         "workflow/schemas/config.schema.yaml",
         ("    small_data:\n", "    small_data:\n      description: edited by hand\n"),
         "invalid workflow: workflow/schemas/config.schema.yaml is stale (a stage, slice or setting changed): run"
-        " python -m gptlineage.workflow_schema",
+        " python -m gptlineage.pipeline.schema",
         id="stale-schema",
     ),
     pytest.param(

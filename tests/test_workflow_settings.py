@@ -15,9 +15,9 @@ from conftest import default_config
 from snakemake.utils import update_config
 
 from gptlineage import cli
-from gptlineage.settings import default_text, setting_fields
-from gptlineage.workflow_graph import STAGES_KEY
-from gptlineage.workflow_support import EXPERIMENTS_KEY, command_slice, config_error, slices
+from gptlineage.core.settings import default_text, setting_fields
+from gptlineage.pipeline.graph import STAGES_KEY
+from gptlineage.pipeline.slices import EXPERIMENTS_KEY, command_slice, config_error, slices
 
 SLICES = slices(default_config())
 

@@ -6,12 +6,12 @@ Rules, for every module under src/gptlineage/:
   lives below the commands;
 - nothing under gptlineage/lineage/ imports torch (or transformers, which loads torch), so
   `gptlineage lineage ...` starts fast and works where torch is absent;
-- imports point down the layers (FORBIDDEN_LAYERS, the order the package's imports follow):
-  the base modules (errors, jsonio, settings, files, allocator, ...) at the bottom import no layer; then
-  lineage, corpus, model, training, generation, reporting and commands, each importing only
-  from those before it; tabular/ stands beside them on lineage alone; the entry modules (cli,
-  command_line, workflow_graph, workflow_support, workflow_jobs) sit on top, and only commands may import one
-  of them (command_line, which rebuilds a command line);
+- imports point down the layers (FORBIDDEN_LAYERS, the order the package's imports follow, which
+  is docs/architecture.md's folder order): core/ (errors, jsonio, settings, files, ...) at the
+  bottom imports no layer; then lineage, corpus, model, training, generation, reporting (the
+  libraries), interface (how a command is declared, parsed and rebuilt), commands and pipeline
+  (the workflow layer), each importing only from those before it; tabular/ stands beside the
+  libraries on lineage alone; the entry modules (cli, __main__), alone at the root, sit on top;
 - every module is in a layer: a new top-level module or folder must be given its row;
 - no import circle: the modules' module-level imports (those that run when a module is
   imported: none inside a function, none under `if TYPE_CHECKING:`) never lead back to where
@@ -39,24 +39,17 @@ MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 TORCH_MODULES = ("torch", "transformers")  # transformers imports torch when it is imported
 # Layer (the first folder under gptlineage/, or a top-level module) -> layers it must not import from.
-BASE = ("errors", "jsonio", "settings", "splitmix", "cpus", "allocator", "progress", "devices", "files", "registry")
-STACK = ("lineage", "corpus", "model", "training", "generation", "reporting", "commands")  # bottom up
-ENTRY = (
-    "cli",
-    "parser",
-    "command_line",
-    "workflow_graph",
-    "workflow_support",
-    "workflow_jobs",
-    "workflow_schema",
-    "__main__",
-)
+BASE = ("core",)
+LIBRARIES = ("lineage", "corpus", "model", "training", "generation", "reporting")
+STACK = (*LIBRARIES, "interface", "commands", "pipeline")  # bottom up
+ENTRY = ("cli", "__main__")
 ABOVE = {layer: STACK[index + 1 :] for index, layer in enumerate(STACK)}
 FORBIDDEN_LAYERS = {
     **{base: (*STACK, "tabular", *ENTRY) for base in BASE},
-    **{layer: (*ABOVE[layer], "tabular", *ENTRY) for layer in STACK[:-1]},
+    **{layer: (*ABOVE[layer], "tabular", *ENTRY) for layer in LIBRARIES + ("interface",)},
     "tabular": (*STACK[1:], *ENTRY),
-    "commands": tuple(entry for entry in ENTRY if entry != "command_line"),
+    "commands": ("pipeline", *ENTRY),
+    "pipeline": ENTRY,
     **dict.fromkeys(ENTRY, ()),
 }
 DEFAULT_SRC = Path(__file__).resolve().parent.parent / "src"
@@ -123,7 +116,7 @@ def import_time_imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFro
 
 def layer_of(dotted: str) -> str | None:
     """The first folder under gptlineage/, or the top-level module (gptlineage.training.loop ->
-    training, gptlineage.errors.GptlineageError -> errors), or None (the package itself, or not ours)."""
+    training, gptlineage.core.errors.GptlineageError -> errors), or None (the package itself, or not ours)."""
     parts = dotted.split(".")
     return parts[1] if len(parts) > 1 and parts[0] == PACKAGE else None
 

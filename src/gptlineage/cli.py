@@ -4,8 +4,8 @@ Example:
     gptlineage --help
     gptlineage data-csv --help
 
-The commands are found by gptlineage.registry and the parser is built from it
-(gptlineage.parser); each command module defines EXAMPLE, `add_arguments(parser)` and `run(args)`.
+The commands are found by gptlineage.interface.registry and the parser is built from it
+(gptlineage.interface.parser); each command module defines EXAMPLE, `add_arguments(parser)` and `run(args)`.
 A `GptlineageError` becomes one line on stderr, `error: <command>: <message>`, and exit
 status 1, as does an error of the machine (a full disk, a permission refused: `error: data-csv:
 no space left on device writing results/x`); a bad flag becomes one line and exit status 2.
@@ -18,14 +18,14 @@ import errno
 import os
 import sys
 
-from gptlineage import registry
-from gptlineage.allocator import keep_freed_memory
-from gptlineage.errors import GptlineageError, printable
+from gptlineage.core.allocator import keep_freed_memory
+from gptlineage.core.errors import GptlineageError, printable
+from gptlineage.core.progress import milestone_label, milestones_to
+from gptlineage.interface import registry
+from gptlineage.interface.parser import build_parser
 from gptlineage.lineage.checks import not_utf8_path
 from gptlineage.lineage.hashing import hash_session
 from gptlineage.lineage.identity import invocation
-from gptlineage.parser import build_parser
-from gptlineage.progress import milestone_label, milestones_to
 
 NO_SPACE, DENIED = "no space left on device writing {}", "{}: permission denied"
 MACHINE_ERRORS = {errno.ENOSPC: NO_SPACE, errno.EDQUOT: NO_SPACE, errno.EACCES: DENIED, errno.EPERM: DENIED}
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         # Artifacts record these words as their argv and this command module's code closure; one
         # hash session a command: a file that several of its walks meet (the experiment's parts
         # share the training chain) is hashed once.
-        # Under the workflow, progress milestones go to the terminal too (gptlineage.progress).
+        # Under the workflow, progress milestones go to the terminal too (gptlineage.core.progress).
         label = milestone_label(args.command, getattr(args, "output", None))
         with invocation(registry.command(args.command).module, argv), hash_session(), milestones_to(label) as channel:
             try:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.tabular.dataset import (
     Dataset,
     EpochLoader,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.tabular.dataset import batch
 from gptlineage.tabular.npy_loader import (
     NpyHeader,

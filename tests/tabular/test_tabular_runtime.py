@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from gptlineage.cli import main
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.settings import SettingError, from_mapping
 from gptlineage.lineage.artifact import read_manifest
-from gptlineage.settings import SettingError, from_mapping
 from gptlineage.tabular.csv_loader import CsvOptions, from_csv
 from gptlineage.tabular.regression import RegressionTrainConfig, train_regression, transcript_train_lines
 from gptlineage.tabular.runtime import arithmetic_mode, flushes_subnormals, precision_state, strict_binary32

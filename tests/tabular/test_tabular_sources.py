@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.tabular.csv_loader import CsvOptions, from_csv
 from gptlineage.tabular.dataset import batch
 from gptlineage.tabular.npy_loader import from_supervised_npy

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.tabular.csv_loader import CsvOptions, from_csv
 from gptlineage.tabular.dataset import EpochLoader, Sample, from_tensors
 from gptlineage.tabular.regression import (

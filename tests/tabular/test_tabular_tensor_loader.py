@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.tabular.csv_loader import CsvOptions
 from gptlineage.tabular.dataset import defer
 from gptlineage.tabular.table import regression_table, write_npy, write_regression_csv

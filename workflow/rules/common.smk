@@ -1,14 +1,14 @@
 # Helpers for the workflow: the package source files a command runs (so a job reruns when its
 # code changes, and only then), the config check, the experiments of a sweep, and the inputs and
 # flags the rules derive from an experiment's config slices. Every job, its inputs by role and its
-# directory are declared by its command's module (gathered by gptlineage.workflow_graph), the
+# directory are declared by its command's module (gathered by gptlineage.pipeline.graph), the
 # training stages by config's `stages:` (GRAPH, set by the Snakefile after the check); a rule
 # takes them with `inputs(job)` and `result(job)`.
 #
 # Every rule's paths carry the `prefix` wildcard: "" for the default experiment (results/...),
 # "<name>/" for a named experiment of config's `experiments:` (results/<name>/...). An input
 # function gives a job the artifacts of its own experiment, and the default's where the work is
-# shared (gptlineage.workflow_jobs), so a sweep builds each distinct job once.
+# shared (gptlineage.pipeline.sweeps), so a sweep builds each distinct job once.
 
 import difflib
 import fnmatch
@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # the top-level Snakefile's folder
 from gptlineage.lineage.codedeps import module_files  # noqa: E402  (needs the path above)
-from gptlineage.progress import MILESTONES_VARIABLE  # noqa: E402
-from gptlineage.registry import UndeclaredCommand, command  # noqa: E402
+from gptlineage.core.progress import MILESTONES_VARIABLE  # noqa: E402
+from gptlineage.interface.registry import UndeclaredCommand, command  # noqa: E402
 from gptlineage.tabular.layout import CSV_FILE, X_FILE, Y_FILE  # noqa: E402
-from gptlineage.workflow_support import (  # noqa: E402
+from gptlineage.pipeline.slices import (  # noqa: E402
     command_slice,
     flags,
     gpus,
@@ -30,16 +30,15 @@ from gptlineage.workflow_support import (  # noqa: E402
     training_resources,
     typed_config,
 )
-from gptlineage.workflow_graph import DELIVERABLE, graph, graph_error, stages_error  # noqa: E402
-from gptlineage.workflow_jobs import experiments, overridden, prefix_pattern, sweep_error  # noqa: E402
-from gptlineage.workflow_schema import stale_error  # noqa: E402
-from gptlineage.corpus.synth_chat import SUITE_FILE  # noqa: E402
+from gptlineage.pipeline.graph import DELIVERABLE, graph, graph_error, stages_error  # noqa: E402
+from gptlineage.pipeline.sweeps import experiments, overridden, prefix_pattern, sweep_error  # noqa: E402
+from gptlineage.pipeline.schema import stale_error  # noqa: E402
 
 
 def code(name):
     """The package files that `gptlineage NAME` runs, as paths relative to the workflow.
 
-    The command module (NAME's in gptlineage.registry) and everything it imports. cli.py and the
+    The command module (NAME's in gptlineage.interface.registry) and everything it imports. cli.py and the
     registry are left out on purpose (none of the commands imports them): they only route
     `gptlineage <command>` to the module, and since they list every command, adding a command
     would otherwise rerun every rule. They are `local`: with a default storage provider (an S3
@@ -217,29 +216,17 @@ def corpus_sources(name):
     return sources
 
 
-def skip_flag(wildcards, input):
-    """A params function: --skip-documents-from for a corpus that continues after another."""
-    return f"--skip-documents-from {input.skip_after}" if "skip_after" in input.keys() else ""
+def edge_arguments(name):
+    """A params function: the words job NAME's rule passes for each conditional edge that holds
+    (its Input's `argument`, declared with the edge in the command module's jobs(stages))."""
+    own = declared(name)
 
+    def words(wildcards, input):
+        config_slice = slice_of(wildcards, own.slice) if own.slice else {}
+        edges = [edge for edge in own.inputs_under(config_slice) if edge.argument]
+        return " ".join(edge.words(getattr(input, edge.role), config_slice) for edge in edges)
 
-def chat_dataset(name):
-    """A params function: --hf-dataset for a slice that reads a synth_chat dataset (its workflow key)."""
-
-    def flag(wildcards, input):
-        dataset = slice_of(wildcards, name).get("synth_chat")
-        return f"--hf-dataset {input.chat}/{dataset}" if dataset else ""
-
-    return flag
-
-
-def start_flag(wildcards, input):
-    """--load-params for a stage that starts from the stage before it."""
-    return f"--load-params {input.start}/parameters.safetensors" if "start" in input.keys() else ""
-
-
-def suite_flag(wildcards, input):
-    """--suite for the synth_chat artifact's held-out suite (else the slice's own, or the default)."""
-    return f"--suite {input.suite}/{SUITE_FILE}" if "suite" in input.keys() else ""
+    return words
 
 
 def parts_flags(wildcards, input):
@@ -274,7 +261,7 @@ def stage_resources(stage):
 # Each job's shell keeps Snakemake's stderr (the terminal, or CI's pipe) as descriptor 3 and names it
 # in GPTLINEAGE_MILESTONES before the rule's one line sends the command's whole output to its log:
 # the command writes its progress milestones there as well (`[train/sft_stage1] step 2500/5000
-# (50%) ...`, gptlineage.progress). A prefix, not words of each line: `snakemake -n -p` shows the
+# (50%) ...`, gptlineage.core.progress). A prefix, not words of each line: `snakemake -n -p` shows the
 # lines as they are, Snakemake's code rerun trigger sees no change, and in a cluster job the
 # milestones go to the job's own output file. `set -euo pipefail` is Snakemake's default prefix, kept.
 shell.prefix(f"set -euo pipefail; exec 3>&2; export {MILESTONES_VARIABLE}=3; ")

@@ -41,7 +41,6 @@ for stage in GRAPH.stages:
         threads: 1
         params:
             cli=cli(stage.corpus),
-            chat=chat_dataset(stage.corpus),
-            skip=skip_flag,
+            edges=edge_arguments(stage.corpus),
         shell:
-            "gptlineage prepare {params.cli} {params.chat} {params.skip} --output {output} > {log} 2>&1"
+            "gptlineage prepare {params.cli} {params.edges} --output {output} > {log} 2>&1"

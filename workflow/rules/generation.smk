@@ -58,6 +58,6 @@ rule prompt_suite:
         gpu=gpu_count("prompt_suite"),
     params:
         cli=cli("prompt_suite"),
-        suite=suite_flag,
+        edges=edge_arguments("prompt_suite"),
     shell:
-        "gptlineage prompt-suite {params.cli} {params.suite} --run {input.run} --output {output} > {log} 2>&1"
+        "gptlineage prompt-suite {params.cli} {params.edges} --run {input.run} --output {output} > {log} 2>&1"

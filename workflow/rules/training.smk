@@ -45,10 +45,10 @@ for stage in GRAPH.stages:
             **stage_resources(stage),
         params:
             cli=cli(stage.name),
-            start=start_flag,
+            edges=edge_arguments(stage.train),
             tensorboard=tensorboard_flag(stage),
         shell:
-            "gptlineage train {params.cli} {params.start} {params.tensorboard} --data {input.data} --output {output} > {log} 2>&1"
+            "gptlineage train {params.cli} {params.edges} {params.tensorboard} --data {input.data} --output {output} > {log} 2>&1"
 
     rule:
         name:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 
+from gptlineage.core.jsonio import write_json_atomic
+from gptlineage.core.settings import add_flags, from_args
 from gptlineage.generation.report_settings import CacheCheckConfig
-from gptlineage.jsonio import write_json_atomic
+from gptlineage.interface.registry import Command, Job, TrainingStage, final_model
 from gptlineage.lineage.declaration import Declaration, Metric
-from gptlineage.registry import Command, Job, TrainingStage, final_model
-from gptlineage.settings import add_flags, from_args
 
 COMMAND = Command(
     "cache-check",

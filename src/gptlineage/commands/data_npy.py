@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import argparse
 
+from gptlineage.core.settings import add_flags, add_output_flag, from_args
+from gptlineage.interface.registry import Command, Input, Job, TrainingStage
 from gptlineage.lineage.declaration import Declaration, Metric
-from gptlineage.registry import Command, Input, Job, TrainingStage
-from gptlineage.settings import add_flags, add_output_flag, from_args
 from gptlineage.tabular.layout import X_FILE, Y_FILE
 from gptlineage.tabular.settings import DataNpyConfig
 

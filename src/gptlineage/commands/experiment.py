@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import argparse
 
+from gptlineage.core.settings import add_flags, from_args
+from gptlineage.interface.registry import Command
 from gptlineage.lineage.declaration import WALL_TIME, Declaration
-from gptlineage.registry import Command
 from gptlineage.reporting.experiment_settings import ExperimentConfig
-from gptlineage.settings import add_flags, from_args
 
 COMMAND = Command(
     "experiment",

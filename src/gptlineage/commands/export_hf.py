@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 
+from gptlineage.core.settings import add_flags, from_args
 from gptlineage.generation.settings import ExportConfig
-from gptlineage.registry import Command, Job, TrainingStage, final_model
-from gptlineage.settings import add_flags, from_args
+from gptlineage.interface.registry import Command, Job, TrainingStage, final_model
 
 COMMAND = Command(
     "export-hf",

@@ -25,10 +25,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gptlineage.core.jsonio import write_json_atomic
+from gptlineage.core.settings import add_flags, from_args
 from gptlineage.generation.settings import GenerateConfig
-from gptlineage.jsonio import write_json_atomic
-from gptlineage.registry import Command
-from gptlineage.settings import add_flags, from_args
+from gptlineage.interface.registry import Command
 
 COMMAND = Command(
     "generate",

@@ -19,7 +19,9 @@ import re
 import sys
 from pathlib import Path
 
-from gptlineage.errors import GptlineageError, printable
+from gptlineage.core.errors import GptlineageError, printable
+from gptlineage.core.settings import add_flags, from_args
+from gptlineage.interface.registry import Command
 from gptlineage.lineage.action_settings import (
     CompareSettings,
     DiffSettings,
@@ -34,8 +36,6 @@ from gptlineage.lineage.outputs import process_gone
 from gptlineage.lineage.prov import prov_document, write_prov_json
 from gptlineage.lineage.sources import NOT_HERE
 from gptlineage.lineage.walk import show_lines, verify
-from gptlineage.registry import Command
-from gptlineage.settings import add_flags, from_args
 
 COMMAND = Command(
     "lineage",
@@ -126,7 +126,7 @@ def export_to_mlflow(settings: ExportSettings) -> int:
 
 
 def export_crate(settings: ExportSettings) -> int:
-    from gptlineage.command_line import rebuilt_command
+    from gptlineage.interface.command_line import rebuilt_command
     from gptlineage.lineage.rocrate import export_ro_crate
 
     def command_line(node):  # as it ran: paths relative to the directory it ran in
@@ -179,7 +179,7 @@ def compare_action(settings: CompareSettings) -> int:
 
 
 def reproduce_action(settings: ReproduceSettings) -> int:
-    from gptlineage.command_line import rebuilt_command
+    from gptlineage.interface.command_line import rebuilt_command
     from gptlineage.lineage.reproduce import render_reproduce, reproduce, verdict_line
 
     def rerun_words(manifest, artifact_dir, output, scratch, cwd, places):  # every output in a temporary folder

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import argparse
 
+from gptlineage.core.settings import add_flags, from_args
+from gptlineage.interface.registry import Command, Input, Job, TrainingStage
 from gptlineage.lineage.declaration import Declaration, Metric
-from gptlineage.registry import Command, Input, Job, TrainingStage
 from gptlineage.reporting.matched_settings import MatchedCompareConfig
-from gptlineage.settings import add_flags, from_args
 
 COMMAND = Command(
     "matched-compare",

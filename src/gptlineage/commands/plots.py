@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.settings import add_flags, check_settings, from_args, output_setting, setting
+from gptlineage.interface.registry import Command, Input, Job, TrainingStage
 from gptlineage.lineage.artifact import ArtifactWriter, check_member_file, find_artifact_dir
-from gptlineage.registry import Command, Input, Job, TrainingStage
-from gptlineage.settings import add_flags, check_settings, from_args, output_setting, setting
 from gptlineage.training.layout import TrainingRunFiles
 
 EXAMPLE = (

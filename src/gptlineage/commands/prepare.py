@@ -16,11 +16,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from gptlineage.core.settings import add_flags, add_output_flag, as_mapping, from_args
 from gptlineage.corpus.prepare_config import PrepareConfig
+from gptlineage.interface.registry import Command, Input, Job, TrainingStage
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.lineage.declaration import CORPUS, Declaration
-from gptlineage.registry import Command, Input, Job, TrainingStage
-from gptlineage.settings import add_flags, add_output_flag, as_mapping, from_args
 
 COMMAND = Command(
     "prepare",
@@ -98,10 +98,12 @@ def jobs(stages: tuple[TrainingStage, ...]) -> list[Job]:
     """The workflow's jobs: each training stage's corpus, corpus_<stage>."""
     found = []
     for stage in stages:
-        inputs = [Input("chat", "synth_chat", when="synth_chat", flags=("hf_dataset",))]
+        chat = "--hf-dataset {path}/{synth_chat}"  # the synth_chat artifact's dataset the slice names
+        inputs = [Input("chat", "synth_chat", when="synth_chat", flags=("hf_dataset",), argument=chat)]
         if stage.previous:
             skip = "skip_documents_from"  # the slice's own key (previous_corpus) names the edge and the flag
-            inputs.append(Input("skip_after", f"corpus_{stage.previous}", when=skip, flags=(skip,)))
+            words = "--skip-documents-from {path}"
+            inputs.append(Input("skip_after", f"corpus_{stage.previous}", when=skip, flags=(skip,), argument=words))
         keys = {"synth_chat": CHAT_DATASETS, "skip_documents_from": SKIP_AFTER if stage.previous else (None,)}
         found.append(Job(stage.corpus, "prepare", stage.corpus, stage.corpus, tuple(inputs), workflow_keys=keys))
     return found

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import argparse
 
+from gptlineage.core.jsonio import write_json_atomic
+from gptlineage.core.settings import add_flags, from_args
+from gptlineage.corpus.synth_chat import SUITE_FILE
 from gptlineage.generation.report_settings import PromptSuiteConfig
-from gptlineage.jsonio import write_json_atomic
+from gptlineage.interface.registry import Command, Input, Job, TrainingStage, final_model
 from gptlineage.lineage.declaration import SUITE_ANSWERS, Declaration, Metric
-from gptlineage.registry import Command, Input, Job, TrainingStage, final_model
-from gptlineage.settings import add_flags, from_args
 
 COMMAND = Command(
     "prompt-suite",
@@ -66,7 +67,9 @@ def jobs(stages: tuple[TrainingStage, ...]) -> list[Job]:
     """The workflow's job: the final model's answers to the held-out suite, a part of the deliverable.
     `held_out_suite: true` reads the synth_chat artifact's suite (false: the slice's `suite`, or the
     command's default, the reference's nine prompts)."""
-    suite = Input("suite", "synth_chat", when="held_out_suite", flags=("suite",))
+    suite = Input(
+        "suite", "synth_chat", when="held_out_suite", flags=("suite",), argument=f"--suite {{path}}/{SUITE_FILE}"
+    )
     keys = {"held_out_suite": (True, False)}
     return [
         Job(

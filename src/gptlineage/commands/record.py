@@ -33,13 +33,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import GptlineageError, printable
+from gptlineage.core.errors import GptlineageError, printable
+from gptlineage.core.settings import add_flags, from_args
+from gptlineage.interface.registry import Command
 from gptlineage.lineage.action_settings import RecordConfig
 from gptlineage.lineage.artifact import ArtifactWriter, find_artifact_dir, read_manifest
 from gptlineage.lineage.declaration import Declaration, Metric
 from gptlineage.lineage.sources import workdir_path
-from gptlineage.registry import Command
-from gptlineage.settings import add_flags, from_args
 
 COMMAND = Command(
     "record",

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import GptlineageError
-from gptlineage.jsonio import parse_json, read_json, write_json_atomic
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.jsonio import parse_json, read_json, write_json_atomic
+from gptlineage.core.settings import add_flags, check_settings, from_args, output_setting, setting
+from gptlineage.interface.registry import Command, Input, Job, TrainingStage
 from gptlineage.lineage.artifact import ArtifactWriter, link_member
 from gptlineage.lineage.declaration import CHECKPOINT, Declaration, Metric
-from gptlineage.registry import Command, Input, Job, TrainingStage
-from gptlineage.settings import add_flags, check_settings, from_args, output_setting, setting
 from gptlineage.training.layout import PARAMETERS_FILE, PASSPORT_FILE, TrainingRunFiles, list_checkpoints
 from gptlineage.training.metrics import best_checkpoint
 

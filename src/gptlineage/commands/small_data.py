@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 
+from gptlineage.core.settings import add_flags, add_output_flag, from_args
+from gptlineage.interface.registry import Command, Job, TrainingStage
 from gptlineage.lineage.artifact import ArtifactWriter
-from gptlineage.registry import Command, Job, TrainingStage
-from gptlineage.settings import add_flags, add_output_flag, from_args
 from gptlineage.tabular.layout import CSV_FILE, X_FILE, Y_FILE
 from gptlineage.tabular.settings import SmallDataConfig
 

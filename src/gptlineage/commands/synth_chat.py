@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 
+from gptlineage.core.settings import add_flags, add_output_flag, as_mapping, from_args
 from gptlineage.corpus.synth_chat import (
     STAGE1_DIR,
     STAGE2_DIR,
@@ -23,9 +24,8 @@ from gptlineage.corpus.synth_chat import (
     SynthChatConfig,
     write_synth_chat,
 )
+from gptlineage.interface.registry import Command, Job, TrainingStage
 from gptlineage.lineage.artifact import ArtifactWriter
-from gptlineage.registry import Command, Job, TrainingStage
-from gptlineage.settings import add_flags, add_output_flag, as_mapping, from_args
 
 COMMAND = Command(
     "synth-chat",

@@ -41,10 +41,10 @@ from __future__ import annotations
 
 import argparse
 
+from gptlineage.core.settings import add_flags, from_args
 from gptlineage.corpus.layout import TRAIN_BIN, VAL_BIN
+from gptlineage.interface.registry import Command, Input, Job, TrainingStage
 from gptlineage.lineage.declaration import DROP, SCRATCH, TRAINING_RUN, Declaration, Metric
-from gptlineage.registry import Command, Input, Job, TrainingStage
-from gptlineage.settings import add_flags, from_args
 from gptlineage.training.config import DIALOGUE_ROLES, TrainConfig, TrainOutputs, plan
 
 COMMAND = Command(
@@ -108,7 +108,10 @@ def jobs(stages: tuple[TrainingStage, ...]) -> list[Job]:
         inputs = [Input("data", stage.corpus, flags=CORPUS_FLAGS)]
         if stage.previous:
             for start, job_name in (("best", f"select_best_{stage.previous}"), ("final", f"train_{stage.previous}")):
-                inputs.append(Input("start", job_name, when="start", equals=start, flags=("load_params",)))
+                load = "--load-params {path}/parameters.safetensors"
+                inputs.append(
+                    Input("start", job_name, when="start", equals=start, flags=("load_params",), argument=load)
+                )
         job = Job(
             stage.train,
             "train",

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from gptlineage.errors import GptlineageError, printable
+from gptlineage.core.errors import GptlineageError, printable
+from gptlineage.core.progress import counted
+from gptlineage.core.settings import add_flags, check_settings, from_args, setting
+from gptlineage.interface.registry import Command
 from gptlineage.lineage.text_table import cells, terminal_width, wrap
-from gptlineage.progress import counted
-from gptlineage.registry import Command
-from gptlineage.settings import add_flags, check_settings, from_args, setting
 from gptlineage.training.layout import METRICS_FILE, METRICS_LOG_FILE
 from gptlineage.training.watch import (
     State,

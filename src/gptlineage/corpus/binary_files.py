@@ -20,7 +20,7 @@ from typing import BinaryIO, Self
 import numpy as np
 from numpy.typing import ArrayLike
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 
 
 def file_size(path: Path) -> int:

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gptlineage.core.errors import GptlineageError
 from gptlineage.corpus.chat_tables import (
     CAPITALS,
     COUNTRIES,
@@ -38,7 +39,6 @@ from gptlineage.corpus.chat_tables import (
     TRAIN_SUBJECTS,
     WORDS,
 )
-from gptlineage.errors import GptlineageError
 
 # ---------------------------------------------------------------------------------------------
 # Fixed settings. Operand pairs listed by addition_held_out are for the prompt suite only.

@@ -20,9 +20,9 @@ from typing import Protocol
 
 import numpy as np
 
+from gptlineage.core.errors import GptlineageError
 from gptlineage.corpus.shards import RECORD_DTYPE
 from gptlineage.corpus.tokenizer import EOT_ID
-from gptlineage.errors import GptlineageError
 
 ROLE_PREFIXES = {"system": "System: ", "user": "User: ", "assistant": "Assistant: "}
 # The reference strips exactly these characters (str.strip() alone would also strip

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 
 SAVED_DATASET = "state.json"  # what save_to_disk writes for one Dataset
 SAVED_DICT = "dataset_dict.json"  # ... and for a DatasetDict (its split names)

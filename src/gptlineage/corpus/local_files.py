@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 
 
 def read_text_file(path: Path) -> str:

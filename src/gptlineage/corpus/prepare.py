@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from gptlineage.core.cpus import available_cpus
+from gptlineage.core.errors import GptlineageError
 from gptlineage.corpus.dialogue import encode_dialogue, slice_records, usable_dialogue
 from gptlineage.corpus.local_files import read_text_file
 from gptlineage.corpus.prepare_config import PrepareConfig, is_text_file
@@ -39,8 +41,6 @@ from gptlineage.corpus.sources import (
     source_inputs,
 )
 from gptlineage.corpus.tokenizer import EOT_ID, encode_stream, gpt2_encoding, tokenizer_identity
-from gptlineage.cpus import available_cpus
-from gptlineage.errors import GptlineageError
 
 SHARD_FORMAT = "llm.c .bin: 256 little-endian int32 header (magic 20240520, version 1, token count), then uint16 tokens"
 SPLIT_RULE = "validation iff int.from_bytes(sha256(f'{seed}:{index}')[:8], 'big') / 2**64 < validation_fraction"

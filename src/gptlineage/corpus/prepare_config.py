@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gptlineage.settings import SettingError, check_settings, setting
+from gptlineage.core.settings import SettingError, check_settings, setting
 
 TEXT_SUFFIXES = (".txt",)
 JSON_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")

@@ -33,9 +33,9 @@ from typing import BinaryIO, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from gptlineage.core.errors import GptlineageError
 from gptlineage.corpus.binary_files import PartialFileWriter, file_size, integer_array, read_only_map, read_prefix
 from gptlineage.corpus.tokenizer import VOCAB_SIZE
-from gptlineage.errors import GptlineageError
 
 ShardFormat = Literal["llmc", "raw"]
 

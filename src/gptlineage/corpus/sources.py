@@ -19,14 +19,14 @@ from typing import Any
 
 from tqdm import tqdm
 
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.progress import Progress
 from gptlineage.corpus.local_datasets import LocalDataset, missing_config_error, resolve_local, saved_streams
 from gptlineage.corpus.local_files import diagnose_local_file, is_json_lines_file, json_lines_rows
 from gptlineage.corpus.prepare_config import PrepareConfig, local_builder
-from gptlineage.errors import GptlineageError
 from gptlineage.lineage.artifact import read_manifest
 from gptlineage.lineage.declaration import CORPUS, holds
 from gptlineage.lineage.locations import store_path
-from gptlineage.progress import Progress
 
 
 def source_inputs(config: PrepareConfig) -> dict[str, Path]:
@@ -229,7 +229,7 @@ def column(row: dict[str, Any], name: str, index: int, config: PrepareConfig) ->
 
 
 class DocumentProgress:
-    """Documents read and tokens written: a tqdm bar on a terminal, else `gptlineage.progress` lines."""
+    """Documents read and tokens written: a tqdm bar on a terminal, else `gptlineage.core.progress` lines."""
 
     def __init__(self, description: str, total: int | None = None) -> None:
         self.bar = tqdm(desc=description, total=total, unit=" docs", mininterval=1.0, disable=None, dynamic_ncols=True)

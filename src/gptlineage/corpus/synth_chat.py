@@ -28,6 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.jsonio import read_json
+from gptlineage.core.settings import check_settings, setting
 from gptlineage.corpus.chat_families import (
     FAMILIES,
     TASK_FAMILIES,
@@ -35,9 +38,6 @@ from gptlineage.corpus.chat_families import (
     make_dialogue,
     suite_capacity,
 )
-from gptlineage.errors import GptlineageError
-from gptlineage.jsonio import read_json
-from gptlineage.settings import check_settings, setting
 
 SUITE_SCHEMA = "gptlineage.prompt-suite.v1"
 SUITE_FILE = "prompt-suite.json"

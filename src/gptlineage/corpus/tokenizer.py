@@ -24,8 +24,8 @@ import numpy as np
 import tiktoken
 import tiktoken.load
 
+from gptlineage.core.errors import GptlineageError
 from gptlineage.corpus.vocabulary import EOT_ID, VOCAB_SIZE
-from gptlineage.errors import GptlineageError
 
 RANKS_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
 RANKS_PATH = Path(__file__).resolve().parent.parent / "assets" / "gpt2.tiktoken"

@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from gptlineage.core.errors import GptlineageError
 from gptlineage.corpus.tokenizer import EOT_ID
-from gptlineage.errors import GptlineageError
 from gptlineage.generation.decoding import (
     Generation,
     SamplingConfig,

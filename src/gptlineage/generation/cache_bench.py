@@ -29,7 +29,8 @@ from typing import Any
 
 import torch
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.progress import Progress
 from gptlineage.generation.cache_check import prompt_ids
 from gptlineage.generation.decoding import FullPrefixDecoder, Generation, check_fits, describe_sampling, generate_tokens
 from gptlineage.generation.report_settings import CacheBenchConfig
@@ -37,7 +38,6 @@ from gptlineage.generation.settings import SamplingConfig
 from gptlineage.model.gpt import GPT
 from gptlineage.model.kvcache import CachedDecoder
 from gptlineage.model.statements import passport_statements
-from gptlineage.progress import Progress
 
 WARMUP_RUNS = 1  # untimed runs of each path before the timed ones
 

@@ -24,15 +24,15 @@ from typing import Any
 
 import torch
 
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.jsonio import finite_or_none
+from gptlineage.core.splitmix import key_of, sample_nat
 from gptlineage.corpus.tokenizer import EOT_ID, gpt2_encoding
-from gptlineage.errors import GptlineageError
 from gptlineage.generation.chat import chat_prompt
 from gptlineage.generation.decoding import FullPrefixDecoder, check_fits, check_vocabulary, greedy_token, penalized
 from gptlineage.generation.report_settings import CacheCheckConfig, PromptConfig
-from gptlineage.jsonio import finite_or_none
 from gptlineage.model.gpt import GPT
 from gptlineage.model.kvcache import CachedDecoder
-from gptlineage.splitmix import key_of, sample_nat
 
 TOLERANCE = 1e-3  # the reference's absolute tolerance on any logit
 

@@ -20,12 +20,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
+from gptlineage.core.errors import GptlineageError
 from gptlineage.corpus.dialogue import (
     CONTENT_WHITESPACE,
     ROLE_PREFIXES,
     OrdinaryEncoder,
 )
-from gptlineage.errors import GptlineageError
 from gptlineage.generation.batched import generate_batch
 from gptlineage.generation.decoding import (
     Decoder,

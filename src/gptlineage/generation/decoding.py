@@ -43,12 +43,12 @@ from typing import Protocol
 
 import torch
 
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.splitmix import key_of, sample_nat
 from gptlineage.corpus.tokenizer import EOT_ID
-from gptlineage.errors import GptlineageError
 from gptlineage.generation.settings import SamplingConfig
 from gptlineage.model.gpt import GPT
 from gptlineage.model.kvcache import CachedDecoder
-from gptlineage.splitmix import key_of, sample_nat
 
 UNIFORM_STEPS = 2**32  # u takes values k / 2**32, as in the reference
 

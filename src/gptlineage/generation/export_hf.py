@@ -14,7 +14,7 @@ from typing import Any
 
 from gptlineage.generation.hf_card import write_hub_files
 from gptlineage.generation.settings import ExportConfig
-from gptlineage.generation.source import ModelSource, load_model, model_artifact, recorded_settings
+from gptlineage.generation.source import ModelSource, load_model, model_artifact, model_run, recorded_settings
 from gptlineage.lineage.artifact import read_manifest
 from gptlineage.lineage.hashing import sha256_file
 from gptlineage.model.gpt import count_parameters
@@ -45,11 +45,12 @@ CARD_FACTS = 12  # summary values the model card lists at most
 
 def lineage_of(source: ModelSource, parameters: int) -> dict[str, Any]:
     """What the model card says of where the model came from: the training run's id, summary and inputs."""
-    if source.run is None:
+    run = model_run(source)
+    if run is None:
         path = source.load_params
         facts = {"parameters": f"{parameters:,}", "parameter file sha256": sha256_file(path) if path else "random"}
         return {"title": f"gptlineage model {path.name if path else 'random'}", "facts": facts, "inputs": []}
-    manifest = read_manifest(source.run)
+    manifest = read_manifest(run)
     facts = {
         "training artifact id": manifest["id"],
         "command": manifest["command"]["name"],
@@ -67,4 +68,4 @@ def lineage_of(source: ModelSource, parameters: int) -> dict[str, Any]:
         f"{entry['role']}: {entry.get('artifact_id') or entry.get('sha256') or entry.get('tree_sha256')}"
         for entry in manifest["inputs"]
     ]
-    return {"title": f"gptlineage model {source.run.name}", "facts": facts, "inputs": inputs}
+    return {"title": f"gptlineage model {run.name}", "facts": facts, "inputs": inputs}

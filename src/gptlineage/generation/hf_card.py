@@ -17,11 +17,11 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from gptlineage.core.jsonio import write_json_atomic
 from gptlineage.corpus.tokenizer import EOT_ID, VOCAB_SIZE
 from gptlineage.generation.chat import USER_TURN
 from gptlineage.generation.decoding import SamplingConfig
 from gptlineage.generation.hf_tokenizer import hf_tokenizer, save_tokenizer
-from gptlineage.jsonio import write_json_atomic
 from gptlineage.model.gpt import GPT
 
 CHAT_TEMPLATE = (

@@ -28,8 +28,8 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
+from gptlineage.core.jsonio import read_json, write_json_atomic
 from gptlineage.corpus.tokenizer import EOT_ID, load_mergeable_ranks
-from gptlineage.jsonio import read_json, write_json_atomic
 
 EOT_TEXT = "<|endoftext|>"
 # Where the chat template cuts a transcript into its pieces: a noncharacter, which no text is meant to hold.

@@ -18,8 +18,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from gptlineage.core.errors import GptlineageError, printable
+from gptlineage.core.progress import Progress
 from gptlineage.corpus.tokenizer import gpt2_encoding, tokenizer_identity
-from gptlineage.errors import GptlineageError, printable
 from gptlineage.generation import batched
 from gptlineage.generation.chat import chat_prompt, complete_batch, not_text
 from gptlineage.generation.decoding import check_fits, check_vocabulary
@@ -27,7 +28,6 @@ from gptlineage.generation.report_settings import PromptSuiteConfig
 from gptlineage.generation.source import check_text_vocabulary
 from gptlineage.lineage.locations import store_path
 from gptlineage.model.gpt import GPT
-from gptlineage.progress import Progress
 
 SCHEMA = "gptlineage.prompt-suite-report.v2"
 SYSTEM = ""  # the reference's suite runs without a system line

@@ -14,9 +14,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.settings import SettingError, check_settings, output_setting, setting, setting_like
 from gptlineage.generation.settings import DEFAULT_SYSTEM, ModelSource, SamplingConfig
-from gptlineage.settings import SettingError, check_settings, output_setting, setting, setting_like
 
 PAPER_SUITE = Path(__file__).resolve().parent.parent / "assets" / "paper-prompt-suite.json"
 PAPER_SUITE_NAME = "gptlineage/assets/paper-prompt-suite.json"  # its place in the package, not on this machine

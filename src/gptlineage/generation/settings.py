@@ -14,18 +14,13 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gptlineage.devices import check_device_name
-from gptlineage.lineage.artifact import is_artifact_dir, read_manifest
-from gptlineage.lineage.declaration import TRAINING_RUN, declaration_of, holds
-from gptlineage.lineage.tree import lexical
-from gptlineage.lineage.walk import input_artifact_dir
+from gptlineage.core.devices import check_device_name
+from gptlineage.core.settings import SEED_RANGE, SettingError, check_settings, output_setting, setting
 from gptlineage.model.shapes import PRECISION_NAMES
-from gptlineage.settings import SEED_RANGE, SettingError, check_settings, output_setting, setting
 from gptlineage.training.config import MIN_TEMPERATURE
 
 DEFAULT_SYSTEM = "A conversation between a user and a helpful assistant."
@@ -33,7 +28,6 @@ DIMENSIONS = ("context", "vocab", "width", "heads", "layers", "layer_norm_eps")
 # bf16 is a training mode (float32 parameters under autocast), not a dtype to decode in.
 DECODING_PRECISIONS = tuple(name for name in PRECISION_NAMES if name != "bf16")
 OUTPUT_FIELDS = ("output",)  # where an artifact goes, not what it holds
-MODEL_ROLE = "model"  # the deliverable's input that is its model
 
 
 def _dimension(name: str) -> Any:
@@ -43,7 +37,8 @@ def _dimension(name: str) -> Any:
 @dataclass(frozen=True)
 class ModelSource:
     """Where the weights and dimensions come from; exactly one of run, load_params, random_init
-    (load_params may also replace a run's parameters)."""
+    (load_params may also replace a run's parameters). Reads nothing: gptlineage.generation.source
+    resolves a deliverable given as --run to its training run when the model is loaded."""
 
     run: Path | None = setting(
         None,
@@ -82,38 +77,6 @@ class ModelSource:
             if given:
                 flag = given[0].replace("_", "-")
                 raise SettingError(given[0], f"--run gives the model dimensions; do not also pass --{flag}", whole=True)
-            object.__setattr__(self, "run", training_run(self.run))  # frozen: set once, before anyone reads it
-
-
-def training_run(run: Path) -> Path:
-    """The training artifact `--run RUN` stands for: RUN itself, or, when RUN is the experiment's
-    deliverable, the training run recorded as its `model` input (checked: inside the tree that holds
-    RUN, the same artifact the deliverable recorded, and a training run)."""
-    if not is_artifact_dir(run):
-        return run  # not an artifact at all: the passport check says what is missing
-    manifest = read_manifest(run)
-    if not declaration_of(manifest).deliverable:
-        return run
-    entry = next((e for e in manifest["inputs"] if e["role"] == MODEL_ROLE and "artifact_path" in e), None)
-    if entry is None:
-        raise SettingError("run", f"{run}: an experiment artifact with no {MODEL_ROLE!r} input artifact")
-    model = input_artifact_dir(lexical(run), entry)
-    tree = lexical(run).parent
-    if tree not in model.parents:
-        raise SettingError(
-            "run", f"{run}: its model input {entry['artifact_path']} lies outside {tree}; pass the training run itself"
-        )
-    where = Path(os.path.normpath(run / entry["artifact_path"]))  # relative when RUN was
-    if not is_artifact_dir(model):
-        raise SettingError("run", f"{run}: its model input {where} is missing")
-    found = read_manifest(model)
-    if found["id"] != entry["artifact_id"]:
-        raise SettingError("run", f"{run}: its model input {where} was replaced after the experiment was written")
-    if not holds(found, TRAINING_RUN):
-        raise SettingError(
-            "run", f"{run}: its model input {where} is a {found['command']['name']!r} artifact, not a training run"
-        )
-    return where
 
 
 # ---------------------------------------------------------------- sampling

@@ -10,7 +10,7 @@ Example:
 
 from __future__ import annotations
 
-from gptlineage.errors import printable
+from gptlineage.core.errors import printable
 
 
 def terminal_text(text: str) -> str:

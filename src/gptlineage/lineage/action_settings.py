@@ -1,5 +1,5 @@
 """The settings of each `gptlineage lineage ACTION`: one frozen dataclass per action, its flags
-made by `gptlineage.settings.add_flags` (help and defaults come from the fields) and checked as
+made by `gptlineage.core.settings.add_flags` (help and defaults come from the fields) and checked as
 it is built, so a bad value is one line naming its flag.
 
 Example:
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import printable
+from gptlineage.core.errors import printable
+from gptlineage.core.settings import SettingError, check_settings, output_setting, setting
 from gptlineage.lineage.checks import is_hex64
-from gptlineage.settings import SettingError, check_settings, output_setting, setting
 
 MLFLOW = "mlflow"  # `lineage export mlflow RESULTS`: the word before the tree names the format
 FORMATS = ("prov-json", "ro-crate", MLFLOW)

@@ -27,9 +27,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import WRITE_FAULTS, GptlineageError, printable
-from gptlineage.files import link_or_copy
-from gptlineage.jsonio import write_json_atomic
+from gptlineage.core.errors import WRITE_FAULTS, GptlineageError, printable
+from gptlineage.core.files import link_or_copy
+from gptlineage.core.jsonio import write_json_atomic
 from gptlineage.lineage.checks import check_manifest, check_text
 from gptlineage.lineage.declaration import Declaration, declared_by
 from gptlineage.lineage.hashing import hash_session, sha256_file, sha256_json, sha256_tree, tree_file_count

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from gptlineage.errors import GptlineageError, printable
+from gptlineage.core.errors import GptlineageError, printable
 from gptlineage.lineage.manifest_schema import HEX64, MANIFEST_SCHEMA, PLAIN_RELATIVE
 
 if TYPE_CHECKING:

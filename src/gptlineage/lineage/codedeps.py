@@ -8,7 +8,7 @@ file it runs (`run_files`) are what its rule family's conda environment must hol
 Example:
     >>> from pathlib import Path
     >>> from gptlineage.lineage.codedeps import module_files, run_files
-    >>> "gptlineage/errors.py" in module_files("gptlineage.commands.lineage", Path("src"))  # doctest: +SKIP
+    >>> "gptlineage/core/errors.py" in module_files("gptlineage.commands.lineage", Path("src"))  # doctest: +SKIP
     True
     >>> "gptlineage/lineage/checks.py" in module_files("gptlineage.commands.train", Path("src"))  # doctest: +SKIP
     False
@@ -30,7 +30,7 @@ PACKAGE = "gptlineage"
 PRESENTATION = (
     "gptlineage.lineage.checks",  # error wording, the manifest schema check
     "gptlineage.generation.terminal",  # terminal_text(): model text escaped for printing
-    "gptlineage.progress",  # the progress lines of a log or terminal
+    "gptlineage.core.progress",  # the progress lines of a log or terminal
 )
 
 

@@ -18,7 +18,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from gptlineage.errors import WRITE_FAULTS, GptlineageError
+from gptlineage.core.errors import WRITE_FAULTS, GptlineageError
 from gptlineage.lineage.outputs import sibling, stale_siblings
 
 METADATA = "ro-crate-metadata.json"

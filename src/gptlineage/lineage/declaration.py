@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 
 DROP, SCRATCH = "drop", "scratch"  # a copy outside the artifact is left out; a work folder goes to scratch
 SIDE_OUTPUT_KINDS = (DROP, SCRATCH)
@@ -37,7 +37,7 @@ HOLDINGS = (TRAINING_RUN, CHECKPOINT, CORPUS, SUITE_ANSWERS)
 WALL_TIME = "wall_s"  # the lineage's own measurement: seconds from the run's start to its finish
 # What splits a value's path into its object keys: `a.b[2]`, `rows[phase=train].total_ns`.
 PATH_PARTS = re.compile(r"[.\[\]:]+")
-# A command's module (gptlineage.registry names them; it is not imported here, or it would enter every closure).
+# A command's module (gptlineage.interface.registry names them; it is not imported here, or it would enter every closure).
 COMMAND_MODULE = re.compile(r"gptlineage\.commands\.[a-z][a-z0-9_]*")
 # The Declaration fields that are tuples of names or patterns, in the manifest's order.
 NAME_FIELDS = ("timing_keys", "memory_keys", "timing_files", "omitted_keys", "reports")

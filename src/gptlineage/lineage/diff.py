@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.lineage.artifact import INPUT_IDENTITY_KEYS, MANIFEST, content_sha256, read_manifest
 from gptlineage.lineage.compare import IDENTICAL, compare_outputs
 from gptlineage.lineage.declaration import code_declaration, union

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from gptlineage.errors import printable
+from gptlineage.core.errors import printable
 from gptlineage.lineage.diff_metrics import RELATIVE_TOLERANCE, is_plain_number, judgement
 from gptlineage.lineage.table import format_value, markdown, text
 from gptlineage.lineage.text_table import cells, terminal_width, wrap

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 
 # 1 MiB reads into one reused buffer: as fast as any larger size measured with OpenSSL's SHA-NI
 # code (benchmarks/lineage_scale.py), and shards never sit in memory whole.

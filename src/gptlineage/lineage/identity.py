@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import gptlineage
-from gptlineage.cpus import available_cpus, cpu_model_and_flags
+from gptlineage.core.cpus import available_cpus, cpu_model_and_flags
 from gptlineage.lineage.behaviour import library_behaviour
 from gptlineage.lineage.codedeps import PACKAGE, external_imports, module_files, module_path
 from gptlineage.lineage.hashing import sha256_file

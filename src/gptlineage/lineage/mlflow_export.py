@@ -25,9 +25,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import GptlineageError
-from gptlineage.files import temporary_sibling
-from gptlineage.jsonio import is_finite_number
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.files import temporary_sibling
+from gptlineage.core.jsonio import is_finite_number
 from gptlineage.lineage.artifact import content_sha256
 from gptlineage.lineage.declaration import TRAINING_RUN, holds
 from gptlineage.lineage.hashing import hash_session

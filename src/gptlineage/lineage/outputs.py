@@ -22,7 +22,7 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from gptlineage.errors import WRITE_FAULTS, GptlineageError
+from gptlineage.core.errors import WRITE_FAULTS, GptlineageError
 
 HOST_TAG = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname()) or "host"
 

@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import GptlineageError
-from gptlineage.jsonio import write_json_atomic
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.jsonio import write_json_atomic
 from gptlineage.lineage.walk import verified_lineage
 
 

@@ -5,7 +5,7 @@ Example:
     gptlineage lineage reproduce results/train/pretrain --with-current-code --tolerance 1e-6
 
 Steps: verify the artifact and everything upstream; refuse changed code unless `with_current_code`;
-have the caller rebuild the command line from the manifest (`gptlineage.command_line`, --output a
+have the caller rebuild the command line from the manifest (`gptlineage.interface.command_line`, --output a
 temporary sibling); run it as this package in isolated mode from an empty private folder with the
 recorded CPU allowance; compare each output file with the manifest (lineage.compare). A later
 reproduce removes the temporary folders of one that was killed.
@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.lineage.artifact import INPUT_IDENTITY_KEYS, holds_artifact_manifest, read_manifest
 from gptlineage.lineage.compare import IDENTICAL, compare_outputs
 from gptlineage.lineage.declaration import declaration_of

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.lineage.artifact import find_artifact_dir, read_manifest
 from gptlineage.lineage.declaration import declaration_of
 from gptlineage.lineage.table import find_artifacts

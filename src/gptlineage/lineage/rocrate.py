@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from gptlineage.errors import GptlineageError
-from gptlineage.files import link_or_copy
-from gptlineage.jsonio import write_json_atomic
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.files import link_or_copy
+from gptlineage.core.jsonio import write_json_atomic
 from gptlineage.lineage.artifact import MANIFEST
 from gptlineage.lineage.checks import is_plain_relative, safe_name
 from gptlineage.lineage.crate_place import METADATA, check_zip_output, place_crate, zip_crate

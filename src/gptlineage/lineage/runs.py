@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from gptlineage.errors import GptlineageError, printable
+from gptlineage.core.errors import GptlineageError, printable
 from gptlineage.lineage.artifact import is_artifact_dir, read_manifest
 from gptlineage.lineage.declaration import declaration_of
 from gptlineage.lineage.diff import Stage, stages

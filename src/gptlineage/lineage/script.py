@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from gptlineage.lineage.walk import Node, input_artifact_dir
 
-# A node's command line rebuilt from its manifest (`gptlineage.command_line.rebuilt_command`):
+# A node's command line rebuilt from its manifest (`gptlineage.interface.command_line.rebuilt_command`):
 # the recorded argv is data no pin covers, so no word of it is printed as it was recorded.
 CommandLine = Callable[[Node], list[str]]
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import printable
+from gptlineage.core.errors import printable
 from gptlineage.lineage.artifact import MANIFEST, read_manifest
 from gptlineage.lineage.identity import machine_summary
 from gptlineage.lineage.text_table import cells, middle_cut, terminal_width

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from gptlineage.errors import GptlineageError, printable
+from gptlineage.core.errors import GptlineageError, printable
 from gptlineage.lineage.artifact import is_artifact_dir, read_manifest
 from gptlineage.lineage.checks import encodable, utf8_shown
 from gptlineage.lineage.declaration import WALL_TIME, declaration_of, path_keys

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gptlineage.cpus import available_cpus
-from gptlineage.errors import GptlineageError, printable
+from gptlineage.core.cpus import available_cpus
+from gptlineage.core.errors import GptlineageError, printable
 from gptlineage.lineage.artifact import (
     FOREIGN_FILES,
     MANIFEST,

@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from safetensors.torch import save_file
 
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.files import permit_as_umask
 from gptlineage.corpus.tokenizer import EOT_ID  # GPT-2's <|endoftext|>, Hugging Face's default bos/eos
-from gptlineage.errors import GptlineageError
-from gptlineage.files import permit_as_umask
 from gptlineage.model.gpt import GPT, GPTConfig
 
 if TYPE_CHECKING:  # transformers is heavy; import it only where an object of it is built

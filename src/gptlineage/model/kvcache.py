@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 import torch
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.model.gpt import GPT
 
 

@@ -16,8 +16,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from gptlineage.cpus import available_cpus
-from gptlineage.errors import GptlineageError
+from gptlineage.core.cpus import available_cpus
+from gptlineage.core.errors import GptlineageError
 from gptlineage.model.shapes import GPTConfig
 
 GIB = 1024**3

@@ -21,9 +21,9 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError, safe_open
 
-from gptlineage.errors import GptlineageError
-from gptlineage.files import permit_as_umask
-from gptlineage.jsonio import parse_json
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.files import permit_as_umask
+from gptlineage.core.jsonio import parse_json
 from gptlineage.lineage.hashing import remember_written
 from gptlineage.model.safetensors_stream import safetensors_chunks
 

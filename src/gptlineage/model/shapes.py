@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields, replace
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 
 # The precisions a model runs in (gptlineage.model.gpt.PRECISIONS maps each to its parameter dtype).
 PRECISION_NAMES = ("float32", "float64", "bf16")

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import GptlineageError
-from gptlineage.jsonio import read_json
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.jsonio import read_json
 from gptlineage.lineage.artifact import ArtifactWriter, content_sha256, read_manifest
 from gptlineage.lineage.declaration import SUITE_ANSWERS, TRAINING_RUN, holds
 from gptlineage.lineage.diff import diff, stages

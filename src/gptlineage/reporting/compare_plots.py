@@ -20,7 +20,7 @@ from typing import Any
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.reporting.figures import (
     DETERMINISTIC_RC,
     integer_steps,

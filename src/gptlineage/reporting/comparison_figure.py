@@ -16,8 +16,8 @@ from typing import Any
 
 from matplotlib import rc_context
 
-from gptlineage.errors import GptlineageError
-from gptlineage.jsonio import read_json
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.jsonio import read_json
 from gptlineage.reporting.figures import (
     DETERMINISTIC_RC,
     EDGE_COLOR,

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gptlineage.errors import printable
+from gptlineage.core.errors import printable
 from gptlineage.lineage.declaration import CHECKPOINT, CORPUS, TRAINING_RUN, declaration_of
 from gptlineage.lineage.walk import Node, input_artifact_dir, input_path
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import GptlineageError
-from gptlineage.jsonio import write_json_atomic
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.jsonio import write_json_atomic
 from gptlineage.lineage.artifact import ArtifactWriter, read_manifest
 from gptlineage.lineage.table import stage_metrics
 from gptlineage.lineage.tree import lexical

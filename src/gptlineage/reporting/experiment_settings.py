@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from gptlineage.settings import SettingError, check_settings, output_setting, setting
+from gptlineage.core.settings import SettingError, check_settings, output_setting, setting
 
 ROLE = re.compile(r"[a-z][a-z0-9_]{0,63}")  # a part's role: it names an input in the manifest
 OVERRIDE = re.compile(r"[a-z][a-z0-9_]*\.[a-z][a-z0-9_.]*=.*", re.S)  # SLICE.KEY=VALUE

@@ -20,7 +20,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from gptlineage.errors import escaped
+from gptlineage.core.errors import escaped
 
 # Characters a page must not carry raw (controls, format characters, unassigned code points),
 # newline and tab excepted.

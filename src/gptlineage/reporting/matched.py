@@ -29,13 +29,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gptlineage.cpus import available_cpus
-from gptlineage.errors import GptlineageError
+from gptlineage.core.cpus import available_cpus
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.progress import Progress, loss_text
+from gptlineage.core.settings import from_mapping
 from gptlineage.model.gpt import GPT, PRECISIONS, set_strict_float32
 from gptlineage.model.hf import hf_model, hf_to_ours
-from gptlineage.progress import Progress, loss_text
 from gptlineage.reporting.matched_settings import MatchedSettings
-from gptlineage.settings import from_mapping
 from gptlineage.training.config import Plan, TrainConfig, plan
 from gptlineage.training.data import Split, load_split, with_corpus_files
 from gptlineage.training.metrics import validation_point

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gptlineage.core.jsonio import write_json_atomic
 from gptlineage.generation.source import load_model, model_inputs, recorded_settings
-from gptlineage.jsonio import write_json_atomic
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.reporting.comparison_figure import comparison_svg
 from gptlineage.reporting.matched import check_threshold, run_matched, step_lines

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.settings import check_settings, output_setting, setting, setting_like
 from gptlineage.generation.settings import ModelSource
-from gptlineage.settings import check_settings, output_setting, setting, setting_like
 from gptlineage.training.config import EvaluationSettings, ScheduleSettings
 
 ATTENTION = ("sdpa", "eager")

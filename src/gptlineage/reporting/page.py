@@ -21,7 +21,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.lineage.identity import machine_summary
 from gptlineage.lineage.walk import Node, input_artifact_dir
 from gptlineage.reporting.dag import Graph, dag_svg, lineage_graph

@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import GptlineageError
-from gptlineage.jsonio import read_json
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.jsonio import read_json
 from gptlineage.lineage.declaration import CHECKPOINT, TRAINING_RUN, holds
 from gptlineage.lineage.identity import machine_summary
 from gptlineage.lineage.table import stage_metrics

@@ -19,7 +19,7 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.ticker import FormatStrFormatter, MaxNLocator
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.reporting.figures import (
     DETERMINISTIC_RC,
     TRAIN_COLOR,

@@ -12,7 +12,7 @@ Example:
     >>> parse_csv_rows("1,oops\\n", CsvOptions(), "t.csv")
     Traceback (most recent call last):
     ...
-    gptlineage.errors.GptlineageError: t.csv: csv row 1, col 2: unparsed suffix: oops
+    gptlineage.core.errors.GptlineageError: t.csv: csv row 1, col 2: unparsed suffix: oops
 
     ds = from_csv("small_regression.csv", batch_size=5, input_width=2, target_width=1,
                   options=CsvOptions(skip_header=True), seed=2026)
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.tabular.dataset import Dataset, Sample, SampleStream, batch, dtype_name, first_overflow
 from gptlineage.tabular.settings import CsvOptions
 

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 import torch.utils.data
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.tabular.shuffle import shuffled_indices
 
 Shape = tuple[int, ...]

@@ -23,7 +23,7 @@ from typing import BinaryIO
 import numpy as np
 import torch
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.tabular.dataset import Dataset, Sample, SampleStream, dtype_name, first_overflow
 
 MAGIC = b"\x93NUMPY"

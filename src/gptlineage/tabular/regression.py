@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.tabular.dataset import Dataset, format_shape
 from gptlineage.tabular.runtime import arithmetic_mode
 from gptlineage.tabular.settings import DTYPE_NAMES, RegressionTrainConfig, check_arithmetic, scalar_name

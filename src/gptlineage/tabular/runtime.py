@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 import torch
 
-from gptlineage.settings import SettingError
+from gptlineage.core.settings import SettingError
 from gptlineage.tabular.settings import ARITHMETICS
 
 

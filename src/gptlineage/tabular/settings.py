@@ -12,7 +12,7 @@ Example:
     >>> CsvOptions(delimiter=";;")
     Traceback (most recent call last):
     ...
-    gptlineage.settings.SettingError: --delimiter must be exactly one character, got ';;'
+    gptlineage.core.settings.SettingError: --delimiter must be exactly one character, got ';;'
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gptlineage.settings import SettingError, as_mapping, check_settings, setting
+from gptlineage.core.settings import SettingError, as_mapping, check_settings, setting
 from gptlineage.tabular.layout import DEFAULT_DIR, TableDir
 
 ARITHMETICS = ("native", "ieee")

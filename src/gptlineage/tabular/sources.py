@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.tabular.csv_loader import DEFAULT_CSV_OPTIONS, CsvOptions
 from gptlineage.tabular.dataset import Dataset, Sample, SampleStream, Shape
 from gptlineage.tabular.tensor_loader import located, read_source_tensor

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.tabular.dataset import Sample, dtype_name, format_shape
 from gptlineage.tabular.regression import LOSS_COLOR, TrainSeries, write_trainlog
 from gptlineage.tabular.runtime import arithmetic_mode

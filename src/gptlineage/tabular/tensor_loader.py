@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 from gptlineage.tabular.csv_loader import DEFAULT_CSV_OPTIONS, CsvOptions, CsvRow, check_row_range, read_csv_rows
 from gptlineage.tabular.dataset import Shape, format_shape
 from gptlineage.tabular.npy_loader import check_finite, converted, read_npy, read_npy_header, read_npy_rows

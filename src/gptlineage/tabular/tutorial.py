@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.settings import as_mapping
 from gptlineage.lineage.artifact import ArtifactWriter
 from gptlineage.lineage.locations import store_path
-from gptlineage.settings import as_mapping
 from gptlineage.tabular.csv_loader import from_csv
 from gptlineage.tabular.dataset import Dataset, batch
 from gptlineage.tabular.npy_loader import check_supervised_npy, from_supervised_npy

@@ -39,8 +39,8 @@ from typing import Any
 
 import torch
 
-from gptlineage.errors import GptlineageError
-from gptlineage.jsonio import read_json, write_json_atomic
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.jsonio import read_json, write_json_atomic
 from gptlineage.lineage.hashing import hash_session, sha256_file
 from gptlineage.model.parameters import fsync_path, read_parameters, save_parameters
 from gptlineage.training.layout import (

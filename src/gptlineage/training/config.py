@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from gptlineage.core.devices import check_device_name
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.settings import SettingError, check_settings, output_setting, setting
 from gptlineage.corpus.vocabulary import VOCAB_SIZE
-from gptlineage.devices import check_device_name
-from gptlineage.errors import GptlineageError
 from gptlineage.model.shapes import PRESETS, TRAINING_PRECISION_HELP, TRAINING_PRECISIONS, GPTConfig, model_config
-from gptlineage.settings import SettingError, check_settings, output_setting, setting
 from gptlineage.training.schedule import check_batch_split, steps_for_budget
 
 LARGE_PRESET = "gpt2-small"  # the reference experiment's model; its defaults differ from the small presets'

@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from gptlineage.core.errors import GptlineageError
 from gptlineage.corpus.layout import CorpusDir
 from gptlineage.corpus.shards import read_mask, read_records, read_tokens
-from gptlineage.errors import GptlineageError
 from gptlineage.lineage.hashing import sha256_file
 from gptlineage.training.config import DATA_ROLES, DataSettings, Plan, TrainConfig
 from gptlineage.training.sampler import dialogue_batch, plain_batch, trim_dialogue_batch

@@ -27,8 +27,8 @@ from pathlib import Path
 import torch
 import torch.distributed as torch_dist
 
-from gptlineage.cpus import available_cpus
-from gptlineage.errors import GptlineageError
+from gptlineage.core.cpus import available_cpus
+from gptlineage.core.errors import GptlineageError
 from gptlineage.training.schedule import check_batch_split
 
 
@@ -279,7 +279,7 @@ def relaunch_with_torchrun(command: list[str], logs: Path) -> int:
     shutil.rmtree(logs, ignore_errors=True)
     logs.mkdir(parents=True)
     environment = dict(os.environ, TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE=RANK_PREFIX_TEMPLATE)
-    # The job's CPUs (gptlineage.cpus), which each rank divides among this node's ranks (torchrun
+    # The job's CPUs (gptlineage.core.cpus), which each rank divides among this node's ranks (torchrun
     # would set 1 where it is unset); an explicit --threads decides per rank instead.
     environment["OMP_NUM_THREADS"] = str(available_cpus())
     environment["PYTHONUNBUFFERED"] = "1"  # the ranks write to their log files: line by line, not in blocks

@@ -17,7 +17,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from gptlineage.devices import auto_precision, check_device_here
+from gptlineage.core.devices import auto_precision, check_device_here
 from gptlineage.training.config import Plan, TrainConfig, TrainOutputs, plan
 from gptlineage.training.distributed import launched_by_torchrun, relaunch_with_torchrun, setup, teardown
 from gptlineage.training.layout import work_directory

@@ -3,7 +3,7 @@
 Step t (0-based) uses the learning rate of update t and batch t of the seed's stream and is logged as
 step t+1; validation and checkpoints come at multiples of their period and at the last step. Metrics
 are appended to a JSONL file as training goes and checkpoints go to a work directory, so a crash
-keeps both. Every rank runs this; only rank 0 writes and prints (`gptlineage.progress` lines, a tqdm
+keeps both. Every rank runs this; only rank 0 writes and prints (`gptlineage.core.progress` lines, a tqdm
 bar on a terminal, progress.json for `gptlineage watch`).
 
 Example:
@@ -21,12 +21,12 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from gptlineage.cpus import available_cpus
-from gptlineage.errors import GptlineageError
-from gptlineage.jsonio import write_json_atomic
+from gptlineage.core.cpus import available_cpus
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.jsonio import write_json_atomic
+from gptlineage.core.progress import Progress, loss_text
 from gptlineage.model.gpt import GPT, PRECISIONS, count_parameters, set_strict_float32
 from gptlineage.model.parameters import load_parameters, save_parameters
-from gptlineage.progress import Progress, loss_text
 from gptlineage.training.checkpoints import (
     list_checkpoints,
     load_checkpoint,
@@ -117,7 +117,7 @@ def prepare_process(config: TrainConfig, dist: Distributed) -> None:
         raise GptlineageError(f"--device {runtime.device}: CUDA is not available on this machine")
     set_strict_float32()
     set_determinism(runtime.deterministic, runtime.device)
-    # `threads` decides; 0 = every CPU this job may use (its Snakemake threads: gptlineage.cpus), shared among
+    # `threads` decides; 0 = every CPU this job may use (its Snakemake threads: gptlineage.core.cpus), shared among
     # this node's ranks.
     torch.set_num_threads(runtime.threads or max(1, available_cpus() // dist.local_world))
     torch.manual_seed(config.schedule.seed)  # only dropout draws from it; recorded and restored with checkpoints

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gptlineage.cpus import available_cpus
+from gptlineage.core.cpus import available_cpus
 from gptlineage.model.memory import MIB, available_memory, element_bytes, gib, parameter_count, refuse_if_short
 from gptlineage.model.shapes import GPTConfig
 from gptlineage.training.config import Plan, RuntimeSettings, TrainConfig

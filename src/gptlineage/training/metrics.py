@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gptlineage.jsonio import finite_or_none
+from gptlineage.core.jsonio import finite_or_none
 
 METRICS_SCHEMA = "gptlineage.training-metrics.v1"
 

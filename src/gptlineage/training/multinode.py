@@ -25,8 +25,8 @@ import zlib
 from collections.abc import Mapping
 from pathlib import Path
 
-from gptlineage.errors import GptlineageError
-from gptlineage.settings import SettingError
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.settings import SettingError
 from gptlineage.training.config import RuntimeSettings
 from gptlineage.training.distributed import Rendezvous, check_socket_interfaces, torchrun_command
 

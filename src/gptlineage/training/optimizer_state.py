@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from gptlineage.errors import GptlineageError
-from gptlineage.jsonio import read_json, write_json_atomic
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.jsonio import read_json, write_json_atomic
 from gptlineage.model.parameters import open_safetensors, shape_text, write_safetensors
 
 OPTIMIZER_SCHEMA = "gptlineage.optimizer.v1"

@@ -15,8 +15,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import GptlineageError
-from gptlineage.jsonio import read_json
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.jsonio import read_json
 from gptlineage.lineage.artifact import find_artifact_dir, read_manifest
 from gptlineage.lineage.declaration import CHECKPOINT, holds
 from gptlineage.lineage.identity import code_identity, environment_identity

@@ -18,12 +18,12 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import GptlineageError
-from gptlineage.files import copy_atomic
-from gptlineage.jsonio import write_json_atomic
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.files import copy_atomic
+from gptlineage.core.jsonio import write_json_atomic
+from gptlineage.core.settings import work_parameters
 from gptlineage.lineage.artifact import ArtifactWriter, check_apart, check_side_outputs, find_artifact_dir
 from gptlineage.model.gpt import GPT
-from gptlineage.settings import work_parameters
 from gptlineage.training.config import Plan, TrainConfig, TrainOutputs
 from gptlineage.training.distributed import Distributed
 from gptlineage.training.layout import TrainingRunFiles, work_directory

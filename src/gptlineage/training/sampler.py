@@ -29,9 +29,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from gptlineage.core.splitmix import key_of, sample_nat
 from gptlineage.corpus.shards import RECORD_DTYPE, as_records
 from gptlineage.model.shapes import whole_columns
-from gptlineage.splitmix import key_of, sample_nat
 
 PAD_ID = 0  # what padded x and y rows hold; their weight is 0, so the id itself never matters
 VALIDATION_SEED_OFFSET = 1000003

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 
 
 def learning_rate(step: int, total: int, warmup: int, peak: float, minimum: float) -> float:

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from gptlineage.jsonio import finite_or_none
+from gptlineage.core.jsonio import finite_or_none
 from gptlineage.model.gpt import GPT
 from gptlineage.model.loss import LossModel
 from gptlineage.training.config import Plan, RuntimeSettings

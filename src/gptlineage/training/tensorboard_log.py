@@ -24,8 +24,8 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from gptlineage.errors import GptlineageError
-from gptlineage.jsonio import is_finite_number
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.jsonio import is_finite_number
 from gptlineage.lineage.artifact import find_artifact_dir
 
 INSTALL = "pip install 'gptlineage[tensorboard]'"

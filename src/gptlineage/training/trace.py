@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gptlineage.jsonio import write_json_atomic
+from gptlineage.core.jsonio import write_json_atomic
 
 
 def peak_rss_kib() -> int:

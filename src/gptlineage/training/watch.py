@@ -23,12 +23,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import GptlineageError, printable
-from gptlineage.jsonio import parse_json, regular_file_text
+from gptlineage.core.errors import GptlineageError, printable
+from gptlineage.core.jsonio import parse_json, regular_file_text
+from gptlineage.core.progress import counted, duration, loss_text, remaining_seconds
 from gptlineage.lineage.artifact import MANIFEST, read_manifest
 from gptlineage.lineage.declaration import TRAINING_RUN, holds
 from gptlineage.lineage.identity import host_name
-from gptlineage.progress import counted, duration, loss_text, remaining_seconds
 from gptlineage.training.layout import (
     PROGRESS_FILE,
     STATUS_SCHEMA,

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import GptlineageError, printable
-from gptlineage.jsonio import parse_json
+from gptlineage.core.errors import GptlineageError, printable
+from gptlineage.core.jsonio import parse_json
 
 RATE_POINTS = 20  # tok/s shown: the median of the latest train points
 CURVE_CELLS = 4096  # the loss curve's cells kept at most (exact up to this many train losses)

@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from gptlineage.errors import GptlineageError
-from gptlineage.files import link_or_copy
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.files import link_or_copy
 from gptlineage.training.checkpoints import (
     checkpoint_directory,
     list_checkpoints,

@@ -11,8 +11,8 @@ here (torch's intra-op threads, the tokenizer's encoding threads) is sized by `a
 so this is the one place that reads it. An explicit setting (`--threads N`) still decides.
 
 Example:
-    taskset -c 0 python -c "from gptlineage.cpus import available_cpus; print(available_cpus())"   # 1
-    OMP_NUM_THREADS=1 python -c "from gptlineage.cpus import available_cpus; print(available_cpus())"  # 1
+    taskset -c 0 python -c "from gptlineage.core.cpus import available_cpus; print(available_cpus())"   # 1
+    OMP_NUM_THREADS=1 python -c "from gptlineage.core.cpus import available_cpus; print(available_cpus())"  # 1
 """
 
 from __future__ import annotations

@@ -13,16 +13,16 @@ Example:
     >>> auto_precision("cpu")  # doctest: +SKIP
     ('bf16', 'this CPU (Intel(R) Xeon(R) Processor) has amx_bf16, avx512_bf16')
     >>> check_device_name("tpu")  # doctest: +SKIP
-    gptlineage.settings.SettingError: --device must be cpu, cuda or cuda:N, got 'tpu' (this machine has: cpu)
+    gptlineage.core.settings.SettingError: --device must be cpu, cuda or cuda:N, got 'tpu' (this machine has: cpu)
 """
 
 from __future__ import annotations
 
 import re
 
-from gptlineage.cpus import cpu_model_and_flags
-from gptlineage.errors import GptlineageError
-from gptlineage.settings import SettingError
+from gptlineage.core.cpus import cpu_model_and_flags
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.settings import SettingError
 
 DEVICE_FORM = re.compile(r"cpu|cuda(:[0-9]+)?")
 # CPU flags with native bf16 matrix products (oneDNN's kernels): AMX tiles, AVX-512 bf16 dot

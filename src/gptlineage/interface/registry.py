@@ -3,7 +3,7 @@
 Every module of gptlineage.commands declares its command beside its flags and its work:
 `COMMAND = Command(name, help, family, settings)`, with EXAMPLE, `add_arguments(parser)` and
 `run(args)`, and, for a command the workflow runs, `jobs(stages)`: its jobs in a training chain
-of STAGES (`Job`s with their `Input` edges; gptlineage.workflow_graph gathers them). The registry
+of STAGES (`Job`s with their `Input` edges; gptlineage.pipeline.graph gathers them). The registry
 imports each module to read these, so a command module is light: it imports its torch-free
 settings class, and its library (torch, numpy, ...) only inside `run`, when the command runs.
 Adding a command is adding its module; the command line (gptlineage.cli), the workflow and the
@@ -106,13 +106,19 @@ class Input:
     artifact of `job` (a tuple: a list of artifacts, in order). `job` may name its job through the
     slice's values ("corpus_{data_stage}"). With `when`, the edge exists only while the job's slice
     sets that key to `equals` (None: to any true value). `flags` are the command's flags the rule
-    sets from it, so the slice may not set them."""
+    sets from it, so the slice may not set them; `argument`, the words the rule passes while the
+    edge holds ({path}: the artifact's directory, {key}: the slice's value), written only here."""
 
     role: str
     job: str | tuple[str, ...]
     when: str | None = None
     equals: Any = None
     flags: tuple[str, ...] = ()
+    argument: str = ""
+
+    def words(self, path: str, config_slice: dict[str, Any]) -> str:
+        """The rule's words for the edge: `argument` filled in with its artifact's PATH and the slice."""
+        return self.argument.format_map(Unfilled({**config_slice, "path": path}))
 
     def holds(self, config_slice: dict[str, Any]) -> bool:
         """Whether the edge exists under the job's config slice."""

@@ -1,14 +1,14 @@
 """The workflow's job graph: every job, the command it runs, its config slice, its directory under
 results/, its inputs by role from other jobs, and its part in the deliverable.
 
-Each command module declares its own jobs (`jobs(stages)`, gptlineage.registry), so no table here
+Each command module declares its own jobs (`jobs(stages)`, gptlineage.interface.registry), so no table here
 lists them: the graph gathers them and adds the deliverable, which holds every job with a part.
 The training chain is the config's: `stages: [pretrain, continuation, ...]` lists the stages in
 order, each starting from the one before it, and `graph(config)` holds three jobs per stage
 (corpus_<stage>, train_<stage>, select_best_<stage>) around the jobs every experiment has.
 Everything else reads the graph: the rules' `input:` (workflow/rules/common.smk `inputs`), the
-sweeps' upstream jobs and shared work (gptlineage.workflow_jobs), the config slices and their
-check (gptlineage.workflow_support), the README's job graph and results/README.md (tested
+sweeps' upstream jobs and shared work (gptlineage.pipeline.sweeps), the config slices and their
+check (gptlineage.pipeline.slices), the README's job graph and results/README.md (tested
 against it), and the DAG Snakemake builds (tested with `--rulegraph`). A job is one rule of the
 same name. An input may hold only under a setting of the job's own slice (`when`/`equals`), and
 may name its upstream job through the slice's values (`"select_best_{run_stage}"`): the edges
@@ -23,7 +23,7 @@ Example:
     >>> chain.parts["model"], chain.job(DELIVERABLE).directory
     ('train_sft', 'sft_stage2')
 
-    python -m gptlineage.workflow_graph    # the job graph of config.yaml, as the README shows it
+    python -m gptlineage.pipeline.graph    # the job graph of config.yaml, as the README shows it
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from gptlineage.registry import Input, Job, TrainingStage, command_names, commands
+from gptlineage.interface.registry import Input, Job, TrainingStage, command_names, commands
 
 STAGES_KEY = "stages"  # the config's list of training stages, in chain order
 # The deliverable's job and directory (results/sft_stage2): the users' own command,

@@ -29,15 +29,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gptlineage import registry
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
+from gptlineage.interface import registry
+from gptlineage.interface.parser import build_parser
 from gptlineage.lineage.declaration import DROP, SCRATCH, Declaration, declaration_of, declared_by
 from gptlineage.lineage.identity import code_closure
 from gptlineage.lineage.locations import staged_path
 from gptlineage.lineage.table import flatten
 from gptlineage.lineage.tree import lexical
 from gptlineage.lineage.walk import input_path
-from gptlineage.parser import build_parser
 
 OUTPUT = "output"
 # Text flags that hold paths: "path" (a file or folder), "role=path", or "path-or-name" (a local

@@ -18,7 +18,7 @@ Example:
     >>> overridden(sweep[""].config, sweep["lr_high"].config)
     ['sft_stage2.lr=0.0005']
 
-The jobs, their directories and their input edges are gptlineage.workflow_graph's; the
+The jobs, their directories and their input edges are gptlineage.pipeline.graph's; the
 training stages are the default's, the same in every experiment.
 """
 
@@ -30,8 +30,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from gptlineage.workflow_graph import STAGES_KEY, Graph, edges, graph, stages_error
-from gptlineage.workflow_support import EXPERIMENTS_KEY, config_error, slices, unread_key_error
+from gptlineage.pipeline.graph import STAGES_KEY, Graph, edges, graph, stages_error
+from gptlineage.pipeline.slices import EXPERIMENTS_KEY, config_error, slices, unread_key_error
 
 EXPERIMENT_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 # Names an experiment cannot take: its results/<name> would be a job's directory, or where every

@@ -4,7 +4,7 @@ settings class), the slice as command-line flags, and the config check run befor
 The workflow (Snakefile and workflow/rules/) writes no setting, default or range of
 its own: a config slice is checked by building the settings dataclass of the command its rule
 runs, so a bad key gives the same one line as the command's flag would, before any job starts.
-The training stages are the config's `stages:` (gptlineage.workflow_graph): each has a corpus
+The training stages are the config's `stages:` (gptlineage.pipeline.graph): each has a corpus
 slice corpus_<stage> and a training slice <stage>, and the rule files make their rules.
 Before the check, `typed_config` reads the strings Snakemake's `--config 'pretrain={steps: 4}'`
 hands over as their settings' types; the check then also refuses a key the rule sets itself
@@ -32,13 +32,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.settings import SettingError, describe, from_mapping, is_sequence, setting_fields
+from gptlineage.interface.registry import Job, command_names
 from gptlineage.lineage.checks import encodable
-from gptlineage.registry import Job, command_names
-from gptlineage.settings import SettingError, describe, from_mapping, is_sequence, setting_fields
-from gptlineage.workflow_graph import STAGES_KEY, Graph, graph, stages_error
+from gptlineage.pipeline.graph import STAGES_KEY, Graph, graph, stages_error
 
-EXPERIMENTS_KEY = "experiments"  # the named experiments of a sweep (gptlineage.workflow_jobs)
+EXPERIMENTS_KEY = "experiments"  # the named experiments of a sweep (gptlineage.pipeline.sweeps)
 
 
 @functools.lru_cache(maxsize=32)
@@ -166,7 +166,7 @@ def unpassable_error(name: str, values: dict[str, Any]) -> str | None:
 
 
 def holding_edges(config: dict[str, Any], name: str) -> list[Any]:
-    """The input edges of slice NAME's job that hold under CONFIG's slice (gptlineage.workflow_graph)."""
+    """The input edges of slice NAME's job that hold under CONFIG's slice (gptlineage.pipeline.graph)."""
     config_slice = config.get(name) or {}
     return [edge for each in graph(config).jobs if each.slice == name for edge in each.inputs_under(config_slice)]
 
@@ -263,7 +263,7 @@ def config_error(config: dict[str, Any]) -> str | None:
         return message
     declared = slices(config)
     for name in config:
-        if name not in declared and name not in (EXPERIMENTS_KEY, STAGES_KEY):  # experiments: workflow_jobs
+        if name not in declared and name not in (EXPERIMENTS_KEY, STAGES_KEY):  # experiments: pipeline.sweeps
             return unread_key_error(config, name)
     for name in declared:
         message = slice_error(config, name)

@@ -4,7 +4,7 @@ Training batches and sampled generations both draw from it, so a resumed run or 
 generation sees the same numbers without carrying any generator state.
 
 Example:
-    >>> from gptlineage.splitmix import key_of, sample_nat
+    >>> from gptlineage.core.splitmix import key_of, sample_nat
     >>> sample_nat(key_of(0, 7), 0, 100) == sample_nat(key_of(0, 7), 0, 100)
     True
 """

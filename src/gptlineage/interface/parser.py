@@ -1,8 +1,8 @@
-"""The `gptlineage` argument parser, built from gptlineage.registry: one subcommand per command,
+"""The `gptlineage` argument parser, built from gptlineage.interface.registry: one subcommand per command,
 the chosen one with its module's flags (the others are imported only when chosen).
 
 Below the command line (gptlineage.cli) so that what reads a recorded command line with the
-command's own parser (gptlineage.command_line, for `lineage reproduce`) need not import it.
+command's own parser (gptlineage.interface.command_line, for `lineage reproduce`) need not import it.
 
 Example:
     >>> parser = build_parser("lineage")
@@ -16,7 +16,8 @@ import argparse
 import importlib
 from types import ModuleType
 
-from gptlineage import __version__, registry
+from gptlineage import __version__
+from gptlineage.interface import registry
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -1,11 +1,11 @@
 """Reading and writing JSON files: broken files become one error line, writes are atomic.
 
 Example:
-    >>> from gptlineage.jsonio import read_json
+    >>> from gptlineage.core.jsonio import read_json
     >>> read_json("no/such.json")  # doctest: +SKIP
-    gptlineage.errors.GptlineageError: no/such.json: no such file
+    gptlineage.core.errors.GptlineageError: no/such.json: no such file
     >>> parse_json("[" * 100000, "x.safetensors: the aliases metadata")  # doctest: +SKIP
-    gptlineage.errors.GptlineageError: x.safetensors: the aliases metadata: not usable JSON (nested too deeply)
+    gptlineage.core.errors.GptlineageError: x.safetensors: the aliases metadata: not usable JSON (nested too deeply)
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 
 
 def regular_file_text(path: str | Path) -> str:

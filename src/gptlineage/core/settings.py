@@ -12,7 +12,7 @@ refused unless the field says `finite=False`), and an integer setting must fit i
 random number generator here accepts. A field
 whose type is itself a settings dataclass is a part: its fields are flags of their own, with
 no prefix, so a config slice stays flat (`pretrain: {steps: 300, preset: cpu-small}`).
-(gptlineage.workflow_support reads a Snakemake slice's strings as their settings' types first.)
+(gptlineage.pipeline.slices reads a Snakemake slice's strings as their settings' types first.)
 
 Example:
     @dataclass(frozen=True)
@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gptlineage.errors import GptlineageError
+from gptlineage.core.errors import GptlineageError
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # what torch and NumPy integers hold
 SEED_RANGE = (0, INT64_MAX)  # torch.Generator.manual_seed, NumPy and splitmix all take these

@@ -13,7 +13,7 @@ A user's own malloc settings (GLIBC_TUNABLES, MALLOC_MMAP_THRESHOLD_, MALLOC_TRI
 then nothing is changed. Elsewhere than glibc (macOS, musl) this does nothing.
 
 Example:
-    from gptlineage.allocator import keep_freed_memory
+    from gptlineage.core.allocator import keep_freed_memory
     keep_freed_memory()   # True where glibc took the settings
 """
 
