@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tomllib
 import venv
+from collections.abc import Iterator
 from importlib import metadata
 from importlib.metadata import packages_distributions
 from pathlib import Path
@@ -49,21 +50,34 @@ RULES = REPO / "workflow" / "rules"
 # post-deploy script installs the package with (pip, and setuptools as its build backend).
 BASE = {"python", "pip", "setuptools"}
 RULE_START = re.compile(r"^\s*rule\b", re.MULTILINE)
+RULE_NAME = re.compile(r"\s*rule\s+(\w+)")
 
 
-def rule_families() -> dict[str, set[str]]:
-    """Each env file's name (its family) -> the `gptlineage` commands its rules run, read from
-    every rule in workflow/rules/*.smk; each rule names exactly one env and one command."""
-    families: dict[str, set[str]] = {}
+def rule_blocks() -> Iterator[tuple[str, str, list[str]]]:
+    """(file name, rule block, the `gptlineage` commands it runs) for every rule in workflow/rules/*.smk."""
     for path in sorted(RULES.glob("*.smk")):
         text = path.read_text(encoding="utf-8")
         starts = [match.start() for match in RULE_START.finditer(text)]
         for start, end in zip(starts, starts[1:] + [len(text)]):
             block = text[start:end]
-            envs = re.findall(r'"\.\./\.\./envs/([\w-]+)\.yaml"', block)
-            commands = re.findall(r'"gptlineage ([a-z][a-z-]*)', block)
-            assert len(envs) == 1 and len(commands) == 1, f"{path.name}: {block.splitlines()[0]!r}: {envs} {commands}"
-            families.setdefault(envs[0], set()).add(commands[0])
+            yield path.name, block, re.findall(r'"gptlineage ([a-z][a-z-]*)', block)
+
+
+def own_steps() -> set[str]:
+    """The rules of one's own steps (docs/extending.md): each runs `gptlineage record`, no family's command."""
+    return {RULE_NAME.match(block)[1] for _, block, commands in rule_blocks() if commands == ["record"]}
+
+
+def rule_families() -> dict[str, set[str]]:
+    """Each env file's name (its family) -> the `gptlineage` commands its rules run; each rule but
+    one's own steps (which run where Snakemake runs) names exactly one env and one command."""
+    families: dict[str, set[str]] = {}
+    for name, block, commands in rule_blocks():
+        envs = re.findall(r'"\.\./\.\./envs/([\w-]+)\.yaml"', block)
+        if commands == ["record"] and not envs:
+            continue
+        assert len(envs) == 1 and len(commands) == 1, f"{name}: {block.splitlines()[0]!r}: {envs} {commands}"
+        families.setdefault(envs[0], set()).add(commands[0])
     return families
 
 

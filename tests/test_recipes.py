@@ -9,7 +9,7 @@ feeds pretraining (its recipe's run, up to results/train/pretrain). The step of 
 on a copy of its own: its artifact has lineage (the prompt suite's id, the script's hash), its
 metric is in `lineage table`, it verifies and reproduces, and editing its script reruns it alone.
 
-A step reads "**Step N.** In `PATH`, after the line `LINE`, add:", "In `PATH`, replace the line
+A step reads "**Step N.** In `PATH`, after the line `LINE`, add:" (``LINE`` when it holds a backtick), "In `PATH`, replace the line
 `LINE` with:", "In `PATH`, add at the end:" or "In `PATH`, create the file:", each followed by a
 fenced block, or "**Step N.** Run `COMMAND`.".
 
@@ -40,7 +40,8 @@ from gptlineage.pipeline.graph import DELIVERABLE
 
 PAGE = REPO / "docs" / "extending.md"
 EDIT_STEP = re.compile(
-    r"\*\*Step \d+\.\*\* In `(?P<path>[^`]+)`, (?:(?P<how>after|replace) the line `(?P<anchor>[^`]+)`(?:, add| with)"
+    r"\*\*Step \d+\.\*\* In `(?P<path>[^`]+)`, "
+    r"(?:(?P<how>after|replace) the line (?:``(?P<quoted>.+?)``|`(?P<anchor>[^`]+)`)(?:, add| with)"
     r"|add at the end|(?P<create>create the file)):\n\n```\w*\n(?P<body>.*?)```",
     re.DOTALL,
 )
@@ -73,7 +74,8 @@ def recipe_steps(title: str) -> list[Step]:
             steps.append(Step(None, None, False, False, match["command"]))
         else:
             replace = match["how"] == "replace"
-            steps.append(Step(match["path"], match["anchor"], bool(match["create"]), replace, match["body"]))
+            anchor = match["quoted"] or match["anchor"]  # ``LINE`` for a line holding backticks
+            steps.append(Step(match["path"], anchor, bool(match["create"]), replace, match["body"]))
     assert len(steps) == section.count("**Step "), f"{title}: a step the test cannot read"
     return steps
 
@@ -275,3 +277,44 @@ def test_the_own_step_has_lineage(own_step):
     assert planned_rules(own_step) == set()  # nothing to do
     script.write_text(script.read_text(encoding="utf-8") + "# edited\n", encoding="utf-8")
     assert planned_rules(own_step) == {"count_answers"}  # the edited step alone reruns
+
+
+# The project's tests that read the tree as a whole (docs, README, rules, config, profiles, envs,
+# the registry, the package's shape): the ones a recipe could break. With
+# GPTLINEAGE_RECIPES_SUITE=all the whole suite runs on the tree instead (minutes; see tests/README.md).
+TREE_TESTS = (
+    "tests/test_code_shape.py",
+    "tests/test_config_schema.py",
+    "tests/test_docs.py",
+    "tests/test_envs.py",
+    "tests/test_family_envs.py",
+    "tests/test_registry.py",
+    "tests/test_workflow_graph.py",
+)
+
+
+def repository_copy(workdir: Path) -> Path:
+    """Every file of the checkout git knows or would add (no results, no caches) in WORKDIR."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+        text=True,
+    ).stdout.split("\0")
+    for name in filter(None, listed):
+        if (REPO / name).is_file():
+            (workdir / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, workdir / name, follow_symlinks=False)  # links stay links
+    return workdir
+
+
+def test_the_projects_own_tests_pass_with_every_recipe_applied(tmp_path):
+    workdir = repository_copy(tmp_path / "repository")
+    write_own_data(workdir)
+    for title in RECIPES:
+        apply(workdir, title)
+    chosen = ["tests"] if os.environ.get("GPTLINEAGE_RECIPES_SUITE") == "all" else list(TREE_TESTS)
+    words = ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", *chosen]
+    done = run_command(workdir, words, timeout=3600)
+    assert done.returncode == 0, done.stdout[-4000:]
