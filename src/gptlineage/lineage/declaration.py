@@ -116,7 +116,6 @@ class Declaration:
 
 
 def holds(manifest: Mapping[str, Any], kind: str) -> bool:
-    """Whether the artifact of MANIFEST declares that it holds KIND (one of HOLDINGS)."""
     return declaration_of(manifest).holds == kind
 
 

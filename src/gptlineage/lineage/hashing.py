@@ -185,7 +185,6 @@ def canonical_json(value: Any) -> str:
 
 
 def sha256_json(value: Any) -> str:
-    """Hex sha256 of `canonical_json(value)`."""
     return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
 
 

@@ -281,7 +281,6 @@ def overview_figure(stages: Sequence[tuple[str, Sequence[dict[str, Any]]]]):
 
 
 def overview_svg(stages: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> bytes:
-    """`overview_figure` as deterministic SVG."""
     with rc_context(DETERMINISTIC_RC):
         return svg_bytes(overview_figure(stages))
 

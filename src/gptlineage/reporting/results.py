@@ -30,7 +30,6 @@ from gptlineage.reporting.seed_spread import spread_panel
 
 
 def number(value: Any) -> float | int | None:
-    """VALUE when it is a real number (not a bool), else None."""
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
