@@ -67,9 +67,6 @@ class HashCache:
         with self._lock:
             self._digests[key] = digest
 
-    def __len__(self) -> int:
-        return len(self._digests)
-
 
 _session: HashCache | None = None  # the open session's cache; None: every call hashes
 _session_depth = 0
