@@ -58,10 +58,7 @@ from gptlineage.lineage.sources import workdir_path
 from gptlineage.lineage.tree import SNAKEMAKE_FILES, artifact_files_root
 
 MANIFEST = "manifest.json"
-# What identifies an input: its role and what it is, never where it lies. An input inside another
-# artifact is that artifact's work and the file's place in it (`member`), not the file's bytes:
-# the same upstream work, rerun with other timings, leaves this id alone (its bytes enter the
-# content hash). A plain source is its bytes.
+# What identifies an input (`input_identity`; docs/manifest.md, "The artifact id"): never where it lies.
 INPUT_IDENTITY_KEYS = ("role", "artifact_id", "member", "sha256", "tree_sha256")
 # What an input contributes to the content hash: the results it held when it was used.
 INPUT_CONTENT_KEYS = ("role", "content_sha256", "sha256", "tree_sha256")
