@@ -12,16 +12,10 @@ hundred lines however fast or slow its steps are, and a loop of 300 quick steps 
 three. A task whose total is unknown (None) prints `label N detail` lines at the same pace.
 The clock and the writer are parameters, so tests step time by hand.
 
-Milestones: under Snakemake a job's whole output goes to its log, and the terminal would hear
-nothing while a stage trains. The workflow's shell keeps Snakemake's stderr open as a file
-descriptor and names it in GPTLINEAGE_MILESTONES (workflow/rules/common.smk); `gptlineage` claims
-it as it starts (`milestones_to`, from cli.py) and every progress line that is a milestone goes
-there too, named after the artifact: the first, then one each 10% more of the task or at least
-60 s after the last milestone (MILESTONE_EVERY_S), and the last:
+Milestones (docs/workflow.md, "What the terminal shows"): a progress line that is one also goes,
+named after the artifact, to the descriptor GPTLINEAGE_MILESTONES names (`milestones_to`, from cli.py):
 
     [train/sft_stage1] step 2500/5000 (50%) loss 0.310417 lr 0.0003 tok/s 9512, elapsed 3m02s, ETA 3m10s
-
-The channel is no part of the command (no flag, not in argv): it changes no artifact or id.
 
 Example:
     progress = Progress(len(cases), "answered")
@@ -81,7 +75,6 @@ _channel = NO_MILESTONES  # this process's, while a command runs (milestones_to)
 
 
 def milestone(line: str) -> None:
-    """Write LINE to this process's milestone channel, if it has one."""
     _channel.write(line)
 
 

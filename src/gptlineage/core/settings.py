@@ -5,13 +5,10 @@ A field declared with `setting(...)` carries everything about one setting: its t
 annotation), default, help text and range. Nothing else writes them down: `add_flags` makes
 `--name` flags whose help shows the default, `from_args` builds the dataclass from parsed
 flags, `from_mapping` builds it from a config slice (refusing unknown keys), and
-`check_settings` (called from `__post_init__`) checks every field's type and range. Two
-ranges hold without being declared: a float setting must be finite (NaN and infinities are
-refused unless the field says `finite=False`), and an integer setting must fit in a signed
-64-bit integer; a seed (a field named `seed` or `*_seed`) must be in 0..2**63-1, what every
-random number generator here accepts. A field
-whose type is itself a settings dataclass is a part: its fields are flags of their own, with
-no prefix, so a config slice stays flat (`pretrain: {steps: 300, preset: cpu-small}`).
+`check_settings` (called from `__post_init__`) checks every field's type and range, and the
+ranges no field declares (`implicit_range`). A field whose type is itself a settings dataclass
+is a part: its fields are flags of their own, with no prefix, so a config slice stays flat
+(`pretrain: {steps: 300, preset: cpu-small}`).
 (gptlineage.pipeline.slices reads a Snakemake slice's strings as their settings' types first.)
 
 Example:

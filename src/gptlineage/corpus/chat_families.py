@@ -1,9 +1,8 @@
 """The task families of the synthetic chat data: each one's prompts, items and exact answers.
 
-A family is one row of `TASK_FAMILIES`: its training and (held-out) suite templates, how items are
-drawn, and an item's exact answer. Held out besides the phrasings: addition's `addition_held_out`
-pairs and sentiment's HELD_OUT_SUBJECTS (facts the suite asks, a capital or a spelling, are trained).
-The answer is a pure function of the prompt:
+A family is one row of `TASK_FAMILIES`: its training and held-out suite templates, how items are
+drawn (docs/generation.md says what each family holds out), and an item's exact answer, a pure
+function of the prompt:
 
     addition       "What is 17 + 25? Answer with only the number."               -> "42"
     echo_word      "Return exactly the word river and nothing else."             -> "river"

@@ -171,10 +171,7 @@ def read_tokens(path: str | Path, vocab_size: int = VOCAB_SIZE, check_range: boo
         tokens = read_only_map(path, TOKEN_DTYPE, size // TOKEN_DTYPE.itemsize)
     if check_range and vocab_size < UINT16_LIMIT:
         for start in range(0, len(tokens), CHECK_CHUNK):
-            chunk = tokens[start : start + CHECK_CHUNK]
-            # max() is a cheap pass; only a failing chunk pays for locating the bad id.
-            if int(chunk.max()) >= vocab_size:
-                _check_token_range(chunk, start, path, vocab_size)
+            _check_token_range(tokens[start : start + CHECK_CHUNK], start, path, vocab_size)
     return tokens
 
 

@@ -136,8 +136,7 @@ def check_held_out(cases: Sequence[Mapping[str, str]], *datasets: Mapping[str, S
             raise GptlineageError(f"held-out prompt occurs in the training data: {prompt!r}")
 
 
-# ---------------------------------------------------------------------------------------------
-# Writing and reading.
+# ---------------------------------------------------------------- writing and reading
 
 SPLIT_NAME = re.compile(r"[A-Za-z0-9_]+")
 

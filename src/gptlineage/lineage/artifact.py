@@ -58,12 +58,7 @@ from gptlineage.lineage.sources import workdir_path
 from gptlineage.lineage.tree import SNAKEMAKE_FILES, artifact_files_root
 
 MANIFEST = "manifest.json"
-# Files other tools drop into artifact directories; they are neither hashed nor checked.
-FOREIGN_FILES = SNAKEMAKE_FILES
-# What identifies an input: its role and what it is, never where it lies. An input inside another
-# artifact is that artifact's work and the file's place in it (`member`), not the file's bytes:
-# the same upstream work, rerun with other timings, leaves this id alone (its bytes enter the
-# content hash). A plain source is its bytes.
+# What identifies an input (`input_identity`; docs/manifest.md, "The artifact id"): never where it lies.
 INPUT_IDENTITY_KEYS = ("role", "artifact_id", "member", "sha256", "tree_sha256")
 # What an input contributes to the content hash: the results it held when it was used.
 INPUT_CONTENT_KEYS = ("role", "content_sha256", "sha256", "tree_sha256")
@@ -158,7 +153,7 @@ def list_files(directory: Path) -> list[Path]:
     return sorted(
         path.relative_to(directory)
         for path in directory.rglob("*")
-        if path.is_file() and path != directory / MANIFEST and path.name not in FOREIGN_FILES
+        if path.is_file() and path != directory / MANIFEST and path.name not in SNAKEMAKE_FILES
     )
 
 

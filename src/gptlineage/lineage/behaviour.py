@@ -45,7 +45,6 @@ def tiktoken_behaviour() -> str:
     return hashlib.sha256(record.encode("utf-8")).hexdigest()
 
 
-# Library (import name) -> its probe.
 PROBES: dict[str, Callable[[], str]] = {"tiktoken": tiktoken_behaviour}
 
 

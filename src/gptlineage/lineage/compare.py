@@ -123,7 +123,7 @@ def json_changes(old: Any, new: Any, path: str = "", key: str = "") -> list[Chan
             ]
         return [c for i, (a, b) in enumerate(zip(old, new)) for c in json_changes(a, b, f"{path}[{i}]", key)]
     both_nan = all(isinstance(v, float) and math.isnan(v) for v in (old, new))
-    if old == new or both_nan or (type(old) is not type(new) and _same_number(old, new)):
+    if old == new or both_nan:
         return []
     return [Change(path or "(top)", key, old, new)]
 
@@ -139,10 +139,6 @@ def _item_key(old: list[Any], new: list[Any]) -> str | None:
         ):
             return name
     return None
-
-
-def _same_number(a: Any, b: Any) -> bool:
-    return all(isinstance(v, int | float) and not isinstance(v, bool) for v in (a, b)) and a == b
 
 
 def read_json_value(path: Path) -> Any:
@@ -323,11 +319,7 @@ def compare_outputs(
     declared: Declaration = NOTHING,
 ) -> list[FileComparison]:
     """Every file on either side (path → sha256): identical, timing only, within tolerance or
-    different; DECLARED: what the artifact's command declares a measurement.
-
-    Plain files are judged first, so that a JSON file recording the hash of a timing-only
-    sibling is judged knowing which siblings those are.
-    """
+    different; DECLARED: what the artifact's command declares a measurement."""
     results: dict[str, FileComparison] = {}
     differing = [p for p in sorted(old_files) if p in new_files and old_files[p] != new_files[p]]
     for relative in sorted(set(old_files) | set(new_files)):

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from gptlineage.core.errors import WRITE_FAULTS, GptlineageError
-from gptlineage.lineage.outputs import sibling, stale_siblings
+from gptlineage.lineage.outputs import replace_directory, sibling, stale_siblings
 
 METADATA = "ro-crate-metadata.json"
 PARTIAL = ".gptlineage-partial-crate"  # in a crate being written: what names a killed export's debris ours
@@ -72,11 +72,7 @@ def place_crate(output: Path, fill: Callable[[Path], None]) -> None:
             marked_temporary(output)
             fill(temporary)
             (temporary / PARTIAL).unlink()
-            retired = sibling(output, "old")
-            if output.exists():
-                os.replace(output, retired)
-            os.replace(temporary, output)
-            shutil.rmtree(retired, ignore_errors=True)
+            replace_directory(temporary, output)
         except BaseException:
             shutil.rmtree(temporary, ignore_errors=True)
             raise

@@ -45,10 +45,7 @@ NAME_FIELDS = ("timing_keys", "memory_keys", "timing_files", "omitted_keys", "re
 
 @dataclass(frozen=True)
 class Metric:
-    """A headline metric: NAME, found under the dotted KEY of SOURCE ("summary": the manifest's
-    summary; else one of the artifact's JSON reports by file name). COLUMN: its column in the
-    run table of `lineage table`, when it is shown there; TIMING: a measurement, not a result;
-    BETTER: "lower" (a loss) or "higher" (a match rate), what `lineage diff` calls better."""
+    """A headline metric (docs/manifest.md, "The declaration", `metrics[]`)."""
 
     name: str
     source: str
@@ -65,18 +62,7 @@ class Metric:
 
 @dataclass(frozen=True)
 class Declaration:
-    """One command's facts for the lineage code (see the module's docstring).
-
-    side_outputs: flag → DROP (writes a copy outside the artifact: left out of a rerun) or SCRATCH
-    (a work folder: a rerun's goes into its scratch folder). metrics: the headline metrics, in the
-    order shown. timing_keys, memory_keys: JSON keys (or shell patterns) whose values, and all
-    below them, are wall-clock or memory measurements, never compared. timing_files: output files
-    (shell patterns) that are measurements as a whole. omitted_keys: report keys that are settings
-    rather than results, left out of the metrics. reports: the small JSON files among its outputs
-    whose numbers are its results (`lineage table`, `diff`; a metric's own source is one too).
-    deliverable: an artifact that stands for a whole results tree. holds: what the artifact is,
-    one of HOLDINGS (None: nothing a reader asks for).
-    """
+    """One command's facts for the lineage code; docs/manifest.md ("The declaration") says what each field holds."""
 
     side_outputs: Mapping[str, str] = field(default_factory=dict)
     metrics: tuple[Metric, ...] = ()
@@ -130,7 +116,6 @@ class Declaration:
 
 
 def holds(manifest: Mapping[str, Any], kind: str) -> bool:
-    """Whether the artifact of MANIFEST declares that it holds KIND (one of HOLDINGS)."""
     return declaration_of(manifest).holds == kind
 
 

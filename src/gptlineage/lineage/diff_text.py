@@ -32,7 +32,6 @@ TOLERANCE_NOTE = (
     " both times; better/worse: lower is better for a loss, "
     "higher for a match rate"
 )
-is_number = is_plain_number
 
 
 def verdict(row: Mapping[str, Any]) -> str:
@@ -163,7 +162,7 @@ def worse_than_best(result: Mapping[str, Any]) -> list[str]:
         final, best = found.get("final_val_loss"), found.get("best_val_loss")
         step = found.get("summary:validation_loss.best.step", {})
         for side in ("a", "b") if final and best else ():
-            if is_number(final[side]) and is_number(best[side]) and final[side] > best[side]:
+            if is_plain_number(final[side]) and is_plain_number(best[side]) and final[side] > best[side]:
                 at = f" at step {step[side]}" if step.get(side) is not None else ""
                 note = f"final {format_value(final[side])} (worse than best {format_value(best[side])}{at})"
                 lines.append(f"{side.upper()}: {stage} ({role_path}): {note}")

@@ -67,9 +67,6 @@ class HashCache:
         with self._lock:
             self._digests[key] = digest
 
-    def __len__(self) -> int:
-        return len(self._digests)
-
 
 _session: HashCache | None = None  # the open session's cache; None: every call hashes
 _session_depth = 0
@@ -185,7 +182,6 @@ def canonical_json(value: Any) -> str:
 
 
 def sha256_json(value: Any) -> str:
-    """Hex sha256 of `canonical_json(value)`."""
     return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
 
 

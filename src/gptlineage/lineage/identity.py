@@ -5,10 +5,7 @@ Example:
     >>> sorted(code_closure("gptlineage.commands.small_data"))
     ['closure_sha256', 'files', 'module', 'package', 'version']
 
-The code closure of a command is its module and every package module that module imports,
-transitively, less the modules that only present (codedeps.PRESENTATION): the same files the
-Snakemake workflow lists as a rule's code inputs, so editing a module a command does not use,
-or an error message, leaves that command's artifact ids alone.
+The code closure of a command (`codedeps.module_files`) is docs/glossary.md's "Closure".
 """
 
 from __future__ import annotations
@@ -205,10 +202,8 @@ def installed_version(distribution: str) -> str | None:
         return None
 
 
-# Libraries whose version can change a result's numbers or tokens (the tokenizer's merges, a
-# model's conversion, how a dataset file is decoded): when a command's code imports one, its
-# version enters the id's environment class. Others it imports (matplotlib, jinja2) are
-# recorded, not keyed: they change how a result looks, not what it is.
+# Libraries whose version can change a result's numbers or tokens: the id's environment class keys
+# those a command's code imports; the others (matplotlib, jinja2) are recorded, not keyed.
 NUMERIC_LIBRARIES = ("datasets", "numpy", "pyarrow", "safetensors", "tiktoken", "torch", "transformers")
 
 

@@ -52,9 +52,8 @@ def location_free(
 ) -> dict[str, Any]:
     """PARAMETERS with every text that names an input, or a place inside one, written as
     `input:<role>[/<inside>]`, and one that names the artifact holding an input as
-    `artifact-of:<role>`: where a job's files were staged (a store's local copy,
-    `.snakemake/storage/...`, another checkout) is not part of the work, and the input's own
-    entry records what it was. HOLDERS: the artifact directory holding each input that lies in one."""
+    `artifact-of:<role>` (the input's own entry records what it was). HOLDERS: the artifact
+    directory holding each input that lies in one."""
     places = {role: Path(os.path.abspath(given)) for role, given in inputs.items()}
     holders = {role: Path(os.path.normpath(holder)) for role, holder in holders.items()}
 

@@ -26,7 +26,6 @@ HEX64 = {"type": "string", "pattern": "^[0-9a-f]{64}$", "minLength": 64, "maxLen
 TEXT = {"type": "string", "x-is": "a string"}
 TEXT_OR_NULL = {"type": ["string", "null"], "x-is": "a string"}
 OBJECT = {"type": "object", "x-is": "an object"}
-TEXTS = {"type": "array", "items": {"type": "string"}, "x-is": "a list of strings"}
 # A path inside the artifact: relative, parts neither empty nor `.` nor `..`, no NUL.
 PLAIN_RELATIVE = {
     "type": "string",
@@ -82,7 +81,8 @@ DECLARATION = record(
     [],
 )
 COMMAND = record(
-    {"name": {**TEXT, "minLength": 1, "x-is": "a name"}, "argv": TEXTS, "declaration": DECLARATION}, ["name", "argv"]
+    {"name": {**TEXT, "minLength": 1, "x-is": "a name"}, "argv": texts_of("strings"), "declaration": DECLARATION},
+    ["name", "argv"],
 )
 CODE = record(
     {
@@ -119,7 +119,6 @@ INPUT = record(
         "tree_sha256": HEX64,
         "tree_files": count("a file count"),
         "artifact_path": RELATIVE,
-        # Where in its artifact the input lies: "." (the artifact) or a plain relative path.
         "member": {"type": "string", "pattern": MEMBER_PATTERN, "x-is": "`.` or a plain relative path"},
         "workdir_path": {**PLAIN_RELATIVE, "x-is": "a plain relative path (not absolute, no `..`)"},
     },

@@ -157,7 +157,6 @@ def varying_parameters(rows: Iterable[tuple[str, dict[str, Any]]], chosen: Seque
 
 
 def cell(value: Any) -> Any:
-    """Lists and dicts as compact JSON text; scalars as they are."""
     return json.dumps(value, sort_keys=True) if isinstance(value, list | dict) else value
 
 

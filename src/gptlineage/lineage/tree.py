@@ -135,7 +135,6 @@ def tree_root(artifact_dir: Path) -> Path:
 
 
 def project_root(artifact_dir: Path) -> Path:
-    """The project an artifact belongs to: the directory holding its tree (`tree_root`)."""
     return tree_root(artifact_dir).parent
 
 

@@ -20,7 +20,6 @@ from typing import Any
 from gptlineage.core.cpus import available_cpus
 from gptlineage.core.errors import GptlineageError, printable
 from gptlineage.lineage.artifact import (
-    FOREIGN_FILES,
     MANIFEST,
     SCHEMA,
     SEAL_KEY,
@@ -33,7 +32,7 @@ from gptlineage.lineage.artifact import (
 from gptlineage.lineage.hashing import file_key, hash_session, prefetch, sha256_file
 from gptlineage.lineage.identity import closure_sha256
 from gptlineage.lineage.sources import SourceFinder, source_file_problems, source_place, source_tree_problems
-from gptlineage.lineage.tree import artifact_files_root, lexical, list_tree, unlisted_directories
+from gptlineage.lineage.tree import SNAKEMAKE_FILES, artifact_files_root, lexical, list_tree, unlisted_directories
 
 
 @dataclass(frozen=True)
@@ -222,7 +221,7 @@ def verify_artifact(
     pipes or directories the manifest does not list. Nothing is followed through a link."""
     problems = manifest_problems(directory, manifest)
     files_root = artifact_files_root(directory)  # the cache entry of an artifact Snakemake restored
-    listing = list_tree(files_root, skip=[MANIFEST], skip_names=FOREIGN_FILES)
+    listing = list_tree(files_root, skip=[MANIFEST], skip_names=SNAKEMAKE_FILES)
     recorded = {entry["path"]: entry for entry in manifest["files"]}
     for relative, entry in recorded.items():
         full = files_root / relative

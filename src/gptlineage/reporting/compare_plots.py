@@ -116,6 +116,5 @@ def overlay_figure(stage: str, runs: Sequence[tuple[str, Sequence[dict[str, Any]
 
 
 def overlay_svg(stage: str, runs: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> bytes:
-    """`overlay_figure` as deterministic SVG."""
     with rc_context(DETERMINISTIC_RC):
         return svg_bytes(overlay_figure(stage, runs))

@@ -16,19 +16,18 @@ from typing import Any
 
 from matplotlib import rc_context
 
-from gptlineage.core.errors import GptlineageError
-from gptlineage.core.jsonio import read_json
+from gptlineage.core.jsonio import is_finite_number, read_json
 from gptlineage.reporting.figures import (
     DETERMINISTIC_RC,
     EDGE_COLOR,
     TRAIN_COLOR,
     VALIDATION_COLOR,
     integer_steps,
-    is_number,
     light_grid,
     loss_label,
     loss_points,
     new_figure,
+    read_metrics,
     set_loss_limits,
     svg_bytes,
 )
@@ -39,17 +38,6 @@ SIDE_NAMES = {OURS: "gptlineage", REFERENCE: "reference (transformers)"}
 PHASE_COLORS = (("train", TRAIN_COLOR), ("validation", VALIDATION_COLOR))
 COMPARISON_SIZE = (1000, 760)
 FEW_POINTS = 80  # dots and rings only where they stay apart
-
-
-def side_points(directory: Path, side: str) -> list[dict[str, Any]]:
-    """One side's finite loss points, from matched-compare's metrics-{side}.json."""
-    path = directory / f"metrics-{side}.json"
-    document = read_json(path, "missing; expected a matched-comparison artifact's metrics")
-    points = document.get("points") if isinstance(document, dict) else None
-    finite = loss_points(points if isinstance(points, list) else [])
-    if not finite:
-        raise GptlineageError(f"{path}: metrics artifact has no finite loss points")
-    return finite
 
 
 def differences(ours: Sequence[dict[str, Any]], reference: Sequence[dict[str, Any]], phase: str) -> list[tuple]:
@@ -65,7 +53,7 @@ def largest(deltas: Sequence[tuple]) -> float:
 def headline(comparison: Any) -> str:
     """The top panel's title: what was compared and the throughput ratio, when comparison.json has them."""
     title = "matched comparison: our trainer and transformers' GPT-2 on the same batches"
-    if isinstance(comparison, dict) and is_number(comparison.get("throughput_ratio")):
+    if isinstance(comparison, dict) and is_finite_number(comparison.get("throughput_ratio")):
         title += f"\nthroughput ratio {comparison['throughput_ratio']:.3g} (gptlineage / reference tokens/s)"
     return title
 
@@ -116,7 +104,7 @@ def draw_differences(axes, sides: dict[str, list[dict[str, Any]]], threshold: An
     axes.axhline(0.0, color=EDGE_COLOR, linewidth=0.8)
     axes.set_ylim(-(largest_seen * 1.15 or 1e-9), largest_seen * 1.15 or 1e-9)
     axes.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
-    note = f" (threshold {threshold:g} on train)" if is_number(threshold) else ""
+    note = f" (threshold {threshold:g} on train)" if is_finite_number(threshold) else ""
     axes.set_title("ours − reference: " + (", ".join(titles) or "no step logged by both") + note, fontsize=12)
     axes.set_ylabel("Δ loss")
     if titles:
@@ -128,7 +116,8 @@ def comparison_svg(directory: str | Path) -> bytes:
     reference below."""
     directory = Path(directory)
     comparison = read_json(directory / "comparison.json", "missing; expected a matched-comparison artifact")
-    sides = {side: side_points(directory, side) for side in (OURS, REFERENCE)}
+    missing = "missing; expected a matched-comparison artifact's metrics"
+    sides = {side: read_metrics(directory / f"metrics-{side}.json", missing) for side in (OURS, REFERENCE)}
     losses = [p["loss"] for points in sides.values() for p in points]
     with rc_context(DETERMINISTIC_RC):
         figure = new_figure(*COMPARISON_SIZE)

@@ -14,9 +14,9 @@ means something.
 from __future__ import annotations
 
 import io
-import math
 import re
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import matplotlib
@@ -26,6 +26,9 @@ matplotlib.use("Agg")  # never open a window; figures only become files
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter, MaxNLocator
+
+from gptlineage.core.errors import GptlineageError
+from gptlineage.core.jsonio import is_finite_number, read_json
 
 TRAIN_COLOR = "#2463a8"
 VALIDATION_COLOR = "#d66a2c"
@@ -45,21 +48,29 @@ DETERMINISTIC_RC = {
 }
 
 
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def loss_points(points: Iterable[Any], phase: str | None = None) -> list[dict[str, Any]]:
     """Points with a finite numeric step and loss (optionally of one phase), in step order."""
     kept = [
         p
         for p in points
         if isinstance(p, dict)
-        and is_number(p.get("step"))
-        and is_number(p.get("loss"))
+        and is_finite_number(p.get("step"))
+        and is_finite_number(p.get("loss"))
         and (phase is None or p.get("phase") == phase)
     ]
     return sorted(kept, key=lambda p: p["step"])
+
+
+def read_metrics(
+    path: str | Path, missing: str = "missing; expected a training artifact's metrics.json"
+) -> list[dict[str, Any]]:
+    """The loss points of a metrics.json; none finite is an error naming the file."""
+    document = read_json(path, missing)
+    points = document.get("points") if isinstance(document, dict) else None
+    finite = loss_points(points if isinstance(points, list) else [])
+    if not finite:
+        raise GptlineageError(f"{path}: metrics artifact has no finite loss points")
+    return finite
 
 
 def new_figure(width: float, height: float) -> Figure:

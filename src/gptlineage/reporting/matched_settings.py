@@ -23,9 +23,7 @@ COMPARISON = "comparison"
 
 @dataclass(frozen=True)
 class MatchedSettings:
-    """The comparison's schedule and tolerance. The defaults are the reference experiment's: 50
-    AdamW updates of 6 rows, learning rate 3e-5 warming up over 10 updates and decaying to 3e-6,
-    no weight decay, validation on 2 batches every 10 updates, and a 1e-4 train-loss threshold."""
+    """The comparison's schedule and tolerance; the defaults are the reference experiment's."""
 
     # The training run's settings, with the matched comparison's defaults (and its group).
     updates: int = setting_like(ScheduleSettings, "steps", 50, minimum=1, group=SCHEDULE)

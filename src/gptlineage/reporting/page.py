@@ -22,11 +22,12 @@ from typing import Any
 from markupsafe import Markup
 
 from gptlineage.core.errors import GptlineageError
+from gptlineage.core.jsonio import is_finite_number
 from gptlineage.lineage.identity import machine_summary
 from gptlineage.lineage.walk import Node, input_artifact_dir
 from gptlineage.reporting.dag import Graph, dag_svg, lineage_graph
 from gptlineage.reporting.html import pretty_json, render, svg_data_uri, trusted_svg, visible
-from gptlineage.reporting.plots import is_number, loss_points, loss_svg, profile_svg, read_metrics, read_trace_summary
+from gptlineage.reporting.plots import loss_points, loss_svg, profile_svg, read_metrics, read_trace_summary
 from gptlineage.reporting.results import training_stages
 from gptlineage.training.layout import TrainingRunFiles
 
@@ -78,7 +79,7 @@ def key_metrics(points: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
     rates = [
         p["tokens_per_second"]
         for p in points
-        if isinstance(p, dict) and p.get("phase") == "train" and is_number(p.get("tokens_per_second"))
+        if isinstance(p, dict) and p.get("phase") == "train" and is_finite_number(p.get("tokens_per_second"))
     ]
     if rates:
         rows.append(("median tokens/s", f"{statistics.median(rates):,.1f} over {len(rates)} steps"))

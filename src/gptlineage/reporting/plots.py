@@ -18,7 +18,7 @@ from typing import Any
 from matplotlib import rc_context
 
 from gptlineage.core.errors import GptlineageError
-from gptlineage.core.jsonio import read_json
+from gptlineage.core.jsonio import is_finite_number, read_json
 from gptlineage.reporting.figures import (
     DETERMINISTIC_RC,
     EDGE_COLOR,
@@ -26,11 +26,11 @@ from gptlineage.reporting.figures import (
     TRAIN_COLOR,
     VALIDATION_COLOR,
     integer_steps,
-    is_number,
     light_grid,
     loss_label,
     loss_points,
     new_figure,
+    read_metrics,
     set_loss_limits,
     svg_bytes,
 )
@@ -47,16 +47,6 @@ STAGE_COLORS = ("#2463a8", "#d66a2c", "#5a8a3a", "#8e44ad", "#b8860b", "#c0392b"
 
 
 # ---------------------------------------------------------------- reading inputs
-
-
-def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """The loss points of a metrics.json; none finite is an error naming the file."""
-    document = read_json(path, "missing; expected a training artifact's metrics.json")
-    points = document.get("points") if isinstance(document, dict) else None
-    finite = loss_points(points if isinstance(points, list) else [])
-    if not finite:
-        raise GptlineageError(f"{path}: metrics artifact has no finite loss points")
-    return finite
 
 
 def timing_rows(summary: Any) -> list[dict[str, Any]]:
@@ -138,7 +128,7 @@ def draw_validation(axes, validation: Sequence[dict[str, Any]]) -> None:
 
 def draw_learning_rate(axes, train: Sequence[dict[str, Any]]):
     """The learning rate of each training point on a second y axis (from 0); None when no point has one."""
-    rated = [p for p in train if is_number(p.get("learning_rate"))]
+    rated = [p for p in train if is_finite_number(p.get("learning_rate"))]
     if not rated:
         return None
     rates = [p["learning_rate"] for p in rated]
@@ -194,7 +184,7 @@ def loss_svg(points: Sequence[dict[str, Any]], title: str) -> bytes:
 
 
 def megabytes(kilobytes: Any) -> str:
-    return f"{kilobytes / 1024:.1f} MiB" if is_number(kilobytes) else "unknown"
+    return f"{kilobytes / 1024:.1f} MiB" if is_finite_number(kilobytes) else "unknown"
 
 
 def profile_svg(summary: dict[str, Any], title: str, top: int = 10) -> bytes:
@@ -212,20 +202,15 @@ def profile_svg(summary: dict[str, Any], title: str, top: int = 10) -> bytes:
         axes.barh(positions, seconds, color=TRAIN_COLOR, height=0.6)
         for position, value, row in zip(positions, seconds, rows):
             calls = row.get("calls")
-            note = f" {value:.3g} s" + (f", {calls} call{'' if calls == 1 else 's'}" if is_number(calls) else "")
+            note = f" {value:.3g} s" + (f", {calls} call{'' if calls == 1 else 's'}" if is_finite_number(calls) else "")
             axes.text(value, position, note, va="center", ha="left", fontsize=11)
         axes.set_yticks(positions, labels)
         axes.set_xlim(0, max(seconds) * 1.3)
         axes.set_xlabel("seconds (total per phase)")
-        axes.set_title(f"{title}: time per phase (peak memory {megabytes(summary.get('peak_resident_set_size_kb'))})")
-        wall = summary.get("wall_ns")
-        footer = (
-            f"{summary.get('event_count', '?')} trace events, wall {wall / 1e9:.3g} s, "
-            f"peak resident set {megabytes(summary.get('peak_resident_set_size_kb'))}"
-            if is_number(wall)
-            else f"{summary.get('event_count', '?')} trace events, "
-            f"peak resident set {megabytes(summary.get('peak_resident_set_size_kb'))}"
-        )
+        peak, wall = megabytes(summary.get("peak_resident_set_size_kb")), summary.get("wall_ns")
+        axes.set_title(f"{title}: time per phase (peak memory {peak})")
+        walled = f"wall {wall / 1e9:.3g} s, " if is_finite_number(wall) else ""
+        footer = f"{summary.get('event_count', '?')} trace events, {walled}peak resident set {peak}"
         figure.text(0.01, 0.01, footer, fontsize=10, color="#555555")
         figure.tight_layout(rect=(0, 0.04, 1, 1))
         return svg_bytes(figure)
@@ -296,7 +281,6 @@ def overview_figure(stages: Sequence[tuple[str, Sequence[dict[str, Any]]]]):
 
 
 def overview_svg(stages: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> bytes:
-    """`overview_figure` as deterministic SVG."""
     with rc_context(DETERMINISTIC_RC):
         return svg_bytes(overview_figure(stages))
 

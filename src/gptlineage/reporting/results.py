@@ -30,7 +30,6 @@ from gptlineage.reporting.seed_spread import spread_panel
 
 
 def number(value: Any) -> float | int | None:
-    """VALUE when it is a real number (not a bool), else None."""
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
@@ -245,15 +244,14 @@ def cache_check_panel(path: Path | None, manifest: Mapping[str, Any] | None) -> 
     report, note = read_report(path, manifest, "report.json")
     prefixes = report.get("prefixes") if report and isinstance(report.get("prefixes"), list) else []
     differences = [number(dig(prefix, "max_abs")) for prefix in prefixes]
+    steps = dig(report, "rollout.steps")
     values = {
         "passed": dig(report, "passed") if isinstance(dig(report, "passed"), bool) else None,
         "max_abs": max((d for d in differences if d is not None), default=None),
         "tolerance": number(dig(report, "tolerance")),
         "prefixes": len(prefixes),
         "certified_length": number(dig(report, "rollout.certified_length")),
-        "rollout_steps": len(dig(report, "rollout.steps") or [])
-        if isinstance(dig(report, "rollout.steps"), list)
-        else None,
+        "rollout_steps": len(steps) if isinstance(steps, list) else None,
     }
     if note is None and (values["passed"] is None or values["max_abs"] is None):
         note = "report.json has no passed or prefixes[].max_abs"

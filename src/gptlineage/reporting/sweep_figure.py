@@ -89,6 +89,5 @@ def sweep_figure(parameter: str, points: Sequence[SweepPoint], better: Mapping[s
 
 
 def sweep_svg(parameter: str, points: Sequence[SweepPoint], better: Mapping[str, str | None]) -> bytes:
-    """`sweep_figure` as deterministic SVG."""
     with rc_context(DETERMINISTIC_RC):
         return svg_bytes(sweep_figure(parameter, points, better))

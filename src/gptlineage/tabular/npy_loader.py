@@ -44,7 +44,6 @@ class NpyHeader:
 
     @property
     def count(self) -> int:
-        """Number of elements in the payload."""
         return math.prod(self.shape)
 
     @property

@@ -33,7 +33,6 @@ SCALAR_NAMES = {
     ("ieee", "float32"): "IEEE32Exec",
 }
 DTYPE_NAMES = ("float32", "float64")  # the run's torch dtype: getattr(torch, name)
-# Where `gptlineage small-data --output results/small_data` writes the table.
 DEFAULT_TABLE = TableDir(DEFAULT_DIR)
 
 
