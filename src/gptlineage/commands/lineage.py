@@ -30,6 +30,7 @@ from gptlineage.lineage.action_settings import (
     ShowSettings,
     TableSettings,
     VerifySettings,
+    check_source_directories,
 )
 from gptlineage.lineage.artifact import content_sha256
 from gptlineage.lineage.outputs import process_gone
@@ -71,7 +72,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        return HANDLERS[args.action](from_args(ACTIONS[args.action][0], args))
+        settings = from_args(ACTIONS[args.action][0], args)
+        if isinstance(settings, (VerifySettings, ReproduceSettings)):
+            check_source_directories(settings.sources)
+        return HANDLERS[args.action](settings)
     except GptlineageError as error:  # names from manifests and disks: no control character reaches the terminal
         raise GptlineageError(printable(error)) from None
 

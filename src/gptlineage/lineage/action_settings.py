@@ -50,6 +50,7 @@ SOURCES_HELP = "look here, by content, for source files a copied or moved tree n
 
 
 def check_source_directories(sources: tuple[Path, ...]) -> None:
+    """--sources names directories here (checked when the action runs: building settings reads no disk)."""
     for directory in sources:
         if not directory.is_dir():
             raise SettingError("sources", f"{directory}: no such directory")
@@ -75,7 +76,6 @@ class VerifySettings:
     def __post_init__(self) -> None:
         check_settings(self)
         check_artifact_ids(self, "expect_id", "expect_content")
-        check_source_directories(self.sources)
 
 
 @dataclass(frozen=True)
@@ -197,7 +197,6 @@ class ReproduceSettings:
 
     def __post_init__(self) -> None:
         check_settings(self)
-        check_source_directories(self.sources)
 
 
 @dataclass(frozen=True, kw_only=True)
