@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import STAGE_NAMES
 from test_workflow import copy_workflow
 
 from gptlineage.pipeline.graph import edges
@@ -97,7 +98,8 @@ def config_error(changes: dict) -> str | None:
         ),
         pytest.param(
             {"cache_check": {"run": "results/train/pretrain"}},
-            "invalid config: key cache_check.run: set by the workflow (the train_sft_stage2 rule's output); remove it",
+            f"invalid config: key cache_check.run: set by the workflow (the train_{STAGE_NAMES[-1]} rule's output);"
+            " remove it",  # the final model's run
             id="D18-wired-run",
         ),
         pytest.param(
@@ -183,7 +185,7 @@ def test_strings_read_as_their_settings_types(changes, typed):
 def test_held_out_suite_false_as_text_scores_the_default_suite():
     """'false' is false: the prompt suite then needs no synth_chat artifact."""
     config, _ = checked(with_keys({"prompt_suite": {"held_out_suite": "false"}}))
-    assert edges(config)["prompt_suite"] == ("train_sft_stage2",)
+    assert edges(config)["prompt_suite"] == (f"train_{STAGE_NAMES[-1]}",)
 
 
 def test_braces_in_text_reach_the_command_as_they_are():

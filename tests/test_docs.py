@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from pathlib import Path
@@ -158,3 +159,17 @@ def test_the_readme_graph_draws_exactly_the_jobs_inputs():
     graph = edges(config)
     assert drawn == {(source, job) for job in built_jobs(config) for source in graph[job]}
     assert len(lines) <= 15  # a short graph; `snakemake --rulegraph mermaid-js` prints the whole one
+
+
+def speed_table(path: Path) -> list[str]:
+    """The rows of a page's per-CPU speed table, from its header to the first line that is no row."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    start = next(index for index, line in enumerate(lines) if line.startswith("| CPU (model, flags) |"))
+    return list(itertools.takewhile(lambda line: line.startswith("|"), lines[start:]))
+
+
+def test_the_speed_table_is_one_table_on_both_pages_with_one_row_per_cpu():
+    table = speed_table(REPO / "docs" / "results.md")
+    assert speed_table(REPO / "benchmarks" / "README.md") == table
+    cpus = [row.split("|")[1].strip() for row in table[3:]]  # after the header, its rule and the goals
+    assert cpus and len(cpus) == len(set(cpus)), cpus

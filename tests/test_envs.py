@@ -70,11 +70,11 @@ def own_steps() -> set[str]:
 
 def rule_families() -> dict[str, set[str]]:
     """Each env file's name (its family) -> the `gptlineage` commands its rules run; each rule but
-    one's own steps (which run where Snakemake runs) names exactly one env and one command."""
+    one's own steps names exactly one env and one command."""
     families: dict[str, set[str]] = {}
     for name, block, commands in rule_blocks():
         envs = re.findall(r'"\.\./\.\./envs/([\w-]+)\.yaml"', block)
-        if commands == ["record"] and not envs:
+        if commands == ["record"]:  # one's own step: its env is any family's
             continue
         assert len(envs) == 1 and len(commands) == 1, f"{name}: {block.splitlines()[0]!r}: {envs} {commands}"
         families.setdefault(envs[0], set()).add(commands[0])

@@ -125,10 +125,9 @@ def test_every_result_lives_on_the_store_not_in_the_checkout(stored, s3_server, 
     assert "step 4/4" in (store / "logs" / "train_pretrain.log").read_text()
     assert (store / "logs" / "sft_stage2.benchmark.tsv").is_file()
     assert not (stored / "results").exists() and not (stored / "logs").exists()
-    # The same config and commit built locally: the same work, so the same id, for every one of the 22.
+    # The same config and commit built locally: the same work, so the same id, for every one.
     store_ids = {target: manifest(store / target)["id"] for target in RESULTS}
     local_ids = {target: manifest(tiny_workflow / target)["id"] for target in RESULTS}
-    assert len(RESULTS) == 22
     assert [t for t in RESULTS if store_ids[t] != local_ids[t]] == []
     # The job ran on the store's local copy; the shipped data is also recorded from the project root.
     (plays,) = manifest(store / "results" / "corpus_pretrain")["inputs"]
@@ -170,7 +169,8 @@ def test_away_from_its_checkout_a_tree_finds_its_data_and_a_copy_without_it_is_a
     code, lines = verify_lines(capsys, str(copy / TARGET))
     absent = [line for line in lines if line.startswith("ABSENT ")]
     assert code != 0 and absent and not [line for line in lines if line.startswith("FAILED ")], lines
-    assert all("plays.jsonl.gz: input file not found here; pass --sources DIR" in line for line in absent)
+    assert all(": input file not found here; pass --sources DIR" in line for line in absent)
+    assert any("plays.jsonl.gz: " in line for line in absent)
     code, lines = verify_lines(capsys, str(copy / TARGET), "--sources", str(adopted / "data"))
     assert code == 0 and lines[0].startswith("OK: "), lines
 

@@ -19,35 +19,31 @@ import zipfile
 from pathlib import Path
 
 import yaml
-from conftest import DEFAULT_GRAPH, STAGE_NAMES
+from conftest import DEFAULT_GRAPH, STAGE_NAMES, default_config
+
+from gptlineage.pipeline.graph import DELIVERABLE, edges
 
 REPO = Path(__file__).resolve().parent.parent
 # The user's one target; it builds every result below.
 TARGET = "results/sft_stage2"
 STAGES = STAGE_NAMES
+EDGES = edges(default_config())  # job -> the jobs it reads
+
+
+def upstream_of(job: str) -> set[str]:
+    """JOB and every job it reads, directly or not."""
+    found, todo = set(), [job]
+    while todo:
+        name = todo.pop()
+        if name not in found:
+            found.add(name)
+            todo.extend(EDGES[name])
+    return found
+
+
+# Every result the one target builds: the deliverable and everything upstream of it.
 RESULTS = [
-    "results/small_data",
-    "results/data_csv",
-    "results/data_npy",
-    "results/synth_chat",
-    "results/corpus_pretrain",
-    "results/corpus_continuation",
-    "results/corpus_sft_stage1",
-    "results/corpus_sft_stage2",
-    "results/train/pretrain",
-    "results/train/best_pretrain",
-    "results/train/continuation",
-    "results/train/best_continuation",
-    "results/train/sft_stage1",
-    "results/train/best_sft_stage1",
-    "results/train/sft_stage2",
-    "results/cache_check",
-    "results/cache_bench",
-    "results/prompt_suite",
-    "results/export_hf",
-    "results/matched_compare",
-    "results/plots",
-    TARGET,
+    f"results/{DEFAULT_GRAPH.directories[job]}" for job in DEFAULT_GRAPH.names if job in upstream_of(DELIVERABLE)
 ]
 # The default profile's training takes minutes a stage; here each stage is a few tiny updates.
 TINY_TRAINING = {"steps": 4, "batch": 2, "context": 64, "eval_every": 2, "eval_batches": 1, "checkpoint_every": 2}
@@ -198,7 +194,7 @@ def test_the_generation_checks_report_on_the_stage_two_model(workflow_copy):
     manifest = json.loads((workflow_copy / "results/prompt_suite/manifest.json").read_text())
     roles = {entry["role"]: entry for entry in manifest["inputs"]}
     assert (
-        roles["parameters"]["artifact_path"] == "../train/sft_stage2"
+        roles["parameters"]["artifact_path"] == f"../train/{STAGES[-1]}"  # the last stage's model
         and roles["suite"]["artifact_path"] == "../synth_chat"
     )
     assert json.loads((workflow_copy / "results/cache_check/manifest.json").read_text())["inputs"]
@@ -219,7 +215,7 @@ def test_rule_all_builds_every_result_and_the_report_shows_every_stage(workflow_
     for part in ("prompt_suite", "cache_bench", "data_npy", "export_hf"):
         assert f">{part}<" in html, part
     summary = json.loads((workflow_copy / "results/sft_stage2/summary.json").read_text())
-    assert summary["parts"]["model"]["artifact"] == "sft_stage2"
+    assert summary["parts"]["model"]["artifact"] == STAGES[-1]
     assert summary["parts"]["model"]["metrics"]["best_val_loss"] > 0
     assert 0 <= summary["parts"]["prompt_suite"]["metrics"]["exact_match"] <= 1
 
@@ -276,4 +272,4 @@ def test_the_job_table_names_every_result_the_workflow_builds():
 
     default = experiments(yaml.safe_load((REPO / "config.yaml").read_text()))[""]
     built = {default.path(job) for job in DEFAULT_GRAPH.names}
-    assert built - {"results/train/best_sft_stage2"} == set(RESULTS)  # no rule asks for the last stage's best
+    assert built - {f"results/train/best_{STAGES[-1]}"} == set(RESULTS)  # no rule asks for the last stage's best

@@ -51,8 +51,8 @@ def test_a_bad_experiment_is_one_line_naming_its_key(workflow_copy, tmp_path):
     for experiments, message in (
         ({"train": {"sft_stage2": {"lr": 0.1}}}, "key experiments.train: an experiment name"),
         (
-            {"ok": {"sft_stage9": {"lr": 0.1}}},
-            "key experiments.ok.sft_stage9: no job of this workflow reads it; did you mean sft_stage2?",
+            {"ok": {"sft_stag2": {"lr": 0.1}}},
+            "key experiments.ok.sft_stag2: no job of this workflow reads it; did you mean sft_stage2?",
         ),
         ({"ok": {"sft_stage2": {"lr": -1}}}, "key experiments.ok.sft_stage2.lr:"),
     ):
