@@ -61,37 +61,28 @@ TINY_PROBABILITY = 1e-30  # below it, −log p from a float32 softmax loses digi
 def cross_entropy_of(
     probs: torch.Tensor, targets: torch.Tensor, row_weights: torch.Tensor, hidden: torch.Tensor, weight: torch.Tensor
 ) -> torch.Tensor:
-    """−log p_y of each row of the softmax probs [c, V] of hidden [c, W] @ weightᵀ; a weighted row whose
-    p_y is below TINY_PROBABILITY gets its logits again (a few rows) and an exact log-softmax instead."""
-    chosen = probs.gather(1, targets[:, None]).squeeze(1)  # [c]
+    """−log p_y of each row of the softmax probs [c, V] of hidden [c, W] @ weightᵀ, in row_weights' dtype;
+    a weighted row whose p_y is below TINY_PROBABILITY gets its logits again (a few rows) and an exact
+    log-softmax instead."""
+    chosen = probs.gather(1, targets[:, None]).squeeze(1).to(row_weights.dtype)  # [c]
     ce = -torch.log(chosen)
     tiny = ((chosen < TINY_PROBABILITY) & (row_weights != 0)).nonzero().squeeze(1)
     if tiny.numel():
-        log_probs = torch.log_softmax((hidden[tiny] @ weight.T).to(probs.dtype), dim=1)
-        ce[tiny] = -log_probs.gather(1, targets[tiny, None]).squeeze(1).to(ce.dtype)
+        log_probs = torch.log_softmax((hidden[tiny] @ weight.T).to(ce.dtype), dim=1)
+        ce[tiny] = -log_probs.gather(1, targets[tiny, None]).squeeze(1)
     return ce
 
 
-class LowPrecisionBuffers:
-    """The bf16 side of one fused-loss pass, in buffers every chunk reuses: a fresh bf16 result of
-    [c, V] or [V, W] costs its matmul's time again (the logits product with AMX, 256 x 128 x 50,257:
-    9.1 ms into a fresh tensor, 3.8 ms into a buffer; bench-cpu trains 1.2x faster for it)."""
+WIDENED_BYTES = 2 << 20  # float32 rows of W's gradient widened at a time: 4,096 at width 128, in L2 cache
 
-    def __init__(self, logits: torch.Tensor, weight_mm: torch.Tensor) -> None:
-        self.weight_mm = weight_mm  # [V, W] in bf16
-        self.low = torch.empty(logits.shape, dtype=weight_mm.dtype, device=logits.device)  # [chunk, V]
-        self.product: torch.Tensor | None = None  # [V, W], made by the first gradient (none in validation)
 
-    def logits(self, h: torch.Tensor) -> torch.Tensor:
-        return torch.mm(h, self.weight_mm.T, out=self.low[: h.shape[0]])  # [c, V]
-
-    def rows(self, dlogits: torch.Tensor) -> torch.Tensor:
-        return self.low[: dlogits.shape[0]].copy_(dlogits)  # [c, V] in bf16
-
-    def weight_product(self, dlogits_mm: torch.Tensor, scaled_h: torch.Tensor) -> torch.Tensor:
-        if self.product is None:
-            self.product = torch.empty_like(self.weight_mm)
-        return torch.mm(dlogits_mm.T, scaled_h, out=self.product)  # [V, c] @ [c, W]
+def add_widened(grad_weight: torch.Tensor, product: torch.Tensor) -> torch.Tensor:
+    """grad_weight += product, float32 and bf16 [V, W]. `add_` widens bf16 into a float32 temporary
+    first: a block of rows at a time keeps each in cache (bench-cpu: 1.5 ms a chunk against 2.8)."""
+    rows = max(1, WIDENED_BYTES // (grad_weight.element_size() * grad_weight.shape[1]))
+    for first in range(0, len(grad_weight), rows):
+        grad_weight[first : first + rows].add_(product[first : first + rows])
+    return grad_weight
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
@@ -106,22 +97,20 @@ class _LinearCrossEntropy(torch.autograd.Function):
         total = torch.zeros((), dtype=accumulate, device=hidden.device)
         grad_hidden = torch.empty_like(hidden) if wants_grad else None
         grad_weight = None  # the first chunk's product (no zero pass over V x W floats), added to after
-        # One logits buffer for every chunk: [chunk, V], the only vocabulary-wide temporary. Reusing
-        # it matters on CPU, where a fresh 50 MB tensor per chunk costs more in page faults than its matmul.
-        buffer = torch.empty(min(chunk, hidden.shape[0]), weight.shape[0], dtype=accumulate, device=hidden.device)
-        low = LowPrecisionBuffers(buffer, weight_mm) if matmul_dtype != accumulate else None
+        # One logits buffer for every chunk, in the matmul's dtype: [chunk, V], the only vocabulary-wide temporary.
+        # Reusing it matters on CPU, where a fresh 50 MB tensor per chunk costs more in page faults than its matmul.
+        buffer = torch.empty(min(chunk, hidden.shape[0]), weight.shape[0], dtype=matmul_dtype, device=hidden.device)
+        product = None  # bf16 [V, W]: W's gradient from one chunk, into the first one's buffer after (no page faults)
         for start in range(0, hidden.shape[0], chunk):
             h = hidden[start : start + chunk].to(matmul_dtype)  # [c, W]
             t = targets[start : start + chunk]  # [c]
             w = row_weights[start : start + chunk].to(accumulate)  # [c]
-            logits = buffer[: h.shape[0]]  # [c, V]
-            if low is None:
-                torch.mm(h, weight_mm.T, out=logits)
-            else:
-                logits.copy_(low.logits(h))  # bf16 matmul, float32 softmax
+            logits = torch.mm(h, weight_mm.T, out=buffer[: h.shape[0]])  # [c, V]
             # softmax in place: the kernel works one row (V floats, 200 KB: in cache) at a time, so the
             # buffer is read and written once, and it is already the gradient's softmax (log_softmax
-            # then exp_ took a second pass: 1.4x the time). CE = −log p_y.
+            # then exp_ took a second pass: 1.4x the time). CE = −log p_y. On bf16 logits the kernel sums
+            # in float32 and rounds each p once (2^-9 relative, below the logits' own rounding): widening
+            # the logits to float32 and the gradient back took two passes more (bench-cpu: 13% of a step).
             probs = torch.softmax(logits, dim=1, out=logits)
             ce = cross_entropy_of(probs, t, w, h, weight_mm)  # [c]
             total += torch.where(w != 0, w * ce, torch.zeros_like(ce)).sum()
@@ -130,25 +119,26 @@ class _LinearCrossEntropy(torch.autograd.Function):
             # d loss / d logits = w · (softmax − onehot(y)). The row weights w scale the chunk's small
             # factors (h [c, W] and the [c, W] product) rather than the [c, V] matrix: a pass less over it.
             dlogits = probs
-            dlogits.scatter_add_(1, t[:, None], torch.full_like(w[:, None], -1.0))
+            # p_y − 1 over p_y by index: scatter_ and scatter_add_ widen bf16 [c, V] to float32 and back
+            picked = torch.arange(len(t), device=t.device), t
+            dlogits[picked] = dlogits[picked] - 1
             unweighted = (w == 0).nonzero().squeeze(1)
             if unweighted.numel():  # exactly 0, even where a padding row's logits were not finite
                 dlogits.index_fill_(0, unweighted, 0.0)
             scale = w[:, None]  # [c, 1]
-            dlogits_mm = dlogits if low is None else low.rows(dlogits)
             scaled_h = (h * scale).to(matmul_dtype)  # [c, W]
             if matmul_dtype == hidden.dtype:
                 rows = grad_hidden[start : start + chunk]
-                torch.mm(dlogits_mm, weight_mm, out=rows).mul_(scale)  # [c, W]
+                torch.mm(dlogits, weight_mm, out=rows).mul_(scale)  # [c, W]
             else:
-                grad_hidden[start : start + chunk] = ((dlogits_mm @ weight_mm) * scale).to(hidden.dtype)
-            if low is not None:
-                product = low.weight_product(dlogits_mm, scaled_h)  # bf16 [V, W]
-                grad_weight = product.to(accumulate) if grad_weight is None else grad_weight.add_(product)
+                grad_hidden[start : start + chunk] = ((dlogits @ weight_mm) * scale).to(hidden.dtype)
+            if matmul_dtype != accumulate:
+                product = torch.mm(dlogits.T, scaled_h, out=product)  # [V, c] @ [c, W]
+                grad_weight = product.to(accumulate) if grad_weight is None else add_widened(grad_weight, product)
             elif grad_weight is None:
-                grad_weight = dlogits_mm.T @ scaled_h  # the first chunk's product is the gradient
+                grad_weight = dlogits.T @ scaled_h  # the first chunk's product is the gradient
             else:
-                grad_weight.addmm_(dlogits_mm.T, scaled_h)  # [V, c] @ [c, W], added in place
+                grad_weight.addmm_(dlogits.T, scaled_h)  # [V, c] @ [c, W], added in place
         if wants_grad and grad_weight is None:  # no rows (a batch without targets): no gradient at all
             grad_weight = torch.zeros(weight.shape, dtype=accumulate, device=weight.device)
         # Kept on ctx, not saved for backward: backward hands them on as the gradients themselves
@@ -172,7 +162,7 @@ def linear_cross_entropy(
     hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, row_weights: torch.Tensor | None, chunk: int
 ) -> torch.Tensor:
     """Σ w·CE(hidden @ weightᵀ, targets) over rows, `chunk` rows at a time; w = 1/N when None (the mean).
-    Under bf16 autocast the matmuls run in bf16, the softmax and sums in float32."""
+    Under bf16 autocast the matmuls run in bf16, the softmax's and loss's sums in float32."""
     if row_weights is None:
         exact = torch.float64 if hidden.dtype == torch.float64 else torch.float32
         row_weights = torch.full(targets.shape, 1.0 / targets.numel(), dtype=exact, device=targets.device)

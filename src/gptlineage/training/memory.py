@@ -18,9 +18,9 @@ r = B / (processes x accumulate) rows per micro-batch and N = r x T tokens of it
                                          copy, the 4W-wide MLP input and GELU output, the residual
                                          sums (~18·W per token); S = 3·H·T (scores, softmax, dropout
                                          mask) when dropout > 0 forces the unfused attention, else 0
-    loss            = chunk·V·4 + N·W·a  fused: one chunk's logits and the hidden-state gradient
-                      (+ chunk·V·2 + 2·V·W·2 in bf16: the chunk's bf16 logits, W and, training,
-                      W's gradient product);
+    loss            = chunk·V·4 + N·W·a  fused: one chunk's logits and the hidden-state gradient;
+                      bf16: chunk·V·2 + V·W·2 + N·W·a + V·W·2, the logits and W in bf16 and, training,
+                      the hidden-state gradient and W's gradient product in bf16;
                     = 3·N·V·a            --loss-chunk 0: the logits, their log-softmax and gradient
     validation      = r_v·T·a·(6·W) + its loss   no gradients, but one piece of B / processes rows
 
@@ -86,9 +86,9 @@ class MemoryEstimate:
 
 def loss_bytes(tokens: int, dims: GPTConfig, chunk: int, a: int, training: bool, bf16: bool = False) -> int:
     if chunk:
-        copies = 2 if training else 1  # bf16 W, and in training its gradient product
-        low = min(chunk, tokens) * dims.vocab * 2 + copies * dims.vocab * dims.width * 2 if bf16 else 0
-        return min(chunk, tokens) * dims.vocab * 4 + (tokens * dims.width * a if training else 0) + low
+        low = dims.vocab * dims.width * (4 if training else 2) if bf16 else 0  # bf16 W, training its gradient product
+        logits = min(chunk, tokens) * dims.vocab * (2 if bf16 else 4)
+        return logits + low + (tokens * dims.width * a if training else 0)
     return (3 if training else 2) * tokens * dims.vocab * a
 
 
