@@ -88,6 +88,9 @@ def edit(workdir: Path, step: Step) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)  # a folder of one's own (scripts/)
         target.write_text(step.text, encoding="utf-8")
         return
+    if not target.exists():  # a page the workflow's copy leaves out (README.md, results/README.md)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / step.path, target)
     text = target.read_text(encoding="utf-8")
     if step.anchor is None:  # after an empty line (two in Python and Snakemake files), as a reader would
         gap = "\n\n\n" if target.suffix in (".py", ".smk") else "\n\n"
