@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import DEFAULT_GRAPH
+from test_workflow import upstream_of
 
 from gptlineage.pipeline.graph import DELIVERABLE, edges
 
@@ -107,29 +108,21 @@ def built_jobs(config: dict | None = None) -> set[str]:
     """The jobs `snakemake all` runs on CONFIG (the default: config.yaml): the deliverable,
     everything upstream of it, and the corpora (the `all` rule's other targets)."""
     config = config or yaml.safe_load((REPO / "config.yaml").read_text())
-    graph = edges(config)
-    todo = [DELIVERABLE, *(f"corpus_{stage}" for stage in config["stages"])]
-    jobs: set[str] = set()
-    while todo:
-        job = todo.pop()
-        if job not in jobs:
-            jobs.add(job)
-            todo.extend(graph[job])
-    return jobs
+    return upstream_of(DELIVERABLE, *(f"corpus_{stage}" for stage in config["stages"]), graph=edges(config))
 
 
 def test_results_readme_lists_every_directory_the_workflow_writes():
     rows = [line for line in (REPO / "results" / "README.md").read_text().splitlines() if line.startswith("| `")]
-    listed = {}
+    listed, built = {}, built_jobs()
     for row in rows:
         directories, jobs = (re.findall(r"`([^`]+)`", cell) for cell in row.split("|")[1:3])
         if jobs[0].endswith("<stage>"):  # one row for a kind of job every stage has (whose job exists)
             named = [(jobs[0].replace("<stage>", stage.name), stage.name) for stage in DEFAULT_GRAPH.stages]
-            jobs = [job for job, _ in named if job in built_jobs()]
-            directories = [directories[0].replace("<stage>", name) for job, name in named if job in built_jobs()]
+            jobs = [job for job, _ in named if job in built]
+            directories = [directories[0].replace("<stage>", name) for job, name in named if job in built]
         assert [f"{DEFAULT_GRAPH.directories[job]}/" for job in jobs] == directories, row
         listed.update(dict.fromkeys(jobs))
-    assert set(listed) == built_jobs()
+    assert set(listed) == built
 
 
 def mermaid_lines(text: str) -> list[str]:

@@ -30,21 +30,21 @@ STAGES = STAGE_NAMES
 EDGES = edges(default_config())  # job -> the jobs it reads
 
 
-def upstream_of(job: str) -> set[str]:
-    """JOB and every job it reads, directly or not."""
-    found, todo = set(), [job]
+def upstream_of(*jobs: str, graph: dict | None = None) -> set[str]:
+    """JOBS and every job they read, directly or not, in GRAPH (job -> the jobs it reads; default EDGES)."""
+    graph = EDGES if graph is None else graph
+    found, todo = set(), list(jobs)
     while todo:
         name = todo.pop()
         if name not in found:
             found.add(name)
-            todo.extend(EDGES[name])
+            todo.extend(graph[name])
     return found
 
 
 # Every result the one target builds: the deliverable and everything upstream of it.
-RESULTS = [
-    f"results/{DEFAULT_GRAPH.directories[job]}" for job in DEFAULT_GRAPH.names if job in upstream_of(DELIVERABLE)
-]
+TARGET_JOBS = upstream_of(DELIVERABLE)
+RESULTS = [f"results/{DEFAULT_GRAPH.directories[job]}" for job in DEFAULT_GRAPH.names if job in TARGET_JOBS]
 # The default profile's training takes minutes a stage; here each stage is a few tiny updates.
 TINY_TRAINING = {"steps": 4, "batch": 2, "context": 64, "eval_every": 2, "eval_batches": 1, "checkpoint_every": 2}
 # The tiny chain's model: cpu-small's vocabulary (the corpora's GPT-2 tokens) on one narrow layer,

@@ -13,6 +13,7 @@ import json
 import yaml
 from test_workflow import (
     TARGET,
+    TARGET_JOBS,
     TINY_SHAPE,
     TINY_TRAINING,
     copy_workflow,
@@ -51,7 +52,7 @@ def test_changing_stage_two_learning_rate_reruns_sft_stage2_alone(workflow_copy)
     config["sft_stage2"]["lr"] *= 2
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     # sft_stage2 and only what depends on it (with the default stages: the checks of the final model)
-    downstream = sorted(job for job in upstream_of(DELIVERABLE) if "train_sft_stage2" in upstream_of(job))
+    downstream = sorted(job for job in TARGET_JOBS if "train_sft_stage2" in upstream_of(job))
     assert {"train_sft_stage2", DELIVERABLE} <= set(downstream)
     assert planned_rules(workflow_copy) == downstream
     done = snakemake(workflow_copy, TARGET, cores=2)  # the four readers of the new model side by side
