@@ -208,9 +208,14 @@ NUMERIC_LIBRARIES = ("datasets", "numpy", "pyarrow", "safetensors", "tiktoken", 
 
 
 @functools.cache
+def distributions_by_import_name() -> dict[str, list[str]]:
+    """Each top-level import name's distributions, read once a process (0.14 s: every RECORD file)."""
+    return metadata.packages_distributions()
+
+
 def distribution_of(import_name: str) -> str:
     """The installed distribution providing a top-level import name (`yaml` -> `PyYAML`)."""
-    return (metadata.packages_distributions().get(import_name) or [import_name])[0]
+    return (distributions_by_import_name().get(import_name) or [import_name])[0]
 
 
 def library_versions(code_files: Sequence[dict[str, str]], source_root: Path = SOURCE_ROOT) -> dict[str, str | None]:
