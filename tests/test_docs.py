@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import DEFAULT_GRAPH
+from conftest import DEFAULT_GRAPH, default_config
 from test_workflow import upstream_of
 
 from gptlineage.pipeline.graph import DELIVERABLE, edges
@@ -107,7 +107,7 @@ def test_every_page_of_the_manual_is_in_the_nav():
 def built_jobs(config: dict | None = None) -> set[str]:
     """The jobs `snakemake all` runs on CONFIG (the default: config.yaml): the deliverable,
     everything upstream of it, and the corpora (the `all` rule's other targets)."""
-    config = config or yaml.safe_load((REPO / "config.yaml").read_text())
+    config = config or default_config()
     return upstream_of(DELIVERABLE, *(f"corpus_{stage}" for stage in config["stages"]), graph=edges(config))
 
 
@@ -146,7 +146,7 @@ def test_the_readme_graph_draws_exactly_the_jobs_inputs():
     """The graph of the stages it draws (a stage of one's own added to config.yaml is not drawn)."""
     lines = mermaid_lines((REPO / "README.md").read_text())
     drawn = drawn_edges(lines)
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = default_config()
     nodes = {name for edge in drawn for name in edge}
     config["stages"] = [stage for stage in config["stages"] if f"train_{stage}" in nodes]
     graph = edges(config)

@@ -270,6 +270,6 @@ def test_the_paper_profile_lists_its_jobs(workflow_copy):
 def test_the_job_table_names_every_result_the_workflow_builds():
     from gptlineage.pipeline.sweeps import experiments
 
-    default = experiments(yaml.safe_load((REPO / "config.yaml").read_text()))[""]
+    default = experiments(default_config())[""]
     built = {default.path(job) for job in DEFAULT_GRAPH.names}
     assert built - {f"results/train/best_{STAGES[-1]}"} == set(RESULTS)  # no rule asks for the last stage's best
